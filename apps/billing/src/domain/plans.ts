@@ -1,0 +1,155 @@
+/** Plans and prices: the catalogue is configuration, validated here. Pure. */
+
+export interface PlanLimits {
+  maxConcurrentConnections: number;
+  maxApiKeys: number;
+  maxProjects: number;
+  maxBots: number;
+  maxAllowlistEntries: number;
+  maxCredentialTtlSeconds: number;
+}
+
+export interface Price {
+  currency: string;
+  monthlyAmountMinor: number;
+  contactSales: boolean;
+}
+
+export interface Plan {
+  id: string;
+  name: string;
+  limits: PlanLimits;
+  price: Price;
+}
+
+export const PLAN_IDS = ['free', 'pro', 'enterprise'] as const;
+export type PlanId = (typeof PLAN_IDS)[number];
+
+/** Built-in defaults, used when RELAYPLANE_PLANS_FILE is not set; a file overrides per field. */
+export const DEFAULT_PLANS: Record<PlanId, Plan> = {
+  free: {
+    id: 'free',
+    name: 'Free',
+    limits: {
+      maxConcurrentConnections: 10,
+      maxApiKeys: 2,
+      maxProjects: 2,
+      maxBots: 2,
+      maxAllowlistEntries: 3,
+      maxCredentialTtlSeconds: 900,
+    },
+    price: { currency: 'usd', monthlyAmountMinor: 0, contactSales: false },
+  },
+  pro: {
+    id: 'pro',
+    name: 'Pro',
+    limits: {
+      maxConcurrentConnections: 1_000,
+      maxApiKeys: 25,
+      maxProjects: 25,
+      maxBots: 100,
+      maxAllowlistEntries: 100,
+      maxCredentialTtlSeconds: 3_600,
+    },
+    price: { currency: 'usd', monthlyAmountMinor: 4_900, contactSales: false },
+  },
+  enterprise: {
+    id: 'enterprise',
+    name: 'Enterprise',
+    limits: {
+      maxConcurrentConnections: 100_000,
+      maxApiKeys: 1_000,
+      maxProjects: 1_000,
+      maxBots: 10_000,
+      maxAllowlistEntries: 1_000,
+      maxCredentialTtlSeconds: 3_600,
+    },
+    price: { currency: 'usd', monthlyAmountMinor: 0, contactSales: true },
+  },
+};
+
+const LIMIT_FIELDS: Record<keyof PlanLimits, { file: string; min: number; max: number }> = {
+  maxConcurrentConnections: { file: 'max_concurrent_connections', min: 0, max: 10_000_000 },
+  maxApiKeys: { file: 'max_api_keys', min: 0, max: 1_000_000 },
+  maxProjects: { file: 'max_projects', min: 0, max: 1_000_000 },
+  maxBots: { file: 'max_bots', min: 0, max: 1_000_000 },
+  maxAllowlistEntries: { file: 'max_allowlist_entries', min: 0, max: 100_000 },
+  maxCredentialTtlSeconds: { file: 'max_credential_ttl_seconds', min: 60, max: 3_600 },
+};
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function intIn(v: unknown, min: number, max: number): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+}
+
+/**
+ * Validates a plans document (parsed YAML/JSON) and merges it over the defaults.
+ * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?} } } }`.
+ * Throws an Error whose message names the offending path.
+ */
+export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
+  if (!isRecord(doc)) throw new Error('must be a mapping with a "plans" key');
+  const unknownTop = Object.keys(doc).filter((k) => k !== 'plans');
+  if (unknownTop.length) throw new Error(`unknown key(s) ${unknownTop.join(', ')}`);
+  const plans = doc.plans;
+  if (!isRecord(plans)) throw new Error('plans: must be a mapping of plan id to plan');
+  const out = structuredClone(DEFAULT_PLANS);
+  for (const [id, raw] of Object.entries(plans)) {
+    if (!(PLAN_IDS as readonly string[]).includes(id)) {
+      throw new Error(`plans.${id}: unknown plan (known: ${PLAN_IDS.join(', ')})`);
+    }
+    const plan = out[id as PlanId];
+    if (!isRecord(raw)) throw new Error(`plans.${id}: must be a mapping`);
+    for (const key of Object.keys(raw)) {
+      if (!['name', 'limits', 'price'].includes(key)) throw new Error(`plans.${id}.${key}: unknown key`);
+    }
+    if (raw.name !== undefined) {
+      if (typeof raw.name !== 'string' || raw.name.length === 0 || raw.name.length > 64) {
+        throw new Error(`plans.${id}.name: must be a string of 1-64 characters`);
+      }
+      plan.name = raw.name;
+    }
+    if (raw.limits !== undefined) {
+      if (!isRecord(raw.limits)) throw new Error(`plans.${id}.limits: must be a mapping`);
+      const byFile = new Map(Object.entries(LIMIT_FIELDS).map(([k, v]) => [v.file, { key: k, ...v }]));
+      for (const [fileKey, value] of Object.entries(raw.limits)) {
+        const field = byFile.get(fileKey);
+        if (!field) throw new Error(`plans.${id}.limits.${fileKey}: unknown limit`);
+        if (!intIn(value, field.min, field.max)) {
+          throw new Error(`plans.${id}.limits.${fileKey}: must be an integer between ${field.min} and ${field.max}`);
+        }
+        plan.limits[field.key as keyof PlanLimits] = value;
+      }
+    }
+    if (raw.price !== undefined) {
+      const p = raw.price;
+      if (!isRecord(p)) throw new Error(`plans.${id}.price: must be a mapping`);
+      for (const [key, value] of Object.entries(p)) {
+        if (key === 'currency') {
+          if (typeof value !== 'string' || !/^[a-z]{3}$/.test(value)) {
+            throw new Error(`plans.${id}.price.currency: must be a lowercase ISO 4217 code`);
+          }
+          plan.price.currency = value;
+        } else if (key === 'monthly_amount_minor') {
+          if (!intIn(value, 0, 100_000_000)) {
+            throw new Error(`plans.${id}.price.monthly_amount_minor: must be a non-negative integer`);
+          }
+          plan.price.monthlyAmountMinor = value;
+        } else if (key === 'contact_sales') {
+          if (typeof value !== 'boolean') throw new Error(`plans.${id}.price.contact_sales: must be true or false`);
+          plan.price.contactSales = value;
+        } else {
+          throw new Error(`plans.${id}.price.${key}: unknown key`);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+export function isPlanId(v: string): v is PlanId {
+  return (PLAN_IDS as readonly string[]).includes(v);
+}

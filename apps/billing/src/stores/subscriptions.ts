@@ -1,0 +1,34 @@
+import type { Kysely } from 'kysely';
+import type { BillingDatabase } from '../db/schema.ts';
+
+export interface Subscription {
+  tenantId: string;
+  planId: string;
+  updatedAt: Date;
+}
+
+export class SubscriptionStore {
+  readonly #db: Kysely<BillingDatabase>;
+  constructor(db: Kysely<BillingDatabase>) {
+    this.#db = db;
+  }
+
+  async get(tenantId: string): Promise<Subscription | undefined> {
+    const row = await this.#db
+      .selectFrom('subscriptions')
+      .select(['tenant_id', 'plan_id', 'updated_at'])
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirst();
+    return row && { tenantId: row.tenant_id, planId: row.plan_id, updatedAt: row.updated_at };
+  }
+
+  async setPlan(tenantId: string, planId: string, now: Date): Promise<Subscription> {
+    const row = await this.#db
+      .insertInto('subscriptions')
+      .values({ tenant_id: tenantId, plan_id: planId, updated_at: now })
+      .onConflict((oc) => oc.column('tenant_id').doUpdateSet({ plan_id: planId, updated_at: now }))
+      .returning(['tenant_id', 'plan_id', 'updated_at'])
+      .executeTakeFirstOrThrow();
+    return { tenantId: row.tenant_id, planId: row.plan_id, updatedAt: row.updated_at };
+  }
+}

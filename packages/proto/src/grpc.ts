@@ -1,0 +1,247 @@
+/**
+ * The one bridge between protobuf-es service descriptors and @grpc/grpc-js.
+ *
+ * Generated descriptors carry every method's path, kind and message schemas, so the
+ * bridge derives the grpc-js service definition and a typed client from them: nobody
+ * writes serializers or loads .proto files at run time. Policy (errors, deadlines,
+ * request ids, logging) is plugged in through hooks by `@relayplane/shared/rpc`.
+ */
+import {
+  create,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from '@bufbuild/protobuf';
+import * as grpc from '@grpc/grpc-js';
+
+type AnyMethod = { methodKind: string; input: DescMessage; output: DescMessage };
+type Methods<S extends DescService> = S extends { method: infer M } ? M : never;
+
+/** Per-call information handed to a handler. */
+export interface CallInfo {
+  readonly method: string;
+  readonly metadata: grpc.Metadata;
+  /** Aborted when the client cancels or the deadline passes. */
+  readonly signal: AbortSignal;
+}
+
+type HandlerFor<M> = M extends { methodKind: 'unary'; input: infer I; output: infer O }
+  ? I extends DescMessage
+    ? O extends DescMessage
+      ? (req: MessageShape<I>, call: CallInfo) => Promise<MessageInitShape<O>>
+      : never
+    : never
+  : M extends { methodKind: 'server_streaming'; input: infer I; output: infer O }
+    ? I extends DescMessage
+      ? O extends DescMessage
+        ? (req: MessageShape<I>, call: CallInfo) => AsyncIterable<MessageInitShape<O>>
+        : never
+      : never
+    : never;
+
+/** What a server implements for a generated service. */
+export type ServiceImpl<S extends DescService> = {
+  [K in keyof Methods<S>]: HandlerFor<Methods<S>[K]>;
+};
+
+export interface CallOptions {
+  /** Absolute deadline; the client hooks set a default when absent. */
+  deadline?: Date;
+  metadata?: grpc.Metadata;
+  signal?: AbortSignal;
+}
+
+type ClientMethodFor<M> = M extends { methodKind: 'unary'; input: infer I; output: infer O }
+  ? I extends DescMessage
+    ? O extends DescMessage
+      ? (req: MessageInitShape<I>, opts?: CallOptions) => Promise<MessageShape<O>>
+      : never
+    : never
+  : M extends { methodKind: 'server_streaming'; input: infer I; output: infer O }
+    ? I extends DescMessage
+      ? O extends DescMessage
+        ? (req: MessageInitShape<I>, opts?: CallOptions) => AsyncIterable<MessageShape<O>>
+        : never
+      : never
+    : never;
+
+/** A typed client for a generated service. */
+export type ServiceClient<S extends DescService> = {
+  [K in keyof Methods<S>]: ClientMethodFor<Methods<S>[K]>;
+} & { readonly close: () => void; readonly channel: grpc.Client };
+
+export interface ServerHooks {
+  /** Runs the handler; lets the caller set up context (request id, logging). */
+  around<T>(method: DescMethod, call: CallInfo, run: () => Promise<T>): Promise<T>;
+  /** Turns anything a handler threw into a gRPC status. */
+  toStatus(err: unknown, method: DescMethod): grpc.StatusObject;
+}
+
+export interface ClientHooks {
+  /** Default deadline in milliseconds for calls that do not set one. */
+  defaultTimeoutMs: number;
+  /** Metadata added to every outgoing call (request id propagation). */
+  outgoingMetadata(): grpc.Metadata;
+  /** Turns a failed call into the error thrown to the caller. */
+  fromStatus(err: grpc.ServiceError, method: DescMethod): Error;
+}
+
+function path(service: DescService, method: DescMethod): string {
+  return `/${service.typeName}/${method.name}`;
+}
+
+function serializer<D extends DescMessage>(schema: D) {
+  return (msg: MessageShape<D>): Buffer => {
+    const bytes = toBinary(schema, msg);
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  };
+}
+
+function deserializer<D extends DescMessage>(schema: D) {
+  return (buf: Buffer): MessageShape<D> => fromBinary(schema, buf);
+}
+
+function callInfo(method: DescMethod, call: grpc.ServerUnaryCall<unknown, unknown>): CallInfo {
+  const controller = new AbortController();
+  call.once('cancelled', () => controller.abort(new Error('call cancelled')));
+  return { method: method.name, metadata: call.metadata, signal: controller.signal };
+}
+
+/** Registers `impl` for `service` on a grpc-js server. */
+export function addService<S extends DescService>(
+  server: grpc.Server,
+  service: S,
+  impl: ServiceImpl<S>,
+  hooks: ServerHooks,
+): void {
+  const definition: Record<string, grpc.MethodDefinition<MessageShape<DescMessage>, MessageShape<DescMessage>>> = {};
+  const handlers: grpc.UntypedServiceImplementation = {};
+  for (const method of service.methods) {
+    const kind = method.methodKind;
+    if (kind !== 'unary' && kind !== 'server_streaming') {
+      throw new Error(`${service.typeName}.${method.name}: ${kind} methods are not supported by the bridge`);
+    }
+    const handler = (impl as Record<string, unknown>)[method.localName];
+    if (typeof handler !== 'function') {
+      throw new Error(`${service.typeName}.${method.name} has no implementation`);
+    }
+    definition[method.localName] = {
+      path: path(service, method),
+      requestStream: false,
+      responseStream: kind === 'server_streaming',
+      requestSerialize: serializer(method.input),
+      requestDeserialize: deserializer(method.input),
+      responseSerialize: serializer(method.output),
+      responseDeserialize: deserializer(method.output),
+      originalName: method.localName,
+    };
+    if (kind === 'unary') {
+      handlers[method.localName] = (
+        call: grpc.ServerUnaryCall<MessageShape<DescMessage>, MessageShape<DescMessage>>,
+        callback: grpc.sendUnaryData<MessageShape<DescMessage>>,
+      ) => {
+        const info = callInfo(method, call);
+        hooks
+          .around(method, info, async () =>
+            create(method.output, await (handler as (r: unknown, c: CallInfo) => Promise<never>)(call.request, info)),
+          )
+          .then(
+            (res) => callback(null, res),
+            (err: unknown) => callback(hooks.toStatus(err, method)),
+          );
+      };
+    } else {
+      handlers[method.localName] = (
+        call: grpc.ServerWritableStream<MessageShape<DescMessage>, MessageShape<DescMessage>>,
+      ) => {
+        const info = callInfo(method, call);
+        hooks
+          .around(method, info, async () => {
+            const stream = (handler as (r: unknown, c: CallInfo) => AsyncIterable<never>)(call.request, info);
+            for await (const msg of stream) {
+              if (info.signal.aborted) break;
+              if (!call.write(create(method.output, msg))) {
+                await new Promise((resolve) => call.once('drain', resolve));
+              }
+            }
+          })
+          .then(
+            () => call.end(),
+            (err: unknown) => {
+              if (!info.signal.aborted) call.destroy(Object.assign(new Error(), hooks.toStatus(err, method)));
+            },
+          );
+      };
+    }
+  }
+  server.addService(definition as grpc.ServiceDefinition, handlers);
+}
+
+/** Creates a typed client for `service` at `address` (host:port, plaintext). */
+export function createClient<S extends DescService>(
+  service: S,
+  address: string,
+  hooks: ClientHooks,
+  channelOptions: grpc.ChannelOptions = {},
+): ServiceClient<S> {
+  const channel = new grpc.Client(address, grpc.credentials.createInsecure(), channelOptions);
+  const client: Record<string, unknown> = {
+    close: () => channel.close(),
+    channel,
+  };
+  for (const method of service.methods) {
+    const p = path(service, method);
+    const serialize = serializer(method.input);
+    const deserialize = deserializer(method.output);
+    const prepare = (opts: CallOptions | undefined) => {
+      const metadata = hooks.outgoingMetadata();
+      if (opts?.metadata) metadata.merge(opts.metadata);
+      const deadline = opts?.deadline ?? new Date(Date.now() + hooks.defaultTimeoutMs);
+      return { metadata, options: { deadline } satisfies grpc.CallOptions };
+    };
+    if (method.methodKind === 'unary') {
+      client[method.localName] = (req: MessageInitShape<DescMessage>, opts?: CallOptions) =>
+        new Promise((resolve, reject) => {
+          const { metadata, options } = prepare(opts);
+          const call = channel.makeUnaryRequest(
+            p,
+            serialize,
+            deserialize,
+            create(method.input, req),
+            metadata,
+            options,
+            (err, res) => (err ? reject(hooks.fromStatus(err, method)) : resolve(res)),
+          );
+          opts?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+        });
+    } else if (method.methodKind === 'server_streaming') {
+      client[method.localName] = (req: MessageInitShape<DescMessage>, opts?: CallOptions) => {
+        const { metadata, options } = prepare(opts);
+        const call = channel.makeServerStreamRequest(
+          p,
+          serialize,
+          deserialize,
+          create(method.input, req),
+          metadata,
+          options,
+        );
+        opts?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+        return (async function* () {
+          try {
+            for await (const msg of call) yield msg as MessageShape<DescMessage>;
+          } catch (err) {
+            throw hooks.fromStatus(err as grpc.ServiceError, method);
+          }
+        })();
+      };
+    }
+  }
+  return client as ServiceClient<S>;
+}
+
+export { grpc };
+export type { AnyMethod };

@@ -1,0 +1,110 @@
+/**
+ * Reading configuration from the environment. Each service's `config.ts` reads every
+ * variable it needs once at start through an `EnvReader`; the first bad or missing value
+ * stops the process with a message naming the variable.
+ */
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly variable: string;
+  constructor(variable: string, problem: string) {
+    super(`configuration error: ${variable} ${problem}`);
+    this.variable = variable;
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export class EnvReader {
+  readonly #env: Env;
+  constructor(env: Env) {
+    this.#env = env;
+  }
+
+  #raw(name: string): string | undefined {
+    const v = this.#env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  }
+
+  has(name: string): boolean {
+    return this.#raw(name) !== undefined;
+  }
+
+  string(name: string, fallback?: string): string {
+    const v = this.#raw(name) ?? fallback;
+    if (v === undefined) throw new ConfigError(name, 'is required but not set');
+    return v;
+  }
+
+  optional(name: string): string | undefined {
+    return this.#raw(name);
+  }
+
+  int(name: string, fallback: number | undefined, range: { min?: number; max?: number } = {}): number {
+    const raw = this.#raw(name);
+    if (raw === undefined) {
+      if (fallback === undefined) throw new ConfigError(name, 'is required but not set');
+      return fallback;
+    }
+    if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `must be an integer (got "${raw}")`);
+    const n = Number(raw);
+    if ((range.min !== undefined && n < range.min) || (range.max !== undefined && n > range.max)) {
+      throw new ConfigError(name, `must be between ${range.min ?? '-∞'} and ${range.max ?? '∞'} (got ${n})`);
+    }
+    return n;
+  }
+
+  bool(name: string, fallback: boolean): boolean {
+    const raw = this.#raw(name);
+    if (raw === undefined) return fallback;
+    if (/^(1|true|yes|on)$/i.test(raw)) return true;
+    if (/^(0|false|no|off)$/i.test(raw)) return false;
+    throw new ConfigError(name, `must be true or false (got "${raw}")`);
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    const raw = this.#raw(name) ?? fallback;
+    if (!(allowed as readonly string[]).includes(raw)) {
+      throw new ConfigError(name, `must be one of ${allowed.join(', ')} (got "${raw}")`);
+    }
+    return raw as T;
+  }
+
+  url(name: string, protocols: readonly string[], fallback?: string): string {
+    const raw = this.#raw(name) ?? fallback;
+    if (raw === undefined) throw new ConfigError(name, 'is required but not set');
+    let parsed: URL;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      throw new ConfigError(name, 'must be a URL');
+    }
+    if (!protocols.includes(parsed.protocol)) {
+      throw new ConfigError(name, `must be a ${protocols.join(' or ')} URL (got ${parsed.protocol})`);
+    }
+    return raw;
+  }
+
+  /** host:port of a gRPC peer. */
+  address(name: string, fallback?: string): string {
+    const raw = this.#raw(name) ?? fallback;
+    if (raw === undefined) throw new ConfigError(name, 'is required but not set');
+    if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) throw new ConfigError(name, `must be host:port (got "${raw}")`);
+    return raw;
+  }
+
+  /** A base64 value that must decode to exactly `bytes` bytes. */
+  base64Key(name: string, bytes: number): Buffer | undefined {
+    const raw = this.#raw(name);
+    if (raw === undefined) return undefined;
+    const buf = Buffer.from(raw, 'base64');
+    if (buf.length !== bytes || buf.toString('base64').replace(/=+$/, '') !== raw.replace(/=+$/, '')) {
+      throw new ConfigError(name, `must be ${bytes} bytes, base64-encoded`);
+    }
+    return buf;
+  }
+}
+
+/** A log level shared by every service's config. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];

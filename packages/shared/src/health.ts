@@ -1,0 +1,75 @@
+/** The standard gRPC health service (grpc.health.v1), with Watch. */
+import {
+  type HealthCheckResponse_ServingStatus as ServingStatus,
+  HealthCheckResponse_ServingStatus,
+  Health as HealthService,
+} from '@relayplane/proto/grpc-health';
+import type { ServiceImpl } from '@relayplane/proto/grpc';
+import { AppError } from './errors.ts';
+
+export { HealthService, HealthCheckResponse_ServingStatus as ServingStatus };
+
+export interface HealthState {
+  readonly impl: ServiceImpl<typeof HealthService>;
+  /** Sets the status of `service` ('' is the whole server). */
+  set(service: string, status: ServingStatus): void;
+  get(service: string): ServingStatus | undefined;
+  /** Every service NOT_SERVING from now on; used at shutdown. */
+  shutdown(): void;
+}
+
+export function healthImpl(): HealthState {
+  const statuses = new Map<string, ServingStatus>([['', HealthCheckResponse_ServingStatus.SERVING]]);
+  const watchers = new Map<string, Set<(s: ServingStatus) => void>>();
+  let shuttingDown = false;
+
+  const set = (service: string, status: ServingStatus) => {
+    const effective = shuttingDown ? HealthCheckResponse_ServingStatus.NOT_SERVING : status;
+    if (statuses.get(service) === effective) return;
+    statuses.set(service, effective);
+    for (const w of watchers.get(service) ?? []) w(effective);
+  };
+
+  return {
+    set,
+    get: (service) => statuses.get(service),
+    shutdown() {
+      for (const service of statuses.keys()) set(service, HealthCheckResponse_ServingStatus.NOT_SERVING);
+      shuttingDown = true;
+    },
+    impl: {
+      async check(req) {
+        const status = statuses.get(req.service);
+        if (status === undefined) throw new AppError('not_found', `unknown service "${req.service}"`);
+        return { status };
+      },
+      async *watch(req, call) {
+        const queue: ServingStatus[] = [statuses.get(req.service) ?? HealthCheckResponse_ServingStatus.SERVICE_UNKNOWN];
+        let wake: (() => void) | undefined;
+        const push = (s: ServingStatus) => {
+          queue.push(s);
+          wake?.();
+        };
+        let set = watchers.get(req.service);
+        if (!set) watchers.set(req.service, (set = new Set()));
+        set.add(push);
+        try {
+          while (!call.signal.aborted) {
+            const next = queue.shift();
+            if (next !== undefined) {
+              yield { status: next };
+              continue;
+            }
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+              call.signal.addEventListener('abort', () => resolve(), { once: true });
+            });
+            wake = undefined;
+          }
+        } finally {
+          set.delete(push);
+        }
+      },
+    },
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * gRPC policy shared by every service: errors cross as a gRPC status plus a stable code
+ * in metadata, every client call has a deadline, the request id travels in metadata, and
+ * every server serves the standard health protocol.
+ */
+import type { DescMethod, DescService } from '@bufbuild/protobuf';
+import {
+  addService,
+  type ClientHooks,
+  createClient,
+  grpc,
+  type ServerHooks,
+  type ServiceClient,
+  type ServiceImpl,
+} from '@relayplane/proto/grpc';
+import {
+  AppError,
+  ERROR_CODE_METADATA_KEY,
+  ERROR_CODES,
+  type ErrorCode,
+  INTERNAL_MESSAGE,
+  isErrorCode,
+  RETRY_AFTER_METADATA_KEY,
+} from './errors.ts';
+import { HealthService, healthImpl } from './health.ts';
+import type { Logger } from './logger.ts';
+import {
+  currentRequestContext,
+  REQUEST_ID_METADATA_KEY,
+  requestIdFrom,
+  runWithRequestContext,
+} from './request-context.ts';
+
+const GRPC_TO_CODE: Partial<Record<number, ErrorCode>> = {
+  [grpc.status.DEADLINE_EXCEEDED]: 'unavailable',
+  [grpc.status.UNAVAILABLE]: 'unavailable',
+  [grpc.status.CANCELLED]: 'unavailable',
+};
+
+function serverHooks(logger: Logger): ServerHooks {
+  return {
+    around(method, call, run) {
+      const requestId = requestIdFrom(call.metadata.get(REQUEST_ID_METADATA_KEY)[0]);
+      return runWithRequestContext({ requestId }, run);
+    },
+    toStatus(err, method) {
+      const metadata = new grpc.Metadata();
+      if (err instanceof AppError) {
+        metadata.set(ERROR_CODE_METADATA_KEY, err.code);
+        if (err.retryAfterSeconds !== undefined) {
+          metadata.set(RETRY_AFTER_METADATA_KEY, String(err.retryAfterSeconds));
+        }
+        if (err.code === 'internal' || err.code === 'unavailable') {
+          logger.error({ err: err.cause ?? err, rpc: method.name }, err.message);
+        }
+        return { code: err.grpcStatus, details: err.message, metadata };
+      }
+      logger.error({ err, rpc: method.name }, 'unhandled error in rpc handler');
+      metadata.set(ERROR_CODE_METADATA_KEY, 'internal');
+      return { code: grpc.status.INTERNAL, details: INTERNAL_MESSAGE, metadata };
+    },
+  };
+}
+
+/** Errors from a downstream service become AppErrors again, with the same code and message. */
+function fromStatus(err: grpc.ServiceError, method: DescMethod): Error {
+  const code = err.metadata?.get(ERROR_CODE_METADATA_KEY)[0];
+  if (isErrorCode(code)) {
+    const retry = Number(err.metadata.get(RETRY_AFTER_METADATA_KEY)[0]);
+    return new AppError(code, err.details, {
+      retryAfterSeconds: Number.isFinite(retry) && retry > 0 ? retry : undefined,
+      cause: err,
+    });
+  }
+  const mapped = GRPC_TO_CODE[err.code] ?? 'internal';
+  return new AppError(
+    mapped,
+    mapped === 'unavailable' ? `${method.parent.name} is unavailable` : INTERNAL_MESSAGE,
+    { cause: err, retryAfterSeconds: mapped === 'unavailable' ? 1 : undefined },
+  );
+}
+
+export interface RpcClientOptions {
+  /** Default deadline for calls that set none. */
+  timeoutMs?: number;
+}
+
+export function connect<S extends DescService>(
+  service: S,
+  address: string,
+  options: RpcClientOptions = {},
+): ServiceClient<S> {
+  const hooks: ClientHooks = {
+    defaultTimeoutMs: options.timeoutMs ?? 5_000,
+    outgoingMetadata() {
+      const md = new grpc.Metadata();
+      const ctx = currentRequestContext();
+      if (ctx) md.set(REQUEST_ID_METADATA_KEY, ctx.requestId);
+      return md;
+    },
+    fromStatus,
+  };
+  return createClient(service, address, hooks, {
+    'grpc.keepalive_time_ms': 30_000,
+    'grpc.keepalive_timeout_ms': 10_000,
+    'grpc.keepalive_permit_without_calls': 1,
+  });
+}
+
+export type { ServiceClient, ServiceImpl };
+
+/** A gRPC server with the health service and a lifecycle. */
+export class RpcServer {
+  readonly #server = new grpc.Server({
+    'grpc.keepalive_permit_without_calls': 1,
+    'grpc.keepalive_time_ms': 30_000,
+  });
+  readonly #hooks: ServerHooks;
+  readonly health = healthImpl();
+  #port = 0;
+
+  constructor(logger: Logger) {
+    this.#hooks = serverHooks(logger);
+    addService(this.#server, HealthService, this.health.impl, this.#hooks);
+  }
+
+  add<S extends DescService>(service: S, impl: ServiceImpl<S>): void {
+    addService(this.#server, service, impl, this.#hooks);
+  }
+
+  /** Binds to `address` (host:port; port 0 picks a free one) and returns the bound port. */
+  async listen(address: string): Promise<number> {
+    this.#port = await new Promise<number>((resolve, reject) =>
+      this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) =>
+        err ? reject(err) : resolve(port),
+      ),
+    );
+    return this.#port;
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  /** Reports NOT_SERVING, lets in-flight calls finish (up to `graceMs`), then closes. */
+  async close(graceMs = 10_000): Promise<void> {
+    this.health.shutdown();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#server.forceShutdown();
+        resolve();
+      }, graceMs);
+      this.#server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
+
+export { ERROR_CODES };

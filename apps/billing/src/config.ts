@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { parse as parseYaml } from 'yaml';
-import { type Plan, type PlanId, DEFAULT_PLANS, resolvePlans } from './domain/plans.ts';
+import { DEFAULT_PLANS, type Plan, type PlanId, resolvePlans } from './domain/plans.ts';
 
 export interface BillingConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
@@ -13,13 +13,19 @@ export interface BillingConfig {
 }
 
 /** Reads a YAML or JSON plans file (JSON is YAML). */
-export function loadPlansFile(path: string | undefined, variable = 'RELAYPLANE_PLANS_FILE'): Record<PlanId, Plan> {
+export function loadPlansFile(
+  path: string | undefined,
+  variable = 'RELAYPLANE_PLANS_FILE',
+): Record<PlanId, Plan> {
   if (path === undefined) return structuredClone(DEFAULT_PLANS);
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ConfigError(variable, `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}: ${path})`);
+    throw new ConfigError(
+      variable,
+      `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}: ${path})`,
+    );
   }
   try {
     return resolvePlans(parseYaml(text));

@@ -1,3 +1,3 @@
-export { type BillingConfig, readBillingConfig, loadPlansFile } from './config.ts';
-export { BillingService, type BillingOverrides } from './service.ts';
-export { type Plan, type PlanId, PLAN_IDS, DEFAULT_PLANS } from './domain/plans.ts';
+export { type BillingConfig, loadPlansFile, readBillingConfig } from './config.ts';
+export { DEFAULT_PLANS, PLAN_IDS, type Plan, type PlanId } from './domain/plans.ts';
+export { type BillingOverrides, BillingService } from './service.ts';

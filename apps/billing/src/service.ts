@@ -23,7 +23,12 @@ export class BillingService {
   readonly rpc: RpcServer;
   #watch: { stop: () => void } | undefined;
 
-  private constructor(config: BillingConfig, logger: Logger, database: Database<BillingDatabase>, clock: Clock) {
+  private constructor(
+    config: BillingConfig,
+    logger: Logger,
+    database: Database<BillingDatabase>,
+    clock: Clock,
+  ) {
     this.config = config;
     this.logger = logger;
     this.database = database;

@@ -118,7 +118,10 @@ export function addService<S extends DescService>(
   impl: ServiceImpl<S>,
   hooks: ServerHooks,
 ): void {
-  const definition: Record<string, grpc.MethodDefinition<MessageShape<DescMessage>, MessageShape<DescMessage>>> = {};
+  const definition: Record<
+    string,
+    grpc.MethodDefinition<MessageShape<DescMessage>, MessageShape<DescMessage>>
+  > = {};
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const kind = method.methodKind;
@@ -147,7 +150,10 @@ export function addService<S extends DescService>(
         const info = callInfo(method, call);
         hooks
           .around(method, info, async () =>
-            create(method.output, await (handler as (r: unknown, c: CallInfo) => Promise<never>)(call.request, info)),
+            create(
+              method.output,
+              await (handler as (r: unknown, c: CallInfo) => Promise<never>)(call.request, info),
+            ),
           )
           .then(
             (res) => callback(null, res),
@@ -243,5 +249,5 @@ export function createClient<S extends DescService>(
   return client as ServiceClient<S>;
 }
 
-export { grpc };
 export type { AnyMethod };
+export { grpc };

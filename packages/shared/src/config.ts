@@ -89,7 +89,8 @@ export class EnvReader {
   address(name: string, fallback?: string): string {
     const raw = this.#raw(name) ?? fallback;
     if (raw === undefined) throw new ConfigError(name, 'is required but not set');
-    if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) throw new ConfigError(name, `must be host:port (got "${raw}")`);
+    if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw))
+      throw new ConfigError(name, `must be host:port (got "${raw}")`);
     return raw;
   }
 

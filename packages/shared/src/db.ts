@@ -10,7 +10,13 @@ import pg from 'pg';
 import type { Logger } from './logger.ts';
 
 export type DatabaseConfig =
-  | { kind: 'postgres'; url: string; poolMax?: number; connectTimeoutMs?: number; statementTimeoutMs?: number }
+  | {
+      kind: 'postgres';
+      url: string;
+      poolMax?: number;
+      connectTimeoutMs?: number;
+      statementTimeoutMs?: number;
+    }
   | { kind: 'pglite'; dataDir: string };
 
 export interface Database<DB> {

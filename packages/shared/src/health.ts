@@ -1,13 +1,14 @@
 /** The standard gRPC health service (grpc.health.v1), with Watch. */
+
+import type { ServiceImpl } from '@relayplane/proto/grpc';
 import {
-  type HealthCheckResponse_ServingStatus as ServingStatus,
   HealthCheckResponse_ServingStatus,
   Health as HealthService,
+  type HealthCheckResponse_ServingStatus as ServingStatus,
 } from '@relayplane/proto/grpc-health';
-import type { ServiceImpl } from '@relayplane/proto/grpc';
 import { AppError } from './errors.ts';
 
-export { HealthService, HealthCheckResponse_ServingStatus as ServingStatus };
+export { HealthCheckResponse_ServingStatus as ServingStatus, HealthService };
 
 export interface HealthState {
   readonly impl: ServiceImpl<typeof HealthService>;
@@ -44,14 +45,16 @@ export function healthImpl(): HealthState {
         return { status };
       },
       async *watch(req, call) {
-        const queue: ServingStatus[] = [statuses.get(req.service) ?? HealthCheckResponse_ServingStatus.SERVICE_UNKNOWN];
+        const queue: ServingStatus[] = [
+          statuses.get(req.service) ?? HealthCheckResponse_ServingStatus.SERVICE_UNKNOWN,
+        ];
         let wake: (() => void) | undefined;
         const push = (s: ServingStatus) => {
           queue.push(s);
           wake?.();
         };
-        let set = watchers.get(req.service);
-        if (!set) watchers.set(req.service, (set = new Set()));
+        const set = watchers.get(req.service) ?? new Set();
+        watchers.set(req.service, set);
         set.add(push);
         try {
           while (!call.signal.aborted) {

@@ -20,7 +20,9 @@ export async function runMain(create: () => Promise<Runnable>, shutdownTimeoutMs
       process.stderr.write(`${err.message}\n`);
       process.exit(78);
     }
-    process.stderr.write(`failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exit(1);
   }
   let stopping = false;

@@ -87,7 +87,11 @@ export class BullmqScheduler implements Scheduler {
     this.#queue = new Queue(this.#queueName, { connection: this.#connection, prefix: this.#prefix });
     for (const [name, job] of this.#jobs) {
       // Upserting the same scheduler id from every replica keeps exactly one schedule.
-      await this.#queue.upsertJobScheduler(name, { every: job.everyMs }, { name, opts: { removeOnComplete: 100, removeOnFail: 100 } });
+      await this.#queue.upsertJobScheduler(
+        name,
+        { every: job.everyMs },
+        { name, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+      );
     }
     this.#worker = new Worker(
       this.#queueName,
@@ -101,8 +105,12 @@ export class BullmqScheduler implements Scheduler {
         concurrency: 1,
       },
     );
-    this.#worker.on('failed', (job, err) => this.#logger.error({ err, job: job?.name }, 'scheduled job failed'));
-    this.#worker.on('error', (err) => this.#logger.warn({ err: { message: err.message } }, 'job worker error'));
+    this.#worker.on('failed', (job, err) =>
+      this.#logger.error({ err, job: job?.name }, 'scheduled job failed'),
+    );
+    this.#worker.on('error', (err) =>
+      this.#logger.warn({ err: { message: err.message } }, 'job worker error'),
+    );
   }
 
   async trigger(name: string): Promise<void> {

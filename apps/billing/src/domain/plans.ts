@@ -119,7 +119,9 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
         const field = byFile.get(fileKey);
         if (!field) throw new Error(`plans.${id}.limits.${fileKey}: unknown limit`);
         if (!intIn(value, field.min, field.max)) {
-          throw new Error(`plans.${id}.limits.${fileKey}: must be an integer between ${field.min} and ${field.max}`);
+          throw new Error(
+            `plans.${id}.limits.${fileKey}: must be an integer between ${field.min} and ${field.max}`,
+          );
         }
         plan.limits[field.key as keyof PlanLimits] = value;
       }
@@ -139,7 +141,8 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
           }
           plan.price.monthlyAmountMinor = value;
         } else if (key === 'contact_sales') {
-          if (typeof value !== 'boolean') throw new Error(`plans.${id}.price.contact_sales: must be true or false`);
+          if (typeof value !== 'boolean')
+            throw new Error(`plans.${id}.price.contact_sales: must be true or false`);
           plan.price.contactSales = value;
         } else {
           throw new Error(`plans.${id}.price.${key}: unknown key`);

@@ -1,12 +1,11 @@
-import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { BillingService, PlanSchema } from '@relayplane/proto/billing';
+import type { Clock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
-import type { Clock } from '@relayplane/shared/clock';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { BillingService } from '@relayplane/proto/billing';
-import type { MessageInitShape } from '@bufbuild/protobuf';
-import type { PlanSchema } from '@relayplane/proto/billing';
-import { isPlanId, type Plan, PLAN_IDS, type PlanId } from '../domain/plans.ts';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { isPlanId, PLAN_IDS, type Plan, type PlanId } from '../domain/plans.ts';
 import type { SubscriptionStore } from '../stores/subscriptions.ts';
 
 /** Tenants without a subscription row are on this plan. */
@@ -70,7 +69,11 @@ export function billingHandlers(deps: {
       }
       const sub = await subscriptions.setPlan(req.tenantId, req.planId, clock.now());
       return {
-        subscription: { tenantId: sub.tenantId, planId: sub.planId, updatedAt: timestampFromDate(sub.updatedAt) },
+        subscription: {
+          tenantId: sub.tenantId,
+          planId: sub.planId,
+          updatedAt: timestampFromDate(sub.updatedAt),
+        },
       };
     },
   };

@@ -7,12 +7,7 @@
  */
 import type { TestProject } from 'vitest/node';
 
-declare module 'vitest' {
-  export interface ProvidedContext {
-    databaseUrl: string;
-    redisUrl: string;
-  }
-}
+import './provided.ts';
 
 let stop: (() => Promise<void>) | undefined;
 

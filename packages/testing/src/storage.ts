@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { inject } from 'vitest';
+import './provided.ts';
 
 function unique(label: string): string {
   return `${label

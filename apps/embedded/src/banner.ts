@@ -1,0 +1,48 @@
+import type { EmbeddedInfo } from './embedded.ts';
+
+/** What a newcomer needs after `pnpm start`: where things are and how to issue a first call. */
+export function banner(info: EmbeddedInfo): string {
+  const lines = [
+    '',
+    'Relayplane is running (embedded mode: all four services in this process, PGlite storage).',
+    '',
+    `  API            ${info.url}`,
+    `  API reference  ${info.url}/docs`,
+    `  OpenAPI        ${info.url}/openapi.json`,
+    `  JWKS           ${info.url}/v1/credentials/jwks`,
+    `  Health         ${info.url}/healthz   ${info.url}/readyz`,
+    `  Data           ${info.dataDir}`,
+    '',
+  ];
+  if (info.kekGenerated) {
+    lines.push(
+      '  WARNING: generated a key-encryption key for signing keys in the data directory.',
+      '           Fine for development; in production set RELAYPLANE_KEK (base64, 32 bytes) from a secret store.',
+      '',
+    );
+  }
+  if (info.generatedLogin) {
+    lines.push(
+      '  First owner (platform admin) — generated, shown only this once:',
+      `    email     ${info.generatedLogin.email}`,
+      `    password  ${info.generatedLogin.password}`,
+      '',
+    );
+  } else if (info.bootstrapEmail) {
+    lines.push(
+      `  First owner created: ${info.bootstrapEmail} (password from RELAYPLANE_BOOTSTRAP_PASSWORD)`,
+      '',
+    );
+  }
+  const email = info.generatedLogin?.email ?? '<email>';
+  const password = info.generatedLogin?.password ?? '<password>';
+  lines.push(
+    '  Try it:',
+    `    TOKEN=$(curl -s ${info.url}/admin/v1/auth/login -H 'content-type: application/json' \\`,
+    `      -d '{"email":"${email}","password":"${password}"}' | sed -E 's/.*"token":"([^"]+)".*/\\1/')`,
+    `    curl -s ${info.url}/admin/v1/projects -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"name":"demo"}'`,
+    `    curl -s ${info.url}/admin/v1/projects -H "authorization: Bearer $TOKEN"`,
+    '',
+  );
+  return lines.join('\n');
+}

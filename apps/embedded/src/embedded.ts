@@ -1,0 +1,154 @@
+/**
+ * The embedded composition root: the four services in one process, still talking gRPC
+ * over loopback, on PGlite (Postgres in WASM) under one data directory, with the in-process
+ * bus and scheduler standing in for Redis and bullmq. Services do not know which mode they run in.
+ */
+import { randomBytes } from 'node:crypto';
+import { join, resolve } from 'node:path';
+import { AdminService, readAdminConfig } from '@relayplane/admin';
+import { BillingService, readBillingConfig } from '@relayplane/billing';
+import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
+import { IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
+import { MemoryBus } from '@relayplane/shared/bus';
+import { EnvReader } from '@relayplane/shared/config';
+import { createLogger } from '@relayplane/shared/logger';
+import { MemoryScheduler } from '@relayplane/shared/scheduler';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export interface EmbeddedInfo {
+  url: string;
+  dataDir: string;
+  /** Set when this start created the first owner with generated credentials. */
+  generatedLogin: { email: string; password: string } | undefined;
+  bootstrapEmail: string | undefined;
+  kekGenerated: boolean;
+}
+
+export class Embedded {
+  readonly #gateway: GatewayService;
+  readonly #services: { destroy(): Promise<void> }[];
+  readonly #bus: MemoryBus;
+  readonly info: EmbeddedInfo;
+
+  private constructor(
+    gateway: GatewayService,
+    services: { destroy(): Promise<void> }[],
+    bus: MemoryBus,
+    info: EmbeddedInfo,
+  ) {
+    this.#gateway = gateway;
+    this.#services = services;
+    this.#bus = bus;
+    this.info = info;
+  }
+
+  /** Creates and starts everything. */
+  static async start(env: Env): Promise<Embedded> {
+    const r = new EnvReader(env);
+    const dataDir = resolve(r.string('RELAYPLANE_DATA_DIR', './.relayplane'));
+    const logLevel = r.oneOf(
+      'LOG_LEVEL',
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const,
+      'info',
+    );
+    const loopback = '127.0.0.1:0';
+
+    // The first owner: from the environment, or generated (and printed) when none exists yet.
+    const givenEmail = r.optional('RELAYPLANE_BOOTSTRAP_EMAIL');
+    const generated = givenEmail
+      ? undefined
+      : { email: 'admin@relayplane.local', password: randomBytes(18).toString('base64url') };
+    const bootstrapEnv: Env = generated
+      ? {
+          ...env,
+          RELAYPLANE_BOOTSTRAP_EMAIL: generated.email,
+          RELAYPLANE_BOOTSTRAP_PASSWORD: generated.password,
+        }
+      : env;
+
+    const kek = r.has('RELAYPLANE_KEK') ? undefined : loadOrCreateKek(join(dataDir, 'issuer'));
+    const bus = new MemoryBus();
+    const started: { destroy(): Promise<void> }[] = [];
+    try {
+      const billing = await BillingService.create(
+        readBillingConfig(env, {
+          listen: loopback,
+          database: { kind: 'pglite', dataDir: join(dataDir, 'billing') },
+          logLevel,
+        }),
+        { logger: createLogger({ level: logLevel, service: 'billing' }) },
+      );
+      await billing.start();
+      started.push(billing);
+
+      const admin = await AdminService.create(
+        readAdminConfig(bootstrapEnv, {
+          listen: loopback,
+          database: { kind: 'pglite', dataDir: join(dataDir, 'admin') },
+          billingAddress: `127.0.0.1:${billing.port}`,
+          logLevel,
+        }),
+        { logger: createLogger({ level: logLevel, service: 'admin' }) },
+      );
+      await admin.start();
+      started.push(admin);
+
+      const issuerLogger = createLogger({ level: logLevel, service: 'issuer' });
+      const issuer = await IssuerService.create(
+        readIssuerConfig(env, {
+          listen: loopback,
+          database: { kind: 'pglite', dataDir: join(dataDir, 'issuer', 'db') },
+          redis: undefined,
+          ...(kek ? { kek: kek.kek } : {}),
+          logLevel,
+        }),
+        { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger) },
+      );
+      await issuer.start();
+      started.push(issuer);
+
+      const gateway = await GatewayService.create(
+        readGatewayConfig(env, {
+          services: {
+            admin: `127.0.0.1:${admin.port}`,
+            issuer: `127.0.0.1:${issuer.port}`,
+            billing: `127.0.0.1:${billing.port}`,
+          },
+          redis: undefined,
+          logLevel,
+        }),
+        { logger: createLogger({ level: logLevel, service: 'gateway' }), bus },
+      );
+      await gateway.start();
+
+      const created = admin.bootstrapped;
+      return new Embedded(gateway, started.reverse(), bus, {
+        url: gateway.url,
+        dataDir,
+        generatedLogin: generated && created ? generated : undefined,
+        bootstrapEmail: created ? (generated?.email ?? givenEmail) : undefined,
+        kekGenerated: kek?.created ?? false,
+      });
+    } catch (err) {
+      for (const s of started.reverse()) await s.destroy().catch(() => {});
+      await bus.close();
+      throw err;
+    }
+  }
+
+  get url(): string {
+    return this.#gateway.url;
+  }
+
+  /** Gateway first (stop accepting, finish in-flight requests), then the services, then the bus. */
+  async destroy(): Promise<void> {
+    await this.#gateway.destroy();
+    for (const s of this.#services) await s.destroy();
+    await this.#bus.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.destroy();
+  }
+}

@@ -1,0 +1,2 @@
+export { banner } from './banner.ts';
+export { Embedded, type EmbeddedInfo } from './embedded.ts';

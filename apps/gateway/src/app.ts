@@ -1,0 +1,92 @@
+import type { Bus } from '@relayplane/shared/bus';
+import type { Logger } from '@relayplane/shared/logger';
+import { requestIdFrom, runWithRequestContext } from '@relayplane/shared/request-context';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { GatewayClients } from './clients.ts';
+import type { GatewayConfig } from './config.ts';
+import { JwksCache } from './jwks-cache.ts';
+import { registerOpenApi } from './openapi.ts';
+import { authGuards } from './plugins/auth.ts';
+import { registerErrorHandling } from './plugins/errors.ts';
+import { registerAuth } from './routes/auth.ts';
+import type { RouteDeps } from './routes/deps.ts';
+import { registerHealth } from './routes/health.ts';
+import { registerJwks } from './routes/jwks.ts';
+import { registerPlans } from './routes/plans.ts';
+import { registerProjects } from './routes/projects.ts';
+import { registerSigningKeys } from './routes/signing-keys.ts';
+import { SHARED_SCHEMAS } from './schemas.ts';
+
+export interface AppDeps {
+  config: Pick<GatewayConfig, 'bodyLimitBytes' | 'jwksCacheMs'>;
+  clients: GatewayClients;
+  logger: Logger;
+  bus?: Bus;
+}
+
+export interface ServedRoute {
+  method: string;
+  url: string;
+  /** False for the documentation UI's own assets. */
+  documented: boolean;
+}
+
+export interface GatewayApp {
+  app: FastifyInstance;
+  jwks: JwksCache;
+  /** Every route the app serves (HEAD twins excluded). */
+  routes: ServedRoute[];
+}
+
+/** Builds the HTTP application without listening (tests drive it with `inject()`). */
+export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: deps.config.bodyLimitBytes,
+    genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
+    requestIdHeader: false,
+    trustProxy: false,
+    return503OnClosing: true,
+    ajv: {
+      // Unknown fields are rejected (not stripped) and types are not coerced: "1" is not 1.
+      customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true, useDefaults: true },
+    },
+  });
+  app.decorateRequest('auth', null);
+  const routes: ServedRoute[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD') continue;
+      routes.push({
+        method,
+        url: route.url,
+        documented: !(route.schema as { hide?: boolean } | undefined)?.hide,
+      });
+    }
+  });
+
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    runWithRequestContext({ requestId: request.id }, done);
+  });
+
+  registerErrorHandling(app, deps.config.bodyLimitBytes);
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+  await registerOpenApi(app);
+
+  const jwks = new JwksCache(deps.clients.issuer, deps.config.jwksCacheMs, deps.logger);
+  if (deps.bus) await jwks.listen(deps.bus);
+  const routeDeps: RouteDeps = { clients: deps.clients, jwks, guards: authGuards(deps.clients.admin) };
+  registerHealth(app, routeDeps);
+  registerJwks(app, routeDeps);
+  registerPlans(app, routeDeps);
+  registerAuth(app, routeDeps);
+  registerProjects(app, routeDeps);
+  registerSigningKeys(app, routeDeps);
+
+  app.addHook('onClose', async () => {
+    await jwks.close();
+  });
+  await app.ready();
+  return { app, jwks, routes };
+}

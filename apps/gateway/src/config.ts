@@ -1,0 +1,49 @@
+import { EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
+
+export interface GatewayConfig {
+  host: string;
+  port: number;
+  /** gRPC addresses (host:port) of the services behind the gateway. */
+  services: { admin: string; issuer: string; billing: string };
+  /** Redis for cross-replica cache invalidation; absent in embedded mode (an in-process bus is passed instead). */
+  redis: { url: string; prefix: string } | undefined;
+  /** Largest accepted request body, in bytes. */
+  bodyLimitBytes: number;
+  /** Deadline of each call to a service, in milliseconds. */
+  rpcTimeoutMs: number;
+  /** Longest a cached JWKS is served without asking the issuer again (bus messages refresh it sooner). */
+  jwksCacheMs: number;
+  logLevel: LogLevel;
+}
+
+export function readGatewayConfig(
+  env: Readonly<Record<string, string | undefined>>,
+  overrides: Partial<GatewayConfig> = {},
+): GatewayConfig {
+  const r = new EnvReader(env);
+  const redisUrl =
+    r.has('GATEWAY_REDIS_URL') || r.has('REDIS_URL')
+      ? r.url('GATEWAY_REDIS_URL', ['redis:', 'rediss:'], r.optional('REDIS_URL'))
+      : undefined;
+  return {
+    host: overrides.host ?? r.string('HOST', '127.0.0.1'),
+    port: overrides.port ?? r.int('PORT', 8080, { min: 0, max: 65535 }),
+    services: overrides.services ?? {
+      admin: r.address('GATEWAY_ADMIN_ADDRESS', '127.0.0.1:50052'),
+      issuer: r.address('GATEWAY_ISSUER_ADDRESS', '127.0.0.1:50051'),
+      billing: r.address('GATEWAY_BILLING_ADDRESS', '127.0.0.1:50053'),
+    },
+    redis:
+      'redis' in overrides
+        ? overrides.redis
+        : redisUrl === undefined
+          ? undefined
+          : { url: redisUrl, prefix: r.string('RELAYPLANE_REDIS_PREFIX', 'rp:') },
+    bodyLimitBytes:
+      overrides.bodyLimitBytes ??
+      r.int('GATEWAY_BODY_LIMIT_BYTES', 64 * 1024, { min: 1024, max: 10 * 1024 * 1024 }),
+    rpcTimeoutMs: overrides.rpcTimeoutMs ?? r.int('GATEWAY_RPC_TIMEOUT_MS', 5_000, { min: 100, max: 60_000 }),
+    jwksCacheMs: overrides.jwksCacheMs ?? r.int('GATEWAY_JWKS_CACHE_MS', 10_000, { min: 0, max: 300_000 }),
+    logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+  };
+}

@@ -1,0 +1,97 @@
+import { AppError, INTERNAL_MESSAGE } from '@relayplane/shared/errors';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+interface ValidationIssue {
+  instancePath: string;
+  keyword: string;
+  params: Record<string, unknown>;
+  message?: string;
+}
+
+const CONTEXT_NAMES: Record<string, string> = {
+  body: 'request body',
+  querystring: 'query string',
+  params: 'path',
+  headers: 'headers',
+};
+
+function fieldName(instancePath: string, extra?: unknown): string {
+  const parts = instancePath.split('/').filter(Boolean);
+  if (extra !== undefined) parts.push(String(extra));
+  return parts.join('.');
+}
+
+/** One clear sentence for a schema failure: unknown fields first, then missing ones, then the rest. */
+export function describeValidation(issues: readonly ValidationIssue[], context: string | undefined): string {
+  const where = CONTEXT_NAMES[context ?? 'body'] ?? 'request';
+  const unknown = issues.filter((i) => i.keyword === 'additionalProperties');
+  if (unknown.length) {
+    const names = unknown.map((i) => `"${fieldName(i.instancePath, i.params.additionalProperty)}"`);
+    return `unknown field${names.length > 1 ? 's' : ''} ${[...new Set(names)].join(', ')} in ${where}`;
+  }
+  const missing = issues.filter((i) => i.keyword === 'required');
+  if (missing.length) {
+    const names = missing.map((i) => `"${fieldName(i.instancePath, i.params.missingProperty)}"`);
+    return `missing required field${names.length > 1 ? 's' : ''} ${names.join(', ')} in ${where}`;
+  }
+  const first = issues[0];
+  if (!first) return `invalid ${where}`;
+  const field = fieldName(first.instancePath);
+  if (first.keyword === 'type') {
+    return field === ''
+      ? `${where} must be a JSON ${first.params.type}`
+      : `field "${field}" must be ${first.params.type}`;
+  }
+  return field === ''
+    ? `${where} ${first.message ?? 'is invalid'}`
+    : `field "${field}" ${first.message ?? 'is invalid'}`;
+}
+
+function send(reply: FastifyReply, status: number, message: string, retryAfter?: number): void {
+  if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
+  reply
+    .code(status)
+    .type('application/json; charset=utf-8')
+    .send(JSON.stringify({ error: message }));
+}
+
+/** Every error becomes `{"error": "..."}` with the status of the one table in @relayplane/shared/errors. */
+export function registerErrorHandling(app: FastifyInstance, bodyLimitBytes: number): void {
+  app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof AppError) {
+      if (err.httpStatus >= 500) request.log.error({ err: err.cause ?? err, code: err.code }, err.message);
+      send(reply, err.httpStatus, err.message, err.retryAfterSeconds);
+      return;
+    }
+    if (err.validation) {
+      send(reply, 400, describeValidation(err.validation as ValidationIssue[], err.validationContext));
+      return;
+    }
+    switch (err.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        send(reply, 413, `request body is larger than ${bodyLimitBytes} bytes`);
+        return;
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        send(reply, 415, 'content-type must be application/json');
+        return;
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        send(reply, 400, 'request body is empty');
+        return;
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        send(reply, 400, 'request body is not valid JSON');
+        return;
+    }
+    const status = err.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      // Fastify's own 4xx (malformed JSON, bad content length, ...): the message is about the request.
+      send(reply, status, err instanceof SyntaxError ? 'request body is not valid JSON' : err.message);
+      return;
+    }
+    request.log.error({ err }, 'unhandled error');
+    send(reply, 500, INTERNAL_MESSAGE);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    send(reply, 404, `no route for ${request.method} ${request.url.split('?')[0]}`);
+  });
+}

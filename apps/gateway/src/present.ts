@@ -1,0 +1,105 @@
+/** Protobuf messages → the public JSON shapes (snake_case, ISO 8601 times). */
+import type { Timestamp } from '@bufbuild/protobuf/wkt';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { type Project, type Session, type Tenant, TenantRole, type User } from '@relayplane/proto/admin';
+import type { Plan } from '@relayplane/proto/billing';
+import { KeyState, type SigningKey } from '@relayplane/proto/issuer';
+import { AppError } from '@relayplane/shared/errors';
+
+export function iso(ts: Timestamp | undefined): string | undefined {
+  return ts ? timestampDate(ts).toISOString() : undefined;
+}
+
+function required<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new AppError('internal', `${what} missing from a service response`);
+  return value;
+}
+
+const ROLES: Record<number, string> = {
+  [TenantRole.OWNER]: 'owner',
+  [TenantRole.ADMIN]: 'admin',
+  [TenantRole.DEVELOPER]: 'developer',
+  [TenantRole.VIEWER]: 'viewer',
+};
+
+const KEY_STATES: Record<number, string> = {
+  [KeyState.NEXT]: 'next',
+  [KeyState.ACTIVE]: 'active',
+  [KeyState.PREVIOUS]: 'previous',
+  [KeyState.REMOVED]: 'removed',
+};
+
+export function presentProject(p: Project) {
+  return {
+    id: p.id,
+    name: p.name,
+    tenant_id: p.tenantId,
+    environment: p.environment,
+    created_at: required(iso(p.createdAt), 'project.created_at'),
+  };
+}
+
+export function presentUser(u: User) {
+  return {
+    id: u.id,
+    email: u.email,
+    platform_admin: u.platformAdmin,
+    created_at: required(iso(u.createdAt), 'user.created_at'),
+  };
+}
+
+export function presentTenant(t: Tenant) {
+  return { id: t.id, name: t.name, created_at: required(iso(t.createdAt), 'tenant.created_at') };
+}
+
+export function presentSession(s: Session) {
+  return {
+    id: s.id,
+    user: presentUser(required(s.user, 'session.user')),
+    tenant: presentTenant(required(s.tenant, 'session.tenant')),
+    role: required(ROLES[s.role], 'session.role'),
+    created_at: required(iso(s.createdAt), 'session.created_at'),
+    expires_at: required(iso(s.expiresAt), 'session.expires_at'),
+    authenticated_by: 'bearer' as const,
+  };
+}
+
+export function presentPlan(p: Plan) {
+  const limits = required(p.limits, 'plan.limits');
+  const price = required(p.price, 'plan.price');
+  return {
+    id: p.id,
+    name: p.name,
+    limits: {
+      max_concurrent_connections: limits.maxConcurrentConnections,
+      max_api_keys: limits.maxApiKeys,
+      max_projects: limits.maxProjects,
+      max_bots: limits.maxBots,
+      max_allowlist_entries: limits.maxAllowlistEntries,
+      max_credential_ttl_seconds: limits.maxCredentialTtlSeconds,
+    },
+    price: {
+      currency: price.currency,
+      monthly_amount_minor: price.monthlyAmountMinor,
+      contact_sales: price.contactSales,
+    },
+  };
+}
+
+export function presentSigningKey(k: SigningKey) {
+  const out: Record<string, string> = {
+    kid: k.kid,
+    state: required(KEY_STATES[k.state], 'signing_key.state'),
+    created_at: required(iso(k.createdAt), 'signing_key.created_at'),
+  };
+  for (const [name, ts] of [
+    ['eligible_at', k.eligibleAt],
+    ['activated_at', k.activatedAt],
+    ['deactivated_at', k.deactivatedAt],
+    ['remove_after', k.removeAfter],
+  ] as const) {
+    const v = iso(ts);
+    if (v !== undefined) out[name] = v;
+  }
+  return out;
+}

@@ -1,0 +1,139 @@
+import { AppError } from '@relayplane/shared/errors';
+import type { FastifyInstance } from 'fastify';
+import { principalOf } from '../plugins/auth.ts';
+import { presentSession, presentTenant, presentUser } from '../present.ts';
+import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+const credentials = {
+  email: { type: 'string', minLength: 3, maxLength: 254 },
+  password: { type: 'string', minLength: 1, maxLength: 256 },
+} as const;
+
+export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+  app.post<{ Body: { email: string; password: string; tenant_name: string } }>(
+    '/admin/v1/auth/signup',
+    {
+      schema: {
+        operationId: 'signup',
+        summary: 'Sign up: a new tenant on the free plan and its owner',
+        description:
+          'Can be disabled by the operator (`RELAYPLANE_SIGNUP_ENABLED=false`: 403). Passwords: 12 to 256 characters.',
+        tags: ['auth'],
+        security: [],
+        body: {
+          type: 'object',
+          required: ['email', 'password', 'tenant_name'],
+          additionalProperties: false,
+          properties: { ...credentials, tenant_name: { type: 'string', minLength: 1, maxLength: 64 } },
+        },
+        response: {
+          201: {
+            type: 'object',
+            required: ['user', 'tenant'],
+            additionalProperties: false,
+            properties: { user: ref('User'), tenant: ref('Tenant') },
+          },
+          ...BODY_ERRORS,
+          403: errorResponse('Signup is disabled on this installation.'),
+          409: errorResponse('The email is already registered.'),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      const res = await clients.admin.signup({
+        email: request.body.email,
+        password: request.body.password,
+        tenantName: request.body.tenant_name,
+      });
+      if (!res.user || !res.tenant) throw new AppError('internal', 'signup returned no user');
+      return reply.code(201).send({ user: presentUser(res.user), tenant: presentTenant(res.tenant) });
+    },
+  );
+
+  app.post<{ Body: { email: string; password: string } }>(
+    '/admin/v1/auth/login',
+    {
+      schema: {
+        operationId: 'login',
+        summary: 'Log in with email and password',
+        description:
+          'Answers a bearer session token (prefix `rpu_`), shown only here and stored hashed. Send it as ' +
+          '`Authorization: Bearer <token>`. Wrong email and wrong password get the same 401.',
+        tags: ['auth'],
+        security: [],
+        body: {
+          type: 'object',
+          required: ['email', 'password'],
+          additionalProperties: false,
+          properties: credentials,
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['token', 'token_type', 'expires_at', 'session'],
+            additionalProperties: false,
+            properties: {
+              token: { type: 'string' },
+              token_type: { type: 'string', const: 'Bearer' },
+              expires_at: { type: 'string', format: 'date-time' },
+              session: ref('Session'),
+            },
+          },
+          ...BODY_ERRORS,
+          401: errorResponse('Invalid email or password.'),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.login({
+        email: request.body.email,
+        password: request.body.password,
+        clientIp: request.ip,
+      });
+      if (!res.session) throw new AppError('internal', 'login returned no session');
+      const session = presentSession(res.session);
+      return { token: res.token, token_type: 'Bearer' as const, expires_at: session.expires_at, session };
+    },
+  );
+
+  app.get(
+    '/admin/v1/auth/session',
+    {
+      preHandler: guards.session,
+      schema: {
+        operationId: 'getSession',
+        summary: 'The current session',
+        description: 'User, active tenant, role, expiry and how the request was authenticated.',
+        tags: ['auth'],
+        security: [{ bearerAuth: [] }],
+        response: { 200: ref('Session'), ...AUTH_ERRORS, ...COMMON_ERRORS },
+      },
+    },
+    async (request) => {
+      const session = request.auth?.session;
+      if (!session) throw new AppError('internal', 'authenticated request without a session');
+      return presentSession(session);
+    },
+  );
+
+  app.post(
+    '/admin/v1/auth/logout',
+    {
+      preHandler: guards.session,
+      schema: {
+        operationId: 'logout',
+        summary: 'Log out: the session token stops working',
+        tags: ['auth'],
+        security: [{ bearerAuth: [] }],
+        response: { 204: { description: 'Logged out.', type: 'null' }, ...AUTH_ERRORS, ...COMMON_ERRORS },
+      },
+    },
+    async (request, reply) => {
+      await clients.admin.logout({ principal: principalOf(request) });
+      return reply.code(204).send();
+    },
+  );
+}

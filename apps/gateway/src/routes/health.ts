@@ -1,0 +1,95 @@
+import { HealthCheckResponse_ServingStatus as Status } from '@relayplane/proto/grpc-health';
+import type { FastifyInstance } from 'fastify';
+import { SERVICE_NAMES } from '../clients.ts';
+import { errorResponse } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+const STATUS_NAMES: Record<number, string> = {
+  [Status.UNKNOWN]: 'UNKNOWN',
+  [Status.SERVING]: 'SERVING',
+  [Status.NOT_SERVING]: 'NOT_SERVING',
+  [Status.SERVICE_UNKNOWN]: 'SERVICE_UNKNOWN',
+};
+
+export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): void {
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        operationId: 'getLiveness',
+        summary: 'Liveness: the gateway process is up',
+        description: 'Answers 200 whenever the process can serve HTTP. It checks nothing else.',
+        tags: ['health'],
+        security: [],
+        response: {
+          200: {
+            type: 'object',
+            required: ['status'],
+            additionalProperties: false,
+            properties: { status: { type: 'string', const: 'ok' } },
+          },
+        },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        operationId: 'getReadiness',
+        summary: 'Readiness: every service behind the gateway is serving',
+        description:
+          'Asks each service (admin, issuer, billing) over the standard gRPC health protocol. A service reports ' +
+          'SERVING only while its database answers. 503 when any is not serving or unreachable; it recovers ' +
+          'by itself when they do.',
+        tags: ['health'],
+        security: [],
+        response: {
+          200: {
+            type: 'object',
+            required: ['status', 'services'],
+            additionalProperties: false,
+            properties: {
+              status: { type: 'string', const: 'ready' },
+              services: {
+                type: 'object',
+                required: ['admin', 'issuer', 'billing'],
+                additionalProperties: false,
+                properties: {
+                  admin: { type: 'string' },
+                  issuer: { type: 'string' },
+                  billing: { type: 'string' },
+                },
+              },
+            },
+          },
+          503: errorResponse('A service is not serving (database connectivity lost) or unreachable.'),
+        },
+      },
+    },
+    async (_request, reply) => {
+      const names = ['admin', 'issuer', 'billing'] as const;
+      const results = await Promise.all(
+        names.map((name) =>
+          clients.health[name]
+            .check({ service: SERVICE_NAMES[name] }, { deadline: new Date(Date.now() + 1_000) })
+            .then((r) => STATUS_NAMES[r.status] ?? 'UNKNOWN')
+            .catch(() => 'UNREACHABLE'),
+        ),
+      );
+      const services = { admin: results[0] ?? '', issuer: results[1] ?? '', billing: results[2] ?? '' };
+      const failing = names.filter((n) => services[n] !== 'SERVING');
+      if (failing.length) {
+        reply.header('retry-after', '1');
+        return reply
+          .code(503)
+          .send({
+            error: `not ready: ${failing.map((n) => `${n} is ${services[n].toLowerCase().replace('_', ' ')}`).join(', ')}`,
+          });
+      }
+      return { status: 'ready' as const, services };
+    },
+  );
+}

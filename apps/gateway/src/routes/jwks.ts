@@ -1,0 +1,52 @@
+import type { FastifyInstance } from 'fastify';
+import { COMMON_ERRORS, ref } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+const CACHE_CONTROL = 'public, max-age=300';
+
+/** True when an If-None-Match header names `etag` (or is `*`); weak comparison per RFC 9110. */
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  const bare = etag.replace(/^W\//, '');
+  return ifNoneMatch.split(',').some((t) => {
+    const tag = t.trim();
+    return tag === '*' || tag.replace(/^W\//, '') === bare;
+  });
+}
+
+export function registerJwks(app: FastifyInstance, { jwks }: RouteDeps): void {
+  app.get(
+    '/v1/credentials/jwks',
+    {
+      schema: {
+        operationId: 'getJwks',
+        summary: 'Keys that verify relay credentials (JWKS)',
+        description:
+          'Public. The active key is first; a next key is listed at least 300 s before it signs; a previous key ' +
+          'stays listed until every credential it signed has expired. `Cache-Control: public, max-age=300` and a ' +
+          'strong `ETag`; `If-None-Match` gets 304.',
+        tags: ['credentials'],
+        security: [],
+        response: {
+          200: {
+            type: 'object',
+            required: ['keys'],
+            additionalProperties: false,
+            properties: { keys: { type: 'array', items: ref('Jwk') } },
+          },
+          304: { description: 'Not modified: the key set still has this ETag.', type: 'null' },
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      const snapshot = await jwks.get();
+      reply.header('cache-control', CACHE_CONTROL).header('etag', snapshot.etag);
+      if (matches(request.headers['if-none-match'], snapshot.etag)) {
+        return reply.code(304).send();
+      }
+      // Pre-serialized once per key-set change: sent as is.
+      return reply.type('application/json; charset=utf-8').send(snapshot.body);
+    },
+  );
+}

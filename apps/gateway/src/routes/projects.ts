@@ -1,0 +1,81 @@
+import { AppError } from '@relayplane/shared/errors';
+import type { FastifyInstance } from 'fastify';
+import { principalOf } from '../plugins/auth.ts';
+import { presentProject } from '../present.ts';
+import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+export function registerProjects(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+  app.post<{ Body: { name: string; environment?: string } }>(
+    '/admin/v1/projects',
+    {
+      preHandler: guards.session,
+      schema: {
+        operationId: 'createProject',
+        summary: 'Create a project in the active tenant',
+        description:
+          '`name`: 1–64 characters, lowercase letters, digits and hyphens, starting with a letter or digit; unique ' +
+          'in the tenant (409). `environment`: `production` (default), `staging` or `development`.',
+        tags: ['projects'],
+        security: [{ bearerAuth: [] }],
+        body: {
+          type: 'object',
+          required: ['name'],
+          additionalProperties: false,
+          properties: {
+            name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$' },
+            environment: {
+              type: 'string',
+              enum: ['production', 'staging', 'development'],
+              default: 'production',
+            },
+          },
+        },
+        response: {
+          201: ref('Project'),
+          ...BODY_ERRORS,
+          ...AUTH_ERRORS,
+          403: errorResponse('The role does not allow creating projects.'),
+          409: errorResponse('A project with this name exists in the tenant.'),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      const res = await clients.admin.createProject({
+        principal: principalOf(request),
+        name: request.body.name,
+        environment: request.body.environment ?? 'production',
+      });
+      if (!res.project) throw new AppError('internal', 'createProject returned no project');
+      return reply.code(201).send(presentProject(res.project));
+    },
+  );
+
+  app.get(
+    '/admin/v1/projects',
+    {
+      preHandler: guards.session,
+      schema: {
+        operationId: 'listProjects',
+        summary: 'List the projects of the active tenant',
+        tags: ['projects'],
+        security: [{ bearerAuth: [] }],
+        response: {
+          200: {
+            type: 'object',
+            required: ['projects'],
+            additionalProperties: false,
+            properties: { projects: { type: 'array', items: ref('Project') } },
+          },
+          ...AUTH_ERRORS,
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.listProjects({ principal: principalOf(request) });
+      return { projects: res.projects.map(presentProject) };
+    },
+  );
+}

@@ -1,0 +1,182 @@
+/**
+ * JSON Schemas shared by routes. Each is registered with `$id` and appears in the OpenAPI
+ * document under components/schemas; routes refer to them as `{ $ref: 'Name#' }`.
+ */
+
+const dateTime = { type: 'string', format: 'date-time' } as const;
+const ref = (id: string) => ({ $ref: `${id}#` }) as const;
+
+export const SHARED_SCHEMAS = [
+  {
+    $id: 'Error',
+    type: 'object',
+    description: 'Every error response. `error` is a message that is safe to show.',
+    required: ['error'],
+    additionalProperties: false,
+    properties: { error: { type: 'string' } },
+  },
+  {
+    $id: 'Project',
+    type: 'object',
+    required: ['id', 'name', 'tenant_id', 'environment', 'created_at'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string', pattern: '^prj_[0-9a-z]{20}$' },
+      name: { type: 'string' },
+      tenant_id: { type: 'string' },
+      environment: { type: 'string', enum: ['production', 'staging', 'development'] },
+      created_at: dateTime,
+    },
+  },
+  {
+    $id: 'User',
+    type: 'object',
+    required: ['id', 'email', 'platform_admin', 'created_at'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string' },
+      email: { type: 'string' },
+      platform_admin: { type: 'boolean' },
+      created_at: dateTime,
+    },
+  },
+  {
+    $id: 'Tenant',
+    type: 'object',
+    required: ['id', 'name', 'created_at'],
+    additionalProperties: false,
+    properties: { id: { type: 'string' }, name: { type: 'string' }, created_at: dateTime },
+  },
+  {
+    $id: 'Session',
+    type: 'object',
+    required: ['id', 'user', 'tenant', 'role', 'created_at', 'expires_at', 'authenticated_by'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string' },
+      user: ref('User'),
+      tenant: ref('Tenant'),
+      role: { type: 'string', enum: ['owner', 'admin', 'developer', 'viewer'] },
+      created_at: dateTime,
+      expires_at: dateTime,
+      authenticated_by: {
+        type: 'string',
+        enum: ['bearer'],
+        description: 'How this request was authenticated.',
+      },
+    },
+  },
+  {
+    $id: 'PlanLimits',
+    type: 'object',
+    required: [
+      'max_concurrent_connections',
+      'max_api_keys',
+      'max_projects',
+      'max_bots',
+      'max_allowlist_entries',
+      'max_credential_ttl_seconds',
+    ],
+    additionalProperties: false,
+    properties: {
+      max_concurrent_connections: { type: 'integer', description: 'Live relay credentials per tenant.' },
+      max_api_keys: { type: 'integer' },
+      max_projects: { type: 'integer' },
+      max_bots: { type: 'integer' },
+      max_allowlist_entries: { type: 'integer' },
+      max_credential_ttl_seconds: { type: 'integer' },
+    },
+  },
+  {
+    $id: 'Price',
+    type: 'object',
+    required: ['currency', 'monthly_amount_minor', 'contact_sales'],
+    additionalProperties: false,
+    properties: {
+      currency: { type: 'string', description: 'ISO 4217 code, lowercase.' },
+      monthly_amount_minor: { type: 'integer', description: 'Monthly price in minor units (cents).' },
+      contact_sales: { type: 'boolean', description: 'The price is negotiated, not listed.' },
+    },
+  },
+  {
+    $id: 'Plan',
+    type: 'object',
+    required: ['id', 'name', 'limits', 'price'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string', enum: ['free', 'pro', 'enterprise'] },
+      name: { type: 'string' },
+      limits: ref('PlanLimits'),
+      price: ref('Price'),
+    },
+  },
+  {
+    $id: 'Jwk',
+    type: 'object',
+    required: ['kty', 'crv', 'x', 'kid', 'alg', 'use'],
+    additionalProperties: false,
+    properties: {
+      kty: { type: 'string', const: 'OKP' },
+      crv: { type: 'string', const: 'Ed25519' },
+      x: { type: 'string', pattern: '^[A-Za-z0-9_-]{43}$' },
+      kid: { type: 'string', description: 'RFC 7638 JWK thumbprint.' },
+      alg: { type: 'string', const: 'EdDSA' },
+      use: { type: 'string', const: 'sig' },
+    },
+  },
+  {
+    $id: 'SigningKey',
+    type: 'object',
+    required: ['kid', 'state', 'created_at'],
+    additionalProperties: false,
+    properties: {
+      kid: { type: 'string' },
+      state: { type: 'string', enum: ['next', 'active', 'previous', 'removed'] },
+      created_at: {
+        ...dateTime,
+        description: 'When the key was created and published in the JWKS (unless removed).',
+      },
+      eligible_at: { ...dateTime, description: 'Next key: earliest time it may start signing.' },
+      activated_at: { ...dateTime, description: 'When the key started signing.' },
+      deactivated_at: { ...dateTime, description: 'When the key stopped signing.' },
+      remove_after: {
+        ...dateTime,
+        description: 'Previous key: leaves the JWKS after this, when every credential it signed has expired.',
+      },
+    },
+  },
+  {
+    $id: 'SigningKeyList',
+    type: 'object',
+    required: ['keys', 'rotation_pending_since'],
+    additionalProperties: false,
+    properties: {
+      keys: { type: 'array', items: ref('SigningKey') },
+      rotation_pending_since: {
+        type: ['string', 'null'],
+        format: 'date-time',
+        description: 'Set while a requested rotation waits for the next key to become eligible.',
+      },
+    },
+  },
+] as const;
+
+export const errorResponse = (description: string) => ({ description, ...ref('Error') });
+
+/** Error responses every route can give. */
+export const COMMON_ERRORS = {
+  500: errorResponse('Internal error. Retryable.'),
+  503: errorResponse('A service behind the gateway is unavailable. Retry after `Retry-After` seconds.'),
+} as const;
+
+export const BODY_ERRORS = {
+  400: errorResponse('Malformed JSON, a missing or wrongly typed field, or an unknown field.'),
+  413: errorResponse('The request body is larger than the limit.'),
+  415: errorResponse('The body is not `application/json`.'),
+} as const;
+
+export const AUTH_ERRORS = {
+  401: errorResponse('Missing, malformed, unknown or expired bearer token: `invalid or expired token`.'),
+} as const;
+
+export { ref };

@@ -1,0 +1,76 @@
+import { type Bus, RedisBus } from '@relayplane/shared/bus';
+import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { createRedis } from '@relayplane/shared/redis';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.ts';
+import { closeClients, connectClients, type GatewayClients } from './clients.ts';
+import type { GatewayConfig } from './config.ts';
+
+export interface GatewayOverrides {
+  logger?: Logger;
+  clients?: GatewayClients;
+  /** Embedded mode passes the in-process bus it shares with the issuer. */
+  bus?: Bus;
+}
+
+/** The public HTTP gateway. */
+export class GatewayService {
+  readonly config: GatewayConfig;
+  readonly logger: Logger;
+  readonly app: FastifyInstance;
+  readonly #clients: GatewayClients;
+  readonly #ownsBus: Bus | undefined;
+  #url = '';
+
+  private constructor(
+    config: GatewayConfig,
+    logger: Logger,
+    app: FastifyInstance,
+    clients: GatewayClients,
+    ownsBus: Bus | undefined,
+  ) {
+    this.config = config;
+    this.logger = logger;
+    this.app = app;
+    this.#clients = clients;
+    this.#ownsBus = ownsBus;
+  }
+
+  static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
+    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'gateway' });
+    const clients = overrides.clients ?? connectClients(config.services, config.rpcTimeoutMs);
+    let bus = overrides.bus;
+    let ownsBus: Bus | undefined;
+    if (!bus && config.redis) {
+      ownsBus = new RedisBus(
+        createRedis(config.redis, logger, 'gateway-pub'),
+        createRedis(config.redis, logger, 'gateway-sub'),
+        config.redis.prefix,
+      );
+      bus = ownsBus;
+    }
+    const { app } = await buildApp({ config, clients, logger, bus });
+    return new GatewayService(config, logger, app, clients, ownsBus);
+  }
+
+  async start(): Promise<void> {
+    this.#url = await this.app.listen({ host: this.config.host, port: this.config.port });
+    this.logger.info({ url: this.#url }, 'gateway listening');
+  }
+
+  /** Base URL once started, e.g. http://127.0.0.1:8080. */
+  get url(): string {
+    return this.#url;
+  }
+
+  /** Stops accepting, lets in-flight requests finish, closes downstream channels. */
+  async destroy(): Promise<void> {
+    await this.app.close();
+    closeClients(this.#clients);
+    await this.#ownsBus?.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.destroy();
+  }
+}

@@ -1,0 +1,192 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROUTES } from './support/routes.ts';
+import { type Stack, startStack } from './support/stack.ts';
+
+/** Bad input of every kind gets a 4xx with exactly {"error": "..."} — never a 500. */
+describe('gateway routes: bad input', () => {
+  let stack: Stack;
+  let auth: { authorization: string };
+  beforeAll(async () => {
+    stack = await startStack('gw_errors');
+    auth = await stack.ownerAuth();
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const bodyRoutes = ROUTES.filter((r) => r.body);
+
+  function expectError(
+    res: { statusCode: number; json: () => unknown; headers: Record<string, unknown> },
+    status: number,
+  ) {
+    expect(res.statusCode).toBe(status);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const body = res.json() as Record<string, unknown>;
+    expect(Object.keys(body)).toEqual(['error']);
+    expect(typeof body.error).toBe('string');
+    expect((body.error as string).length).toBeGreaterThan(0);
+    return body.error as string;
+  }
+
+  for (const route of bodyRoutes) {
+    describe(`${route.method} ${route.url}`, () => {
+      const headers = () => ({ 'content-type': 'application/json', ...(route.auth === 'none' ? {} : auth) });
+
+      it('rejects malformed JSON with 400', async () => {
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers: headers(),
+          payload: '{"name": ',
+        });
+        expect(expectError(res, 400)).toMatch(/JSON/);
+      });
+
+      it('rejects a body that is not an object with 400', async () => {
+        for (const payload of ['[]', '"text"', '42', 'null']) {
+          const res = await stack.app.inject({
+            method: route.method,
+            url: route.url,
+            headers: headers(),
+            payload,
+          });
+          expectError(res, 400);
+        }
+      });
+
+      it('rejects an empty body with 400', async () => {
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers: headers(),
+          payload: '',
+        });
+        expectError(res, 400);
+      });
+
+      it('rejects wrongly typed fields with 400 naming the field', async () => {
+        for (const [field] of Object.entries(route.body ?? {})) {
+          const payload = JSON.stringify({ ...route.body, [field]: 12345 });
+          const res = await stack.app.inject({
+            method: route.method,
+            url: route.url,
+            headers: headers(),
+            payload,
+          });
+          expect(expectError(res, 400)).toContain(field);
+        }
+      });
+
+      it('rejects missing required fields with 400 naming the field', async () => {
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers: headers(),
+          payload: '{}',
+        });
+        expect(expectError(res, 400)).toMatch(/missing required field/);
+      });
+
+      it('rejects unknown fields with 400 naming them', async () => {
+        const payload = JSON.stringify({ ...route.body, surprise: 1, other: true });
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers: headers(),
+          payload,
+        });
+        const message = expectError(res, 400);
+        expect(message).toContain('"surprise"');
+        expect(message).toContain('"other"');
+      });
+
+      it('rejects an oversized body with 413', async () => {
+        const payload = JSON.stringify({ ...route.body, padding: 'x'.repeat(70 * 1024) });
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers: headers(),
+          payload,
+        });
+        expectError(res, 413);
+      });
+
+      it('rejects a body that is not JSON with 415', async () => {
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers: { ...headers(), 'content-type': 'text/plain' },
+          payload: 'name=x',
+        });
+        expectError(res, 415);
+      });
+
+      it('rejects __proto__ pollution attempts with 400', async () => {
+        const payload = `{"__proto__": {"admin": true}, ${JSON.stringify(route.body).slice(1)}`;
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers: headers(),
+          payload,
+        });
+        expectError(res, 400);
+      });
+    });
+  }
+
+  it('validates project names and environments with 400 and a clear message', async () => {
+    const cases: [unknown, RegExp][] = [
+      [{ name: '' }, /name/],
+      [{ name: 'Upper' }, /name/],
+      [{ name: '-leading-hyphen' }, /name/],
+      [{ name: 'has space' }, /name/],
+      [{ name: 'a'.repeat(65) }, /name/],
+      [{ name: 'ok', environment: 'prod' }, /environment/],
+      [{ name: 'ok', environment: '' }, /environment/],
+    ];
+    for (const [payload, pattern] of cases) {
+      const res = await stack.app.inject({
+        method: 'POST',
+        url: '/admin/v1/projects',
+        headers: auth,
+        payload: payload as object,
+      });
+      expect(expectError(res, 400)).toMatch(pattern);
+    }
+  });
+
+  it('answers an unknown route with 404 {error}', async () => {
+    const res = await stack.app.inject({ method: 'GET', url: '/v1/nope' });
+    expect(expectError(res, 404)).toContain('/v1/nope');
+  });
+
+  it('answers a wrong login with 401 and the same message for unknown email and wrong password', async () => {
+    const unknown = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/auth/login',
+      payload: { email: 'nobody@example.test', password: 'whatever password' },
+    });
+    const wrong = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/auth/login',
+      payload: { email: 'owner@example.test', password: 'wrong password!!' },
+    });
+    expect(expectError(unknown, 401)).toBe(expectError(wrong, 401));
+  });
+
+  it('rejects an invalid email or a short password at signup with 400', async () => {
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/auth/signup',
+      payload: { email: 'not-an-email', password: 'long enough password', tenant_name: 'x' },
+    });
+    expect(expectError(res, 400)).toMatch(/email/);
+    const short = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/auth/signup',
+      payload: { email: 'short@example.test', password: 'short', tenant_name: 'x' },
+    });
+    expect(expectError(short, 400)).toMatch(/password/);
+  });
+});

@@ -1,0 +1,88 @@
+import { newToken } from '@relayplane/shared/tokens';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROUTES } from './support/routes.ts';
+import { type Stack, startStack } from './support/stack.ts';
+
+/** The shared security suite: every authenticated route, every way a bearer can be wrong. */
+describe('gateway routes: authentication and authorization', () => {
+  let stack: Stack;
+  let userAuth: { authorization: string };
+  beforeAll(async () => {
+    stack = await startStack('gw_security');
+    await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/auth/signup',
+      payload: { email: 'plain@example.test', password: 'a long enough password', tenant_name: 'Plain' },
+    });
+    const login = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/auth/login',
+      payload: { email: 'plain@example.test', password: 'a long enough password' },
+    });
+    userAuth = { authorization: `Bearer ${login.json().token}` };
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const validToken = newToken('userSession');
+  const badBearers: [string, Record<string, string>, string | RegExp][] = [
+    ['no Authorization header', {}, /missing bearer token/],
+    ['a Basic scheme', { authorization: 'Basic dXNlcjpwYXNz' }, /malformed Authorization header/],
+    ['an empty bearer', { authorization: 'Bearer ' }, /malformed Authorization header/],
+    ['an unknown prefix', { authorization: `Bearer xyz_${'a'.repeat(72)}` }, 'invalid or expired token'],
+    [
+      'an API key as bearer',
+      { authorization: `Bearer svc_live_${'a'.repeat(64)}` },
+      'invalid or expired token',
+    ],
+    [
+      'a broken checksum',
+      { authorization: `Bearer ${validToken.slice(0, -1)}${validToken.endsWith('0') ? '1' : '0'}` },
+      'invalid or expired token',
+    ],
+    [
+      'a well-formed but unknown token',
+      { authorization: `Bearer ${newToken('userSession')}` },
+      'invalid or expired token',
+    ],
+    [
+      'a well-formed token of another kind',
+      { authorization: `Bearer ${newToken('bot')}` },
+      'invalid or expired token',
+    ],
+  ];
+
+  for (const route of ROUTES.filter((r) => r.auth !== 'none')) {
+    for (const [what, headers, message] of badBearers) {
+      it(`${route.method} ${route.url} answers 401 for ${what}`, async () => {
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers,
+          ...(route.body ? { payload: route.body } : {}),
+        });
+        expect(res.statusCode).toBe(401);
+        const body = res.json();
+        expect(Object.keys(body)).toEqual(['error']);
+        if (typeof message === 'string') expect(body.error).toBe(message);
+        else expect(body.error).toMatch(message);
+      });
+    }
+  }
+
+  for (const route of ROUTES.filter((r) => r.auth === 'platform_admin')) {
+    it(`${route.method} ${route.url} answers 403 to a tenant owner who is not a platform admin`, async () => {
+      const res = await stack.app.inject({ method: route.method, url: route.url, headers: userAuth });
+      expect(res.statusCode).toBe(403);
+      expect(res.json()).toEqual({ error: 'this operation needs a platform administrator' });
+    });
+  }
+
+  it('public routes need no credentials', async () => {
+    for (const route of ROUTES.filter((r) => r.auth === 'none' && r.method === 'GET')) {
+      const res = await stack.app.inject({ method: route.method, url: route.url });
+      expect(res.statusCode, route.url).toBe(200);
+    }
+  });
+});

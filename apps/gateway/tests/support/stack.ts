@@ -1,0 +1,111 @@
+/**
+ * The real services behind a gateway app for route tests: billing, admin and issuer on a
+ * fresh PostgreSQL database (each in its own schema) and a Redis key prefix, the gateway
+ * built with `buildApp` and driven through `inject()`.
+ */
+import { AdminService, readAdminConfig } from '@relayplane/admin';
+import { BillingService, readBillingConfig } from '@relayplane/billing';
+import { IssuerService, readIssuerConfig } from '@relayplane/issuer';
+import { RedisBus } from '@relayplane/shared/bus';
+import { createRedis } from '@relayplane/shared/redis';
+import { testLogger } from '@relayplane/testing/logger';
+import { createTestDatabase, createTestRedis } from '@relayplane/testing/storage';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.ts';
+import { closeClients, connectClients, type GatewayClients } from '../../src/clients.ts';
+
+export const OWNER = { email: 'owner@example.test', password: 'correct horse battery staple' };
+
+export interface Stack {
+  app: FastifyInstance;
+  clients: GatewayClients;
+  billing: BillingService;
+  admin: AdminService;
+  issuer: IssuerService;
+  /** Logs in and returns a bearer header for the bootstrap owner (a platform admin). */
+  ownerAuth(): Promise<{ authorization: string }>;
+  close(): Promise<void>;
+}
+
+export async function startStack(label: string): Promise<Stack> {
+  const database = await createTestDatabase(label);
+  const redis = createTestRedis(label);
+  const logger = testLogger('gateway');
+  const env = {
+    DATABASE_URL: database.url,
+    REDIS_URL: redis.url,
+    RELAYPLANE_REDIS_PREFIX: redis.prefix,
+    RELAYPLANE_KEK: Buffer.alloc(32, 7).toString('base64'),
+    RELAYPLANE_BOOTSTRAP_EMAIL: OWNER.email,
+    RELAYPLANE_BOOTSTRAP_PASSWORD: OWNER.password,
+    RELAYPLANE_BOOTSTRAP_TENANT: 'acme',
+  };
+  const closers: (() => Promise<void>)[] = [];
+  try {
+    const billing = await BillingService.create(readBillingConfig(env, { listen: '127.0.0.1:0' }), {
+      logger: testLogger('billing'),
+    });
+    await billing.start();
+    closers.push(() => billing.destroy());
+    const admin = await AdminService.create(
+      readAdminConfig(env, { listen: '127.0.0.1:0', billingAddress: `127.0.0.1:${billing.port}` }),
+      { logger: testLogger('admin') },
+    );
+    await admin.start();
+    closers.push(() => admin.destroy());
+    const issuer = await IssuerService.create(readIssuerConfig(env, { listen: '127.0.0.1:0' }), {
+      logger: testLogger('issuer'),
+    });
+    await issuer.start();
+    closers.push(() => issuer.destroy());
+
+    const clients = connectClients(
+      {
+        admin: `127.0.0.1:${admin.port}`,
+        issuer: `127.0.0.1:${issuer.port}`,
+        billing: `127.0.0.1:${billing.port}`,
+      },
+      5_000,
+    );
+    closers.push(async () => closeClients(clients));
+    const bus = new RedisBus(
+      createRedis(redis, logger, 'pub'),
+      createRedis(redis, logger, 'sub'),
+      redis.prefix,
+    );
+    closers.push(() => bus.close());
+    const { app } = await buildApp({
+      config: { bodyLimitBytes: 64 * 1024, jwksCacheMs: 10_000 },
+      clients,
+      logger,
+      bus,
+    });
+    closers.push(() => app.close());
+
+    let ownerToken: string | undefined;
+    return {
+      app,
+      clients,
+      billing,
+      admin,
+      issuer,
+      async ownerAuth() {
+        if (!ownerToken) {
+          const res = await app.inject({ method: 'POST', url: '/admin/v1/auth/login', payload: OWNER });
+          if (res.statusCode !== 200) throw new Error(`owner login failed: ${res.statusCode} ${res.body}`);
+          ownerToken = res.json<{ token: string }>().token;
+        }
+        return { authorization: `Bearer ${ownerToken}` };
+      },
+      async close() {
+        for (const c of closers.reverse()) await c().catch(() => {});
+        await redis.clean();
+        await database.drop();
+      },
+    };
+  } catch (err) {
+    for (const c of closers.reverse()) await c().catch(() => {});
+    await database.drop();
+    throw err;
+  }
+}

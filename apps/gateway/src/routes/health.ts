@@ -83,11 +83,9 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
       const failing = names.filter((n) => services[n] !== 'SERVING');
       if (failing.length) {
         reply.header('retry-after', '1');
-        return reply
-          .code(503)
-          .send({
-            error: `not ready: ${failing.map((n) => `${n} is ${services[n].toLowerCase().replace('_', ' ')}`).join(', ')}`,
-          });
+        return reply.code(503).send({
+          error: `not ready: ${failing.map((n) => `${n} is ${services[n].toLowerCase().replace('_', ' ')}`).join(', ')}`,
+        });
       }
       return { status: 'ready' as const, services };
     },

@@ -3,11 +3,11 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     globalSetup: ['../packages/testing/src/global-setup.ts'],
-    include: ['**/*.test.ts'],
-    exclude: ['node_modules/**'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    include: ['e2e/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
     pool: 'forks',
-    maxWorkers: 2,
+    // Each file boots whole systems; one at a time on a 2-core machine.
+    fileParallelism: false,
   },
 });

@@ -99,7 +99,7 @@ export class Embedded {
         readIssuerConfig(env, {
           listen: loopback,
           database: { kind: 'pglite', dataDir: join(dataDir, 'issuer', 'db') },
-          redis: undefined,
+          redis: null,
           ...(kek ? { kek: kek.kek } : {}),
           logLevel,
         }),

@@ -53,6 +53,8 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     },
   });
   app.decorateRequest('auth', null);
+  // JSON only: any other body (text/plain included) is answered 415.
+  app.removeContentTypeParser('text/plain');
   const routes: ServedRoute[] = [];
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) {

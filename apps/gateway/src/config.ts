@@ -38,7 +38,13 @@ export function readGatewayConfig(
         ? overrides.redis
         : redisUrl === undefined
           ? undefined
-          : { url: redisUrl, prefix: r.string('RELAYPLANE_REDIS_PREFIX', 'rp:') },
+          : {
+              url: redisUrl,
+              prefix: r.string(
+                'GATEWAY_REDIS_PREFIX',
+                r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:',
+              ),
+            },
     bodyLimitBytes:
       overrides.bodyLimitBytes ??
       r.int('GATEWAY_BODY_LIMIT_BYTES', 64 * 1024, { min: 1024, max: 10 * 1024 * 1024 }),

@@ -178,13 +178,25 @@ export function addService<S extends DescService>(
           .then(
             () => call.end(),
             (err: unknown) => {
-              if (!info.signal.aborted) call.destroy(Object.assign(new Error(), hooks.toStatus(err, method)));
+              // grpc-js turns an 'error' event into the trailing status; destroy() would drop it
+              // and leave the client waiting for its deadline.
+              if (!info.signal.aborted) {
+                const status = hooks.toStatus(err, method);
+                call.emit('error', Object.assign(new Error(status.details), status));
+              }
             },
           );
       };
     }
   }
   server.addService(definition as grpc.ServiceDefinition, handlers);
+}
+
+/** Runs `cancel` when `signal` aborts, including when it already has. */
+function onAbort(signal: AbortSignal | undefined, cancel: () => void): void {
+  if (!signal) return;
+  if (signal.aborted) cancel();
+  else signal.addEventListener('abort', cancel, { once: true });
 }
 
 /** Creates a typed client for `service` at `address` (host:port, plaintext). */
@@ -222,7 +234,7 @@ export function createClient<S extends DescService>(
             options,
             (err, res) => (err ? reject(hooks.fromStatus(err, method)) : resolve(res)),
           );
-          opts?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+          onAbort(opts?.signal, () => call.cancel());
         });
     } else if (method.methodKind === 'server_streaming') {
       client[method.localName] = (req: MessageInitShape<DescMessage>, opts?: CallOptions) => {
@@ -235,7 +247,7 @@ export function createClient<S extends DescService>(
           metadata,
           options,
         );
-        opts?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+        onAbort(opts?.signal, () => call.cancel());
         return (async function* () {
           try {
             for await (const msg of call) yield msg as MessageShape<DescMessage>;

@@ -37,7 +37,11 @@ export class RedisBus implements Bus {
   readonly #pub: Redis;
   readonly #sub: Redis;
   readonly #prefix: string;
-  readonly #handlers = new Map<string, Set<(message: string) => void>>();
+  // `live` settles when Redis confirmed the SUBSCRIBE, so every subscriber of a channel can wait for it.
+  readonly #channels = new Map<
+    string,
+    { handlers: Set<(message: string) => void>; live: Promise<unknown> }
+  >();
 
   /** `pub` is shared; `sub` must be a dedicated connection (subscriber mode). */
   constructor(pub: Redis, sub: Redis, prefix: string) {
@@ -45,7 +49,7 @@ export class RedisBus implements Bus {
     this.#sub = sub;
     this.#prefix = prefix;
     this.#sub.on('message', (channel: string, message: string) => {
-      for (const h of this.#handlers.get(channel) ?? []) h(message);
+      for (const h of this.#channels.get(channel)?.handlers ?? []) h(message);
     });
   }
 
@@ -55,24 +59,31 @@ export class RedisBus implements Bus {
 
   async subscribe(channel: string, handler: (message: string) => void) {
     const full = this.#prefix + channel;
-    let set = this.#handlers.get(full);
-    if (!set) {
-      set = new Set();
-      this.#handlers.set(full, set);
-      await this.#sub.subscribe(full);
+    let entry = this.#channels.get(full);
+    if (!entry) {
+      entry = { handlers: new Set(), live: this.#sub.subscribe(full) };
+      this.#channels.set(full, entry);
     }
-    set.add(handler);
+    const current = entry;
+    current.handlers.add(handler);
+    try {
+      await current.live;
+    } catch (err) {
+      current.handlers.delete(handler);
+      if (this.#channels.get(full) === current) this.#channels.delete(full);
+      throw err;
+    }
     return async () => {
-      set.delete(handler);
-      if (set.size === 0) {
-        this.#handlers.delete(full);
-        await this.#sub.unsubscribe(full);
-      }
+      // Idempotent, and never touches a newer subscription of the same channel.
+      if (!current.handlers.delete(handler) || current.handlers.size > 0) return;
+      if (this.#channels.get(full) !== current) return;
+      this.#channels.delete(full);
+      await this.#sub.unsubscribe(full);
     };
   }
 
   async close(): Promise<void> {
-    this.#handlers.clear();
+    this.#channels.clear();
     this.#sub.disconnect();
   }
 }

@@ -22,6 +22,8 @@ export interface HealthState {
 export function healthImpl(): HealthState {
   const statuses = new Map<string, ServingStatus>([['', HealthCheckResponse_ServingStatus.SERVING]]);
   const watchers = new Map<string, Set<(s: ServingStatus) => void>>();
+  // Wakes every Watch stream, whatever service it watches, so it can notice the shutdown.
+  const wakers = new Set<() => void>();
   let shuttingDown = false;
 
   const set = (service: string, status: ServingStatus) => {
@@ -37,6 +39,7 @@ export function healthImpl(): HealthState {
     shutdown() {
       for (const service of statuses.keys()) set(service, HealthCheckResponse_ServingStatus.NOT_SERVING);
       shuttingDown = true;
+      for (const wake of wakers) wake();
     },
     impl: {
       async check(req) {
@@ -49,6 +52,7 @@ export function healthImpl(): HealthState {
           statuses.get(req.service) ?? HealthCheckResponse_ServingStatus.SERVICE_UNKNOWN,
         ];
         let wake: (() => void) | undefined;
+        const waker = () => wake?.();
         const push = (s: ServingStatus) => {
           queue.push(s);
           wake?.();
@@ -56,6 +60,8 @@ export function healthImpl(): HealthState {
         const set = watchers.get(req.service) ?? new Set();
         watchers.set(req.service, set);
         set.add(push);
+        wakers.add(waker);
+        call.signal.addEventListener('abort', waker, { once: true });
         try {
           while (!call.signal.aborted) {
             const next = queue.shift();
@@ -63,14 +69,19 @@ export function healthImpl(): HealthState {
               yield { status: next };
               continue;
             }
+            // The last status (NOT_SERVING) is out: end the stream so a graceful server
+            // shutdown does not wait out its grace period for clients that keep watching.
+            if (shuttingDown) return;
             await new Promise<void>((resolve) => {
               wake = resolve;
-              call.signal.addEventListener('abort', () => resolve(), { once: true });
             });
             wake = undefined;
           }
         } finally {
           set.delete(push);
+          if (set.size === 0 && watchers.get(req.service) === set) watchers.delete(req.service);
+          wakers.delete(waker);
+          call.signal.removeEventListener('abort', waker);
         }
       },
     },

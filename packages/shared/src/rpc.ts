@@ -39,7 +39,7 @@ const GRPC_TO_CODE: Partial<Record<number, ErrorCode>> = {
 
 function serverHooks(logger: Logger): ServerHooks {
   return {
-    around(method, call, run) {
+    around(_method, call, run) {
       const requestId = requestIdFrom(call.metadata.get(REQUEST_ID_METADATA_KEY)[0]);
       return runWithRequestContext({ requestId }, run);
     },
@@ -95,7 +95,9 @@ export function connect<S extends DescService>(
     outgoingMetadata() {
       const md = new grpc.Metadata();
       const ctx = currentRequestContext();
-      if (ctx) md.set(REQUEST_ID_METADATA_KEY, ctx.requestId);
+      // An id metadata cannot carry would make every call throw; the server then makes one up.
+      if (ctx && requestIdFrom(ctx.requestId) === ctx.requestId)
+        md.set(REQUEST_ID_METADATA_KEY, ctx.requestId);
       return md;
     },
     fromStatus,

@@ -70,6 +70,7 @@ export class BullmqScheduler implements Scheduler {
   readonly #logger: Logger;
   #queue: Queue | undefined;
   #worker: Worker | undefined;
+  #workerConnection: Redis | undefined;
 
   /** `connection` is duplicated for the worker (blocking commands need their own). */
   constructor(queueName: string, connection: Redis, prefix: string, logger: Logger) {
@@ -93,6 +94,8 @@ export class BullmqScheduler implements Scheduler {
         { name, opts: { removeOnComplete: 100, removeOnFail: 100 } },
       );
     }
+    // bullmq never closes a connection it was handed, so this one is ours to close.
+    this.#workerConnection = this.#connection.duplicate({ maxRetriesPerRequest: null });
     this.#worker = new Worker(
       this.#queueName,
       async (job) => {
@@ -100,7 +103,7 @@ export class BullmqScheduler implements Scheduler {
         if (entry) await entry.handler();
       },
       {
-        connection: this.#connection.duplicate({ maxRetriesPerRequest: null }),
+        connection: this.#workerConnection,
         prefix: this.#prefix,
         concurrency: 1,
       },
@@ -122,5 +125,6 @@ export class BullmqScheduler implements Scheduler {
   async close(): Promise<void> {
     await this.#worker?.close();
     await this.#queue?.close();
+    await this.#workerConnection?.quit().catch(() => this.#workerConnection?.disconnect());
   }
 }

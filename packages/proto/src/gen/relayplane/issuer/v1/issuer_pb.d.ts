@@ -135,6 +135,13 @@ export declare type SigningKey = Message<"relayplane.issuer.v1.SigningKey"> & {
    * @generated from field: google.protobuf.Timestamp eligible_at = 7;
    */
   eligibleAt?: Timestamp | undefined;
+
+  /**
+   * When the key left the JWKS and its private half was wiped (removed keys).
+   *
+   * @generated from field: google.protobuf.Timestamp removed_at = 8;
+   */
+  removedAt?: Timestamp | undefined;
 };
 
 /**

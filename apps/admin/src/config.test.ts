@@ -1,0 +1,99 @@
+import { ConfigError } from '@relayplane/shared/config';
+import { describe, expect, it } from 'vitest';
+import { readAdminConfig } from './config.ts';
+
+const base = { ADMIN_DATABASE_URL: 'postgres://db/admin' };
+
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    readAdminConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('readAdminConfig', () => {
+  it('applies the documented defaults', () => {
+    const config = readAdminConfig(base);
+    expect(config).toMatchObject({
+      listen: '127.0.0.1:50052',
+      billingAddress: '127.0.0.1:50053',
+      sessionTtlSeconds: 43_200,
+      signupEnabled: true,
+      bootstrap: undefined,
+      logLevel: 'info',
+      database: { kind: 'postgres', url: 'postgres://db/admin', poolMax: 10 },
+    });
+  });
+
+  it('falls back to DATABASE_URL', () => {
+    expect(readAdminConfig({ DATABASE_URL: 'postgres://db/all' }).database).toMatchObject({
+      url: 'postgres://db/all',
+    });
+  });
+
+  it('reads a bootstrap owner with a normalised email and the default tenant and plan', () => {
+    const config = readAdminConfig({
+      ...base,
+      RELAYPLANE_BOOTSTRAP_EMAIL: 'Owner@Example.com',
+      RELAYPLANE_BOOTSTRAP_PASSWORD: 'correct horse battery',
+    });
+    expect(config.bootstrap).toEqual({
+      email: 'owner@example.com',
+      password: 'correct horse battery',
+      tenantName: 'default',
+      plan: 'enterprise',
+    });
+  });
+
+  it('names the missing half of a bootstrap email/password pair', () => {
+    expect(configError({ ...base, RELAYPLANE_BOOTSTRAP_EMAIL: 'o@example.com' }).variable).toBe(
+      'RELAYPLANE_BOOTSTRAP_PASSWORD',
+    );
+    expect(configError({ ...base, RELAYPLANE_BOOTSTRAP_PASSWORD: 'x'.repeat(16) }).variable).toBe(
+      'RELAYPLANE_BOOTSTRAP_EMAIL',
+    );
+  });
+
+  it.each([
+    ['ADMIN_SESSION_TTL_SECONDS', '299'],
+    ['ADMIN_SESSION_TTL_SECONDS', '2592001'],
+    ['RELAYPLANE_BOOTSTRAP_PLAN', 'platinum'],
+    ['RELAYPLANE_SIGNUP_ENABLED', 'maybe'],
+    ['ADMIN_BILLING_ADDRESS', 'billing'],
+  ])('rejects %s=%s naming the variable', (variable, value) => {
+    expect(configError({ ...base, [variable]: value }).variable).toBe(variable);
+  });
+
+  it('rejects a bootstrap password shorter than the password policy', () => {
+    const err = configError({
+      ...base,
+      RELAYPLANE_BOOTSTRAP_EMAIL: 'o@example.com',
+      RELAYPLANE_BOOTSTRAP_PASSWORD: 'short',
+    });
+    expect(err.variable).toBe('RELAYPLANE_BOOTSTRAP_PASSWORD');
+    expect(err.message).not.toContain('short');
+  });
+
+  it('lets the composition root pass the bootstrap owner as an override', () => {
+    const bootstrap = {
+      email: 'e@example.com',
+      password: 'x'.repeat(20),
+      tenantName: 't',
+      plan: 'pro' as const,
+    };
+    expect(readAdminConfig(base, { bootstrap }).bootstrap).toBe(bootstrap);
+    expect(
+      readAdminConfig(
+        {
+          ...base,
+          RELAYPLANE_BOOTSTRAP_EMAIL: 'o@example.com',
+          RELAYPLANE_BOOTSTRAP_PASSWORD: 'x'.repeat(16),
+        },
+        { bootstrap: undefined },
+      ).bootstrap,
+    ).toBeUndefined();
+  });
+});

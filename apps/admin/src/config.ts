@@ -1,0 +1,86 @@
+import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
+import type { DatabaseConfig } from '@relayplane/shared/db';
+import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
+
+/** Plans the bootstrap tenant may be put on (billing owns the catalogue; these ids are the contract). */
+export const BOOTSTRAP_PLANS = ['free', 'pro', 'enterprise'] as const;
+export type BootstrapPlan = (typeof BOOTSTRAP_PLANS)[number];
+
+/** The first tenant and its owner, created at start when no user exists. */
+export interface BootstrapConfig {
+  email: string;
+  password: string;
+  tenantName: string;
+  plan: BootstrapPlan;
+}
+
+export interface AdminConfig {
+  /** host:port the gRPC server binds (port 0: any free port). */
+  listen: string;
+  database: DatabaseConfig;
+  /** host:port of the billing gRPC service. */
+  billingAddress: string;
+  sessionTtlSeconds: number;
+  signupEnabled: boolean;
+  /** Undefined: no bootstrap owner is configured. */
+  bootstrap: BootstrapConfig | undefined;
+  logLevel: LogLevel;
+}
+
+export const SESSION_TTL_RANGE = { min: 300, max: 2_592_000 } as const;
+
+function readBootstrap(r: EnvReader): BootstrapConfig | undefined {
+  const rawEmail = r.optional('RELAYPLANE_BOOTSTRAP_EMAIL');
+  // The reader trims values, so surrounding whitespace is never part of the bootstrap password.
+  const rawPassword = r.optional('RELAYPLANE_BOOTSTRAP_PASSWORD');
+  const tenant = r.string('RELAYPLANE_BOOTSTRAP_TENANT', 'default');
+  const plan = r.oneOf('RELAYPLANE_BOOTSTRAP_PLAN', BOOTSTRAP_PLANS, 'enterprise');
+  if (rawEmail === undefined && rawPassword === undefined) return undefined;
+  if (rawEmail === undefined) {
+    throw new ConfigError(
+      'RELAYPLANE_BOOTSTRAP_EMAIL',
+      'is required when RELAYPLANE_BOOTSTRAP_PASSWORD is set',
+    );
+  }
+  if (rawPassword === undefined) {
+    throw new ConfigError(
+      'RELAYPLANE_BOOTSTRAP_PASSWORD',
+      'is required when RELAYPLANE_BOOTSTRAP_EMAIL is set',
+    );
+  }
+  const email = checkEmail(rawEmail);
+  if (!email.ok) throw new ConfigError('RELAYPLANE_BOOTSTRAP_EMAIL', `is invalid: ${email.message}`);
+  const password = checkPassword(rawPassword);
+  if (!password.ok) {
+    throw new ConfigError('RELAYPLANE_BOOTSTRAP_PASSWORD', `is invalid: ${password.message}`);
+  }
+  const tenantName = checkTenantName(tenant);
+  if (!tenantName.ok) {
+    throw new ConfigError(
+      'RELAYPLANE_BOOTSTRAP_TENANT',
+      `is invalid: ${tenantName.message.replace('tenant_name', 'the tenant name')}`,
+    );
+  }
+  return { email: email.value, password: password.value, tenantName: tenantName.value, plan };
+}
+
+export function readAdminConfig(
+  env: Readonly<Record<string, string | undefined>>,
+  overrides: Partial<AdminConfig> = {},
+): AdminConfig {
+  const r = new EnvReader(env);
+  return {
+    listen: overrides.listen ?? r.address('ADMIN_LISTEN_ADDRESS', '127.0.0.1:50052'),
+    database: overrides.database ?? {
+      kind: 'postgres',
+      url: r.url('ADMIN_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),
+      poolMax: r.int('ADMIN_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
+    },
+    billingAddress: overrides.billingAddress ?? r.address('ADMIN_BILLING_ADDRESS', '127.0.0.1:50053'),
+    sessionTtlSeconds:
+      overrides.sessionTtlSeconds ?? r.int('ADMIN_SESSION_TTL_SECONDS', 43_200, SESSION_TTL_RANGE),
+    signupEnabled: overrides.signupEnabled ?? r.bool('RELAYPLANE_SIGNUP_ENABLED', true),
+    bootstrap: 'bootstrap' in overrides ? overrides.bootstrap : readBootstrap(r),
+    logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+  };
+}

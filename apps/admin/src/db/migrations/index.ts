@@ -1,0 +1,7 @@
+import type { Migration } from 'kysely/migration';
+import * as accountsAndProjects from './20261122T2000-accounts-and-projects.ts';
+
+/** Every migration of the admin schema, by name (applied in name order). */
+export const migrations: Record<string, Migration> = {
+  '20261122T2000-accounts-and-projects': accountsAndProjects,
+};

@@ -1,0 +1,50 @@
+export interface TenantsTable {
+  id: string;
+  name: string;
+  created_at: Date;
+}
+
+export interface UsersTable {
+  id: string;
+  /** Trimmed and lowercased; unique. */
+  email: string;
+  /** argon2id PHC string. */
+  password_hash: string;
+  platform_admin: boolean;
+  created_at: Date;
+}
+
+export interface MembershipsTable {
+  tenant_id: string;
+  user_id: string;
+  role: string;
+  created_at: Date;
+}
+
+export interface SessionsTable {
+  id: string;
+  /** SHA-256 of the bearer token; the token itself is never stored. */
+  token_hash: string;
+  user_id: string;
+  /** The tenant the session acts in. */
+  tenant_id: string;
+  created_at: Date;
+  expires_at: Date;
+  last_seen_at: Date | null;
+}
+
+export interface ProjectsTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  environment: string;
+  created_at: Date;
+}
+
+export interface AdminDatabase {
+  tenants: TenantsTable;
+  users: UsersTable;
+  memberships: MembershipsTable;
+  sessions: SessionsTable;
+  projects: ProjectsTable;
+}

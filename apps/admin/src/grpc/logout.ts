@@ -1,0 +1,17 @@
+import { type AdminService, PrincipalKind } from '@relayplane/proto/admin';
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { AdminDeps } from './deps.ts';
+
+/** Logout: ends the principal's session. Ending a session that is already gone succeeds. */
+export function logout(deps: AdminDeps): ServiceImpl<typeof AdminService>['logout'] {
+  return async (req) => {
+    const principal = req.principal;
+    if (!principal || principal.kind !== PrincipalKind.USER_SESSION || principal.sessionId === '') {
+      throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    }
+    // Scoped to the user, so a forged principal cannot end someone else's session.
+    await deps.sessions.delete(principal.sessionId, principal.userId);
+    return {};
+  };
+}

@@ -1,0 +1,69 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import {
+  PrincipalKind,
+  type PrincipalSchema,
+  type ProjectSchema,
+  type SessionSchema,
+  TenantRole,
+  type TenantSchema,
+  type UserSchema,
+} from '@relayplane/proto/admin';
+import type { Role } from '../domain/roles.ts';
+import type { ProjectRecord, SessionRecord, TenantRecord, UserRecord } from '../stores/records.ts';
+
+const ROLE_TO_PROTO: Record<Role, TenantRole> = {
+  owner: TenantRole.OWNER,
+  admin: TenantRole.ADMIN,
+  developer: TenantRole.DEVELOPER,
+  viewer: TenantRole.VIEWER,
+};
+
+export function roleMessage(role: Role): TenantRole {
+  return ROLE_TO_PROTO[role];
+}
+
+export function userMessage(user: UserRecord): MessageInitShape<typeof UserSchema> {
+  return {
+    id: user.id,
+    email: user.email,
+    platformAdmin: user.platformAdmin,
+    createdAt: timestampFromDate(user.createdAt),
+  };
+}
+
+export function tenantMessage(tenant: TenantRecord): MessageInitShape<typeof TenantSchema> {
+  return { id: tenant.id, name: tenant.name, createdAt: timestampFromDate(tenant.createdAt) };
+}
+
+export function projectMessage(project: ProjectRecord): MessageInitShape<typeof ProjectSchema> {
+  return {
+    id: project.id,
+    name: project.name,
+    tenantId: project.tenantId,
+    environment: project.environment,
+    createdAt: timestampFromDate(project.createdAt),
+  };
+}
+
+export function sessionMessage(session: SessionRecord): MessageInitShape<typeof SessionSchema> {
+  return {
+    id: session.id,
+    user: userMessage(session.user),
+    tenant: tenantMessage(session.tenant),
+    role: roleMessage(session.role),
+    createdAt: timestampFromDate(session.createdAt),
+    expiresAt: timestampFromDate(session.expiresAt),
+  };
+}
+
+export function principalMessage(session: SessionRecord): MessageInitShape<typeof PrincipalSchema> {
+  return {
+    kind: PrincipalKind.USER_SESSION,
+    userId: session.user.id,
+    tenantId: session.tenant.id,
+    role: roleMessage(session.role),
+    platformAdmin: session.user.platformAdmin,
+    sessionId: session.id,
+  };
+}

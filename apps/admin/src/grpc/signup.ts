@@ -1,0 +1,29 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { newId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { checkEmail, checkPassword, checkTenantName } from '../domain/validation.ts';
+import type { AdminDeps } from './deps.ts';
+import { tenantMessage, userMessage } from './messages.ts';
+import { valid } from './valid.ts';
+
+/**
+ * Signup: a new tenant and its owner. The tenant starts on billing's default plan (free),
+ * which needs no subscription row, so billing is not called.
+ */
+export function signup(deps: AdminDeps): ServiceImpl<typeof AdminService>['signup'] {
+  return async (req) => {
+    if (!deps.signupEnabled) throw new AppError('forbidden', 'signup is disabled');
+    const email = valid(checkEmail(req.email));
+    const password = valid(checkPassword(req.password));
+    const tenantName = valid(checkTenantName(req.tenantName));
+    const now = deps.clock.now();
+    const tenant = { id: newId('tenant'), name: tenantName, createdAt: now };
+    const user = { id: newId('user'), email, platformAdmin: false, createdAt: now };
+    const passwordHash = await deps.passwords.hash(password);
+    const outcome = await deps.accounts.createTenantWithOwner({ tenant, user, passwordHash });
+    if (outcome === 'email_taken') throw new AppError('conflict', 'email is already registered');
+    deps.logger.info({ userId: user.id, tenantId: tenant.id }, 'tenant signed up');
+    return { user: userMessage(user), tenant: tenantMessage(tenant) };
+  };
+}

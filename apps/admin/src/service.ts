@@ -1,0 +1,146 @@
+import { AdminService as AdminRpc } from '@relayplane/proto/admin';
+import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import { type Clock, systemClock } from '@relayplane/shared/clock';
+import { createDatabase, type Database } from '@relayplane/shared/db';
+import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { watchDatabase } from '@relayplane/shared/readiness';
+import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
+import { bootstrapOwner } from './bootstrap.ts';
+import type { AdminConfig } from './config.ts';
+import { migrations } from './db/migrations/index.ts';
+import type { AdminDatabase } from './db/schema.ts';
+import { adminHandlers } from './grpc/admin-handlers.ts';
+import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
+import { AccountStore } from './stores/accounts.ts';
+import { ProjectStore } from './stores/projects.ts';
+import { SessionStore } from './stores/sessions.ts';
+
+export interface AdminOverrides {
+  logger?: Logger;
+  clock?: Clock;
+  /** A billing client to use instead of connecting to `config.billingAddress` (not closed by destroy). */
+  billing?: ServiceClient<typeof BillingRpc>;
+  /** How long start() waits for billing to accept the bootstrap plan (default 60 s). */
+  billingWaitMs?: number;
+}
+
+const SESSION_SWEEP_INTERVAL_MS = 10 * 60_000;
+
+/** The admin service: tenants, users, sessions, projects. */
+export class AdminService {
+  readonly config: AdminConfig;
+  readonly logger: Logger;
+  readonly database: Database<AdminDatabase>;
+  readonly rpc: RpcServer;
+  readonly accounts: AccountStore;
+  readonly sessions: SessionStore;
+  readonly #billing: ServiceClient<typeof BillingRpc>;
+  readonly #ownsBilling: boolean;
+  readonly #passwords: PasswordHasher;
+  readonly #clock: Clock;
+  readonly #billingWaitMs: number | undefined;
+  readonly #stopping = new AbortController();
+  #watch: { stop: () => void } | undefined;
+  #sweep: NodeJS.Timeout | undefined;
+  #bootstrapped = false;
+
+  private constructor(
+    config: AdminConfig,
+    logger: Logger,
+    database: Database<AdminDatabase>,
+    passwords: PasswordHasher,
+    overrides: AdminOverrides,
+  ) {
+    this.config = config;
+    this.logger = logger;
+    this.database = database;
+    this.#passwords = passwords;
+    this.#clock = overrides.clock ?? systemClock;
+    this.#billingWaitMs = overrides.billingWaitMs;
+    this.#ownsBilling = overrides.billing === undefined;
+    this.#billing = overrides.billing ?? connect(BillingRpc, config.billingAddress);
+    this.accounts = new AccountStore(database.db);
+    this.sessions = new SessionStore(database.db);
+    this.rpc = new RpcServer(logger);
+    this.rpc.add(
+      AdminRpc,
+      adminHandlers({
+        accounts: this.accounts,
+        sessions: this.sessions,
+        projects: new ProjectStore(database.db),
+        passwords,
+        billing: this.#billing,
+        clock: this.#clock,
+        logger,
+        sessionTtlSeconds: config.sessionTtlSeconds,
+        signupEnabled: config.signupEnabled,
+      }),
+    );
+  }
+
+  static async create(config: AdminConfig, overrides: AdminOverrides = {}): Promise<AdminService> {
+    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'admin' });
+    const passwords = await createPasswordHasher();
+    const database = await createDatabase<AdminDatabase>(config.database, 'admin', logger);
+    return new AdminService(config, logger, database, passwords, overrides);
+  }
+
+  /** Applies migrations (safe with concurrent replicas), creates the bootstrap owner if due, starts serving. */
+  async start(): Promise<void> {
+    const applied = await this.database.migrate(migrations);
+    if (applied.length) this.logger.info({ applied }, 'migrations applied');
+    if (this.config.bootstrap) {
+      const outcome = await bootstrapOwner(this.config.bootstrap, {
+        accounts: this.accounts,
+        passwords: this.#passwords,
+        billing: this.#billing,
+        clock: this.#clock,
+        logger: this.logger,
+        billingWaitMs: this.#billingWaitMs,
+        signal: this.#stopping.signal,
+      });
+      this.#bootstrapped = outcome === 'created';
+    }
+    const watch = watchDatabase(this.rpc.health, [AdminRpc.typeName], this.database, this.logger);
+    this.#watch = watch;
+    await watch.check();
+    this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SESSION_SWEEP_INTERVAL_MS);
+    this.#sweep.unref();
+    const port = await this.rpc.listen(this.config.listen);
+    this.logger.info({ port }, 'admin listening');
+  }
+
+  /** True when this start() created the bootstrap tenant and owner (the composition root prints them). */
+  get bootstrapped(): boolean {
+    return this.#bootstrapped;
+  }
+
+  get port(): number {
+    return this.rpc.port;
+  }
+
+  /** Deletes expired sessions (they are already refused; this only reclaims the rows). */
+  async sweepExpiredSessions(): Promise<number> {
+    try {
+      const deleted = await this.sessions.deleteExpired(this.#clock.now());
+      if (deleted) this.logger.debug({ deleted }, 'expired sessions deleted');
+      return deleted;
+    } catch (err) {
+      this.logger.warn({ err }, 'could not delete expired sessions');
+      return 0;
+    }
+  }
+
+  async destroy(): Promise<void> {
+    this.#stopping.abort();
+    clearInterval(this.#sweep);
+    this.#watch?.stop();
+    await this.rpc.close();
+    if (this.#ownsBilling) this.#billing.close();
+    await this.database.destroy();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.destroy();
+  }
+}

@@ -1,0 +1,70 @@
+import { type Kysely, sql } from 'kysely';
+import type { AdminDatabase } from '../db/schema.ts';
+import { isUniqueViolation, type ProjectRecord } from './records.ts';
+
+export class ProjectStore {
+  readonly #db: Kysely<AdminDatabase>;
+  constructor(db: Kysely<AdminDatabase>) {
+    this.#db = db;
+  }
+
+  /**
+   * Creates the project unless the tenant already has `maxProjects` of them ('limit_reached')
+   * or one of that name ('name_taken', decided by the unique index). Creations in one tenant
+   * serialise on an advisory lock, so concurrent requests cannot overshoot the limit.
+   */
+  async create(
+    project: ProjectRecord,
+    maxProjects: number,
+  ): Promise<'created' | 'name_taken' | 'limit_reached'> {
+    try {
+      return await this.#db.transaction().execute(async (trx) => {
+        await sql`select pg_advisory_xact_lock(hashtext(${`admin.projects:${project.tenantId}`}))`.execute(
+          trx,
+        );
+        const { count, taken } = await trx
+          .selectFrom('projects')
+          .select((eb) => [
+            eb.fn.countAll<string>().as('count'),
+            eb.fn.count<string>('id').filterWhere('name', '=', project.name).as('taken'),
+          ])
+          .where('tenant_id', '=', project.tenantId)
+          .executeTakeFirstOrThrow();
+        // A duplicate name is a conflict whatever the plan says; only a new name counts against the limit.
+        if (Number(taken) > 0) return 'name_taken';
+        if (Number(count) >= maxProjects) return 'limit_reached';
+        await trx
+          .insertInto('projects')
+          .values({
+            id: project.id,
+            tenant_id: project.tenantId,
+            name: project.name,
+            environment: project.environment,
+            created_at: project.createdAt,
+          })
+          .execute();
+        return 'created';
+      });
+    } catch (err) {
+      if (isUniqueViolation(err, 'projects_tenant_id_name_key')) return 'name_taken';
+      throw err;
+    }
+  }
+
+  async list(tenantId: string): Promise<ProjectRecord[]> {
+    const rows = await this.#db
+      .selectFrom('projects')
+      .select(['id', 'tenant_id', 'name', 'environment', 'created_at'])
+      .where('tenant_id', '=', tenantId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      tenantId: r.tenant_id,
+      name: r.name,
+      environment: r.environment,
+      createdAt: r.created_at,
+    }));
+  }
+}

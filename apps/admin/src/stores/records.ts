@@ -1,0 +1,40 @@
+import type { Role } from '../domain/roles.ts';
+
+export interface TenantRecord {
+  id: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface UserRecord {
+  id: string;
+  email: string;
+  platformAdmin: boolean;
+  createdAt: Date;
+}
+
+export interface ProjectRecord {
+  id: string;
+  tenantId: string;
+  name: string;
+  environment: string;
+  createdAt: Date;
+}
+
+/** A live session with who it acts as, re-read from the tables on every use. */
+export interface SessionRecord {
+  id: string;
+  createdAt: Date;
+  expiresAt: Date;
+  lastSeenAt: Date | null;
+  user: UserRecord;
+  tenant: TenantRecord;
+  role: Role;
+}
+
+/** True when `err` is PostgreSQL's unique_violation, optionally on the named constraint. */
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; constraint?: unknown };
+  return e.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}

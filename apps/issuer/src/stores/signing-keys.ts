@@ -1,0 +1,171 @@
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { Bytes, IssuerDatabase, SigningKeysTable } from '../db/schema.ts';
+import type { KeyTimeline } from '../domain/key-lifecycle.ts';
+import type { SealedPrivateKey } from '../keys/key-material.ts';
+
+export interface StoredKey extends KeyTimeline {
+  x: string;
+  kekFingerprint: string;
+  /** Null once the key is removed (its private half is wiped). */
+  sealed: SealedPrivateKey | null;
+}
+
+export interface NewKey {
+  kid: string;
+  x: string;
+  kekFingerprint: string;
+  sealed: SealedPrivateKey;
+  createdAt: Date;
+  activatedAt: Date | null;
+}
+
+export interface RotationRequest {
+  requestedAt: Date;
+  requestedBy: string;
+}
+
+// Any constant works: every issuer replica of one database takes the same lock.
+const MAINTENANCE_LOCK = sql`hashtext('relayplane.issuer.signing-keys')`;
+
+function toBuffer(bytes: Bytes): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function toStoredKey(row: Selectable<SigningKeysTable>): StoredKey {
+  const { private_iv: iv, private_ciphertext: ciphertext, private_tag: tag } = row;
+  return {
+    kid: row.kid,
+    x: row.x,
+    kekFingerprint: row.kek_fingerprint,
+    sealed:
+      iv && ciphertext && tag
+        ? { iv: toBuffer(iv), ciphertext: toBuffer(ciphertext), tag: toBuffer(tag) }
+        : null,
+    createdAt: row.created_at,
+    activatedAt: row.activated_at,
+    deactivatedAt: row.deactivated_at,
+    removeAfter: row.remove_after,
+    removedAt: row.removed_at,
+  };
+}
+
+/** Signing keys and the pending rotation request in PostgreSQL (or PGlite). */
+export class SigningKeyStore {
+  readonly #db: Kysely<IssuerDatabase>;
+  constructor(db: Kysely<IssuerDatabase>) {
+    this.#db = db;
+  }
+
+  /**
+   * Runs `fn` in one transaction holding the maintenance advisory lock, so replicas
+   * ticking at the same moment take turns and each sees the other's result.
+   */
+  async locked<T>(fn: (store: SigningKeyStore) => Promise<T>): Promise<T> {
+    return this.#db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(${MAINTENANCE_LOCK})`.execute(trx);
+      return fn(new SigningKeyStore(trx));
+    });
+  }
+
+  /** Every key, removed ones included. */
+  async list(): Promise<StoredKey[]> {
+    const rows = await this.#db.selectFrom('signing_keys').selectAll().orderBy('created_at').execute();
+    return rows.map(toStoredKey);
+  }
+
+  /** Keys still in the JWKS. */
+  async listLive(): Promise<StoredKey[]> {
+    const rows = await this.#db
+      .selectFrom('signing_keys')
+      .selectAll()
+      .where('removed_at', 'is', null)
+      .orderBy('created_at')
+      .execute();
+    return rows.map(toStoredKey);
+  }
+
+  async get(kid: string): Promise<StoredKey | undefined> {
+    const row = await this.#db
+      .selectFrom('signing_keys')
+      .selectAll()
+      .where('kid', '=', kid)
+      .executeTakeFirst();
+    return row && toStoredKey(row);
+  }
+
+  /** Fingerprints of the KEKs that sealed the private halves still stored. */
+  async kekFingerprints(): Promise<string[]> {
+    const rows = await this.#db
+      .selectFrom('signing_keys')
+      .select('kek_fingerprint')
+      .distinct()
+      .where('private_ciphertext', 'is not', null)
+      .execute();
+    return rows.map((r) => r.kek_fingerprint);
+  }
+
+  async insert(key: NewKey): Promise<void> {
+    await this.#db
+      .insertInto('signing_keys')
+      .values({
+        kid: key.kid,
+        x: key.x,
+        kek_fingerprint: key.kekFingerprint,
+        private_iv: key.sealed.iv,
+        private_ciphertext: key.sealed.ciphertext,
+        private_tag: key.sealed.tag,
+        created_at: key.createdAt,
+        activated_at: key.activatedAt,
+      })
+      .execute();
+  }
+
+  async activate(kid: string, at: Date): Promise<void> {
+    await this.#db
+      .updateTable('signing_keys')
+      .set({ activated_at: at })
+      .where('kid', '=', kid)
+      .where('activated_at', 'is', null)
+      .execute();
+  }
+
+  async deactivate(kid: string, at: Date, removeAfter: Date): Promise<void> {
+    await this.#db
+      .updateTable('signing_keys')
+      .set({ deactivated_at: at, remove_after: removeAfter })
+      .where('kid', '=', kid)
+      .where('deactivated_at', 'is', null)
+      .execute();
+  }
+
+  /** Takes the key out of the JWKS and wipes its private half; the row stays for audit. */
+  async remove(kid: string, at: Date): Promise<void> {
+    await this.#db
+      .updateTable('signing_keys')
+      .set({ removed_at: at, private_iv: null, private_ciphertext: null, private_tag: null })
+      .where('kid', '=', kid)
+      .where('removed_at', 'is', null)
+      .execute();
+  }
+
+  async rotationRequest(): Promise<RotationRequest | undefined> {
+    const row = await this.#db
+      .selectFrom('rotation_requests')
+      .select(['requested_at', 'requested_by'])
+      .executeTakeFirst();
+    return row && { requestedAt: row.requested_at, requestedBy: row.requested_by };
+  }
+
+  /** Records an on-demand rotation; an earlier pending request keeps its time. */
+  async requestRotation(at: Date, requestedBy: string): Promise<void> {
+    await this.#db
+      .insertInto('rotation_requests')
+      .values({ id: 1, requested_at: at, requested_by: requestedBy })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .execute();
+  }
+
+  async clearRotationRequest(): Promise<void> {
+    await this.#db.deleteFrom('rotation_requests').execute();
+  }
+}

@@ -1,0 +1,99 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
+import type { Clock } from '@relayplane/shared/clock';
+import { connect, type ServiceClient } from '@relayplane/shared/rpc';
+import { testLogger } from '@relayplane/testing/logger';
+import type { TestRedis } from '@relayplane/testing/storage';
+import { sql } from 'kysely';
+import { readIssuerConfig } from '../src/config.ts';
+import { IssuerService } from '../src/service.ts';
+
+export interface RunningIssuer {
+  service: IssuerService;
+  client: ServiceClient<typeof IssuerRpc>;
+  stop(): Promise<void>;
+}
+
+export function newKek(): Buffer {
+  return randomBytes(32);
+}
+
+/** Builds an issuer on `databaseUrl` through the real config reader, starts it and connects a client. */
+export async function startIssuer(options: {
+  databaseUrl: string;
+  clock: Clock;
+  kek: Buffer;
+  redis?: TestRedis;
+  env?: Record<string, string>;
+}): Promise<RunningIssuer> {
+  const env: Record<string, string> = {
+    ISSUER_DATABASE_URL: options.databaseUrl,
+    ISSUER_LISTEN_ADDRESS: '127.0.0.1:0',
+    RELAYPLANE_KEK: options.kek.toString('base64'),
+    ...(options.redis
+      ? { ISSUER_REDIS_URL: options.redis.url, ISSUER_REDIS_PREFIX: options.redis.prefix }
+      : {}),
+    ...options.env,
+  };
+  const config = readIssuerConfig(env, options.redis ? {} : { redis: null });
+  const service = await IssuerService.create(config, { logger: testLogger('issuer'), clock: options.clock });
+  try {
+    await service.start();
+  } catch (err) {
+    await service.destroy();
+    throw err;
+  }
+  const client = connect(IssuerRpc, `127.0.0.1:${service.port}`);
+  return {
+    service,
+    client,
+    async stop() {
+      client.close();
+      await service.destroy();
+    },
+  };
+}
+
+export interface RawKeyRow {
+  kid: string;
+  x: string;
+  kek_fingerprint: string;
+  private_iv: Uint8Array | null;
+  private_ciphertext: Uint8Array | null;
+  private_tag: Uint8Array | null;
+  created_at: Date;
+  activated_at: Date | null;
+  deactivated_at: Date | null;
+  remove_after: Date | null;
+  removed_at: Date | null;
+}
+
+/** Every row of the keys table, read with a raw query (no store code involved). */
+export async function rawKeyRows(service: IssuerService): Promise<RawKeyRow[]> {
+  const result = await sql<RawKeyRow>`select * from issuer.signing_keys order by created_at, kid`.execute(
+    service.database.db,
+  );
+  return result.rows;
+}
+
+/** RFC 7638 thumbprint computed here, independently of the service (which uses jose). */
+export function rfc7638Thumbprint(x: string): string {
+  return createHash('sha256').update(`{"crv":"Ed25519","kty":"OKP","x":"${x}"}`).digest('base64url');
+}
+
+/** Polls `probe` until it returns a value (not undefined) or `timeoutMs` passes. */
+export async function eventually<T>(
+  probe: () => Promise<T | undefined>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export const seconds = (n: number) => n * 1000;

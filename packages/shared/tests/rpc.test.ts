@@ -1,0 +1,363 @@
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { BillingService, type GetSubscriptionResponseSchema, PlanSchema } from '@relayplane/proto/billing';
+import type { CallInfo } from '@relayplane/proto/grpc';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { AppError, ERROR_CODES, type ErrorCode } from '../src/errors.ts';
+import { HealthService, ServingStatus } from '../src/health.ts';
+import { createLogger } from '../src/logger.ts';
+import { currentRequestContext, runWithRequestContext } from '../src/request-context.ts';
+import { connect, RpcServer, type ServiceClient, type ServiceImpl } from '../src/rpc.ts';
+import { waitFor, within } from './conformance/wait.ts';
+
+type Billing = typeof BillingService;
+type GetSubscription = (
+  req: { tenantId: string },
+  call: CallInfo,
+) => Promise<MessageInitShape<typeof GetSubscriptionResponseSchema>>;
+
+const UPDATED_AT = new Date('2026-11-22T12:00:00Z');
+
+/** A fake billing service; each test decides what GetSubscription does. */
+function fakeBilling(behaviour: { getSubscription: GetSubscription }): ServiceImpl<Billing> {
+  return {
+    async listPlans() {
+      return {
+        plans: [
+          {
+            id: 'pro',
+            name: 'Pro',
+            limits: { maxConcurrentConnections: 1000, maxCredentialTtlSeconds: 3600 },
+            price: { currency: 'usd', monthlyAmountMinor: 4900, contactSales: false },
+          },
+          { id: 'enterprise', name: 'Enterprise', price: { currency: 'usd', contactSales: true } },
+        ],
+      };
+    },
+    async getPricing() {
+      // What an unexpected failure looks like: internal detail in the message.
+      throw new Error('connect ECONNREFUSED 10.0.0.7:5432 password=hunter2');
+    },
+    getSubscription: (req, call) => behaviour.getSubscription(req, call),
+    async setPlan(req) {
+      return {
+        subscription: {
+          tenantId: req.tenantId,
+          planId: req.planId,
+          updatedAt: timestampFromDate(UPDATED_AT),
+        },
+      };
+    },
+  };
+}
+
+describe('rpc: RpcServer and connect() over real gRPC', () => {
+  const logLines: Record<string, unknown>[] = [];
+  const logger = createLogger(
+    { level: 'info', service: 'rpc-test' },
+    { write: (line: string) => logLines.push(JSON.parse(line) as Record<string, unknown>) },
+  );
+  const behaviour: { getSubscription: GetSubscription } = { getSubscription: async () => ({}) };
+  let server: RpcServer;
+  let client: ServiceClient<Billing>;
+  let fastClient: ServiceClient<Billing>;
+
+  beforeAll(async () => {
+    server = new RpcServer(logger);
+    server.add(BillingService, fakeBilling(behaviour));
+    await server.listen('127.0.0.1:0');
+    client = connect(BillingService, `127.0.0.1:${server.port}`);
+    fastClient = connect(BillingService, `127.0.0.1:${server.port}`, { timeoutMs: 200 });
+  });
+
+  afterAll(async () => {
+    client?.close();
+    fastClient?.close();
+    await server?.close(1_000);
+  });
+
+  beforeEach(() => {
+    logLines.length = 0;
+  });
+
+  it('listen on port 0 reports the bound port', () => {
+    expect(server.port).toBeGreaterThan(0);
+  });
+
+  it('round-trips typed messages, nested messages and well-known types', async () => {
+    const { plans } = await client.listPlans({});
+    expect(plans).toHaveLength(2);
+    expect(plans[0]?.$typeName).toBe(PlanSchema.typeName);
+    expect(plans[0]).toEqual(
+      create(PlanSchema, {
+        id: 'pro',
+        name: 'Pro',
+        limits: { maxConcurrentConnections: 1000, maxCredentialTtlSeconds: 3600 },
+        price: { currency: 'usd', monthlyAmountMinor: 4900 },
+      }),
+    );
+    expect(plans[1]?.price?.contactSales).toBe(true);
+    expect(plans[1]?.limits).toBeUndefined();
+    const { subscription } = await client.setPlan({ tenantId: 'ten_1', planId: 'pro' });
+    expect(subscription?.tenantId).toBe('ten_1');
+    expect(subscription?.updatedAt?.seconds).toBe(BigInt(UPDATED_AT.getTime() / 1000));
+  });
+
+  it.each(Object.keys(ERROR_CODES) as ErrorCode[])(
+    'an AppError with code %s thrown in a handler arrives as an AppError with the same code, message and retry hint',
+    async (code) => {
+      behaviour.getSubscription = async () => {
+        throw new AppError(code, `message for ${code}`, { retryAfterSeconds: 7 });
+      };
+      const err = await client.getSubscription({ tenantId: 'ten_1' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AppError);
+      expect(err).toMatchObject({ code, message: `message for ${code}`, retryAfterSeconds: 7 });
+    },
+  );
+
+  it('an AppError without a retry hint arrives without one', async () => {
+    behaviour.getSubscription = async () => {
+      throw new AppError('not_found', 'no subscription');
+    };
+    const err = await client.getSubscription({ tenantId: 'ten_1' }).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'not_found',
+      message: 'no subscription',
+      retryAfterSeconds: undefined,
+    });
+  });
+
+  it('any other error arrives as internal / "internal error" with nothing internal, and is logged on the server', async () => {
+    const err = await client.getPricing({}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect(err).toMatchObject({ code: 'internal', message: 'internal error' });
+    const crossed = err as AppError & { cause?: { details?: string; metadata?: unknown } };
+    expect(JSON.stringify({ message: crossed.message, details: crossed.cause?.details })).not.toMatch(
+      /hunter2|ECONNREFUSED|10\.0\.0\.7/,
+    );
+    expect(logLines.some((l) => l.rpc === 'GetPricing' && JSON.stringify(l).includes('ECONNREFUSED'))).toBe(
+      true,
+    );
+    // The password in the message is not redacted by key; it must not be echoed anywhere but the server log.
+  });
+
+  it('a handler slower than the deadline fails with unavailable in about the deadline, and the handler is told', async () => {
+    let aborted = false;
+    behaviour.getSubscription = async (_req, call) => {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 5_000);
+        call.signal.addEventListener('abort', () => {
+          aborted = true;
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return {};
+    };
+    const started = performance.now();
+    const err = await fastClient.getSubscription({ tenantId: 'ten_1' }).catch((e: unknown) => e);
+    const elapsed = performance.now() - started;
+    expect(err).toBeInstanceOf(AppError);
+    expect(err).toMatchObject({ code: 'unavailable', message: 'BillingService is unavailable' });
+    expect(elapsed).toBeGreaterThanOrEqual(180);
+    expect(elapsed).toBeLessThan(1_000);
+    await waitFor('the handler to see the deadline', () => aborted, 2_000);
+  });
+
+  it('an explicit deadline on the call wins over the client default', async () => {
+    behaviour.getSubscription = () => new Promise(() => {});
+    const started = performance.now();
+    const err = await client
+      .getSubscription({ tenantId: 'ten_1' }, { deadline: new Date(Date.now() + 150) })
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'unavailable' });
+    expect(performance.now() - started).toBeLessThan(1_500);
+  });
+
+  it('a call to a port nobody listens on fails with unavailable', async () => {
+    const nowhere = connect(BillingService, '127.0.0.1:1', { timeoutMs: 2_000 });
+    try {
+      const err = await nowhere.listPlans({}).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AppError);
+      expect(err).toMatchObject({ code: 'unavailable', retryAfterSeconds: 1 });
+    } finally {
+      nowhere.close();
+    }
+  });
+
+  it('the request id of the caller is the request id inside the server handler', async () => {
+    behaviour.getSubscription = async () => ({
+      subscription: { tenantId: currentRequestContext()?.requestId ?? 'none' },
+    });
+    const res = await runWithRequestContext({ requestId: 'req-0123456789' }, () =>
+      client.getSubscription({ tenantId: 'ten_1' }),
+    );
+    expect(res.subscription?.tenantId).toBe('req-0123456789');
+  });
+
+  it('the server makes up a request id when the caller sent none or an unsafe one', async () => {
+    behaviour.getSubscription = async () => ({
+      subscription: { tenantId: currentRequestContext()?.requestId ?? 'none' },
+    });
+    const none = await client.getSubscription({ tenantId: 'ten_1' });
+    const unsafe = await runWithRequestContext({ requestId: 'evil\nid with spaces' }, () =>
+      client.getSubscription({ tenantId: 'ten_1' }),
+    );
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+    expect(none.subscription?.tenantId).toMatch(uuid);
+    expect(unsafe.subscription?.tenantId).toMatch(uuid);
+  });
+
+  it('server log lines written inside a handler carry the request id', async () => {
+    behaviour.getSubscription = async () => {
+      logger.info('inside handler');
+      return {};
+    };
+    await runWithRequestContext({ requestId: 'req-logged' }, () =>
+      client.getSubscription({ tenantId: 'ten_1' }),
+    );
+    expect(logLines.find((l) => l.msg === 'inside handler')).toMatchObject({ reqId: 'req-logged' });
+  });
+});
+
+describe('rpc: health and shutdown', () => {
+  const logger = createLogger({ level: 'silent', service: 'rpc-test' });
+
+  async function serve(impl: ServiceImpl<Billing>) {
+    const server = new RpcServer(logger);
+    server.add(BillingService, impl);
+    await server.listen('127.0.0.1:0');
+    return server;
+  }
+
+  it('Check reports SERVING, per-service status set on the server, and not_found for unknown services', async () => {
+    const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
+    const health = connect(HealthService, `127.0.0.1:${server.port}`);
+    try {
+      expect((await health.check({ service: '' })).status).toBe(ServingStatus.SERVING);
+      server.health.set(BillingService.typeName, ServingStatus.NOT_SERVING);
+      expect((await health.check({ service: BillingService.typeName })).status).toBe(
+        ServingStatus.NOT_SERVING,
+      );
+      await expect(health.check({ service: 'nope' })).rejects.toMatchObject({ code: 'not_found' });
+    } finally {
+      health.close();
+      await server.close(1_000);
+    }
+  });
+
+  it('Watch streams the current status, then NOT_SERVING once the server shuts down', async () => {
+    const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
+    const health = connect(HealthService, `127.0.0.1:${server.port}`, { timeoutMs: 10_000 });
+    const abort = new AbortController();
+    try {
+      const stream = health.watch({ service: '' }, { signal: abort.signal })[Symbol.asyncIterator]();
+      const first = await within('the first status', stream.next());
+      expect(first.value?.status).toBe(ServingStatus.SERVING);
+      const closing = server.close(5_000);
+      const second = await within('the shutdown status', stream.next());
+      expect(second.value?.status).toBe(ServingStatus.NOT_SERVING);
+      abort.abort();
+      await closing;
+    } finally {
+      abort.abort();
+      health.close();
+    }
+  });
+
+  it('close() does not wait out its grace period for a client that keeps watching health', async () => {
+    const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
+    const health = connect(HealthService, `127.0.0.1:${server.port}`, { timeoutMs: 30_000 });
+    try {
+      const stream = health.watch({ service: '' })[Symbol.asyncIterator]();
+      expect((await within('the first status', stream.next())).value?.status).toBe(ServingStatus.SERVING);
+      const started = performance.now();
+      await server.close(5_000);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      const statuses: ServingStatus[] = [];
+      for (;;) {
+        const next = await within('the stream to end', stream.next());
+        if (next.done) break;
+        statuses.push(next.value.status);
+      }
+      expect(statuses).toEqual([ServingStatus.NOT_SERVING]);
+    } finally {
+      health.close();
+    }
+  });
+
+  it('Watch streams status changes of one service as they happen', async () => {
+    const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
+    const health = connect(HealthService, `127.0.0.1:${server.port}`, { timeoutMs: 10_000 });
+    const abort = new AbortController();
+    try {
+      const service = BillingService.typeName;
+      const stream = health.watch({ service }, { signal: abort.signal })[Symbol.asyncIterator]();
+      expect((await within('unknown', stream.next())).value?.status).toBe(ServingStatus.SERVICE_UNKNOWN);
+      server.health.set(service, ServingStatus.SERVING);
+      expect((await within('serving', stream.next())).value?.status).toBe(ServingStatus.SERVING);
+      server.health.set(service, ServingStatus.NOT_SERVING);
+      expect((await within('not serving', stream.next())).value?.status).toBe(ServingStatus.NOT_SERVING);
+    } finally {
+      abort.abort();
+      health.close();
+      await server.close(1_000);
+    }
+  });
+
+  it('close() lets an in-flight call finish, and resolves once it has', async () => {
+    let entered = false;
+    let release: () => void = () => {};
+    const server = await serve(
+      fakeBilling({
+        getSubscription: async (req) => {
+          entered = true;
+          await new Promise<void>((resolve) => {
+            release = resolve;
+          });
+          return { subscription: { tenantId: req.tenantId, planId: 'pro' } };
+        },
+      }),
+    );
+    const client = connect(BillingService, `127.0.0.1:${server.port}`);
+    try {
+      const inFlight = client.getSubscription({ tenantId: 'ten_inflight' });
+      await waitFor('the handler to start', () => entered);
+      let closed = false;
+      const closing = server.close(10_000).then(() => {
+        closed = true;
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(closed).toBe(false);
+      release();
+      const res = await within('the in-flight call', inFlight);
+      expect(res.subscription).toMatchObject({ tenantId: 'ten_inflight', planId: 'pro' });
+      await within('close', closing, 5_000);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('close() gives up waiting after its grace period', async () => {
+    let entered = false;
+    const server = await serve(
+      fakeBilling({
+        getSubscription: () => {
+          entered = true;
+          return new Promise(() => {});
+        },
+      }),
+    );
+    const client = connect(BillingService, `127.0.0.1:${server.port}`, { timeoutMs: 10_000 });
+    try {
+      const stuck = client.getSubscription({ tenantId: 'ten_stuck' }).catch((e: unknown) => e);
+      await waitFor('the handler to start', () => entered);
+      const started = performance.now();
+      await server.close(300);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(await within('the stuck call to fail', stuck)).toMatchObject({ code: 'unavailable' });
+    } finally {
+      client.close();
+    }
+  });
+});

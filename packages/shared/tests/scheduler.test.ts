@@ -1,0 +1,105 @@
+import { randomBytes } from 'node:crypto';
+import { testLogger } from '@relayplane/testing/logger';
+import { createTestRedis } from '@relayplane/testing/storage';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createRedis } from '../src/redis.ts';
+import { BullmqScheduler, MemoryScheduler, type Scheduler } from '../src/scheduler.ts';
+import { INTERVAL_MS, RunLog, schedulerConformance } from './conformance/scheduler.ts';
+
+const logger = testLogger('scheduler');
+
+schedulerConformance('MemoryScheduler', { create: () => new MemoryScheduler(logger) });
+
+const testRedis = createTestRedis('scheduler');
+// bullmq writes `<prefix>:<queue>:…`; the test prefix keeps every key of this file together.
+const prefix = testRedis.prefix.replace(/:$/, '');
+const connections: Redis[] = [];
+
+function bullmq(group = randomBytes(4).toString('hex')): Scheduler {
+  const connection = createRedis({ url: testRedis.url, prefix: testRedis.prefix }, logger, `sched-${group}`);
+  connections.push(connection);
+  return new BullmqScheduler(`maintenance-${group}`, connection, prefix, logger);
+}
+
+async function quitConnections(): Promise<void> {
+  await Promise.all(connections.splice(0).map((c) => c.quit().catch(() => {})));
+}
+
+schedulerConformance('BullmqScheduler (real Redis)', { create: bullmq, cleanup: quitConnections });
+
+describe('BullmqScheduler replicas (real Redis)', () => {
+  const open: Scheduler[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((s) => s.close()));
+    await quitConnections();
+  });
+
+  it('two replicas with the same queue run one schedule: about one run per interval, not two', async () => {
+    const group = randomBytes(4).toString('hex');
+    const a = bullmq(group);
+    const b = bullmq(group);
+    open.push(a, b);
+    const runs = new RunLog();
+    const perReplica = [0, 0];
+    a.every('sweep', INTERVAL_MS, async () => {
+      perReplica[0] = (perReplica[0] ?? 0) + 1;
+      await runs.handler();
+    });
+    b.every('sweep', INTERVAL_MS, async () => {
+      perReplica[1] = (perReplica[1] ?? 0) + 1;
+      await runs.handler();
+    });
+    await a.start();
+    await b.start();
+    const first = 8;
+    await runs.atLeast(first + 1);
+    // Two schedules would fit 8 intervals' worth of runs into about half the time.
+    const span = (runs.starts[first] ?? 0) - (runs.starts[0] ?? 0);
+    expect(span).toBeGreaterThanOrEqual(first * INTERVAL_MS * 0.75);
+    const sorted = [...runs.starts].sort((x, y) => x - y);
+    const closeCalls = sorted.slice(1).filter((t, i) => t - (sorted[i] ?? 0) < INTERVAL_MS / 4);
+    expect(closeCalls).toEqual([]);
+  });
+
+  it('trigger before start fails instead of silently dropping the run', async () => {
+    const s = bullmq();
+    open.push(s);
+    s.every('job', INTERVAL_MS, async () => {});
+    await expect(s.trigger('job')).rejects.toThrow(/not started/);
+  });
+});
+
+describe('BullmqScheduler connections (real Redis)', () => {
+  it('close releases every Redis connection the scheduler opened', async () => {
+    const group = randomBytes(4).toString('hex');
+    const name = `relayplane-sched-${group}`;
+    const admin = createRedis({ url: testRedis.url, prefix: testRedis.prefix }, logger, 'admin');
+    try {
+      const count = async () =>
+        String(await admin.client('LIST'))
+          .split('\n')
+          .filter((line: string) => line.includes(`name=${name}`)).length;
+      const s = bullmq(group);
+      const log = new RunLog();
+      s.every('job', INTERVAL_MS, log.handler);
+      await s.start();
+      await log.atLeast(1);
+      expect(await count()).toBeGreaterThan(0);
+      await s.close();
+      await quitConnections();
+      // Disconnects are asynchronous on the server side; poll for a bounded time.
+      const deadline = Date.now() + 5_000;
+      let open = await count();
+      while (open > 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        open = await count();
+      }
+      expect(open).toBe(0);
+    } finally {
+      await admin.quit();
+    }
+  });
+});
+
+afterAll(() => testRedis.clean());

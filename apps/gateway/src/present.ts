@@ -97,6 +97,7 @@ export function presentSigningKey(k: SigningKey) {
     ['activated_at', k.activatedAt],
     ['deactivated_at', k.deactivatedAt],
     ['remove_after', k.removeAfter],
+    ['removed_at', k.removedAt],
   ] as const) {
     const v = iso(ts);
     if (v !== undefined) out[name] = v;

@@ -1,0 +1,286 @@
+{{/* The four apps, in the order they are rendered. */}}
+{{- define "relayplane.components" -}}
+gateway issuer admin billing
+{{- end -}}
+
+{{- define "relayplane.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Resource name prefix; component suffixes (e.g. -gateway, -migrate) must still fit in 63. */}}
+{{- define "relayplane.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "relayplane.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels that never change for a release: the only ones selectors use. */}}
+{{- define "relayplane.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "relayplane.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Labels for every object. Call with (dict "root" $ "component" "gateway"). */}}
+{{- define "relayplane.labels" -}}
+{{ include "relayplane.selectorLabels" . }}
+app.kubernetes.io/part-of: relayplane
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ include "relayplane.chart" .root }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "relayplane.componentName" -}}
+{{- printf "%s-%s" (include "relayplane.fullname" .root) .component -}}
+{{- end -}}
+
+{{- define "relayplane.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "relayplane.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "relayplane.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Secret names: the chart's own unless an existingSecret is given. */}}
+{{- define "relayplane.secretName" -}}
+{{- include "relayplane.fullname" . -}}
+{{- end -}}
+{{- define "relayplane.databaseSecretName" -}}
+{{- default (include "relayplane.secretName" .) .Values.database.existingSecret -}}
+{{- end -}}
+{{- define "relayplane.databaseSecretKey" -}}
+{{- if .root.Values.database.existingSecret -}}
+{{- index .root.Values.database.existingSecretKeys .component -}}
+{{- else -}}
+database-url
+{{- end -}}
+{{- end -}}
+{{- define "relayplane.redisSecretName" -}}
+{{- default (include "relayplane.secretName" .) .Values.redis.existingSecret -}}
+{{- end -}}
+{{- define "relayplane.redisSecretKey" -}}
+{{- ternary .Values.redis.existingSecretKey "redis-url" (ne .Values.redis.existingSecret "") -}}
+{{- end -}}
+{{- define "relayplane.kekSecretName" -}}
+{{- default (include "relayplane.secretName" .) .Values.kek.existingSecret -}}
+{{- end -}}
+{{- define "relayplane.kekSecretKey" -}}
+{{- ternary .Values.kek.existingSecretKey "kek" (ne .Values.kek.existingSecret "") -}}
+{{- end -}}
+{{- define "relayplane.bootstrapSecretName" -}}
+{{- default (include "relayplane.secretName" .) .Values.admin.bootstrap.existingSecret -}}
+{{- end -}}
+{{- define "relayplane.bootstrapSecretKey" -}}
+{{- ternary .Values.admin.bootstrap.existingSecretKey "bootstrap-password" (ne .Values.admin.bootstrap.existingSecret "") -}}
+{{- end -}}
+
+{{/* True when the chart has secret material of its own to store. */}}
+{{- define "relayplane.chartSecretNeeded" -}}
+{{- $v := .Values -}}
+{{- if or (and $v.database.url (not $v.database.existingSecret)) (and $v.redis.url (not $v.redis.existingSecret)) (and $v.kek.value (not $v.kek.existingSecret)) (and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* Secret data shared by the release Secret and the migration hook's copy. */}}
+{{- define "relayplane.secretData" -}}
+{{- $v := .Values -}}
+{{- if and $v.database.url (not $v.database.existingSecret) }}
+database-url: {{ $v.database.url | b64enc | quote }}
+{{- end }}
+{{- if and $v.redis.url (not $v.redis.existingSecret) }}
+redis-url: {{ $v.redis.url | b64enc | quote }}
+{{- end }}
+{{- if and $v.kek.value (not $v.kek.existingSecret) }}
+kek: {{ $v.kek.value | b64enc | quote }}
+{{- end }}
+{{- if and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret) }}
+bootstrap-password: {{ $v.admin.bootstrap.password | b64enc | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Effective minimum replicas (HPA minimum when autoscaling). */}}
+{{- define "relayplane.minReplicas" -}}
+{{- if .autoscaling.enabled -}}
+{{- .autoscaling.minReplicas -}}
+{{- else -}}
+{{- .replicaCount -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod Security "restricted" container securityContext; not configurable on purpose. */}}
+{{- define "relayplane.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "relayplane.podSecurityContext" -}}
+runAsNonRoot: true
+{{- with .Values.podSecurityContext.runAsUser }}
+runAsUser: {{ . }}
+{{- end }}
+{{- with .Values.podSecurityContext.runAsGroup }}
+runAsGroup: {{ . }}
+{{- end }}
+{{- with .Values.podSecurityContext.fsGroup }}
+fsGroup: {{ . }}
+{{- end }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* host:port of a gRPC service inside the cluster. */}}
+{{- define "relayplane.address" -}}
+{{- $c := index .root.Values .component -}}
+{{- printf "%s:%d" (include "relayplane.componentName" .) (int $c.port) -}}
+{{- end -}}
+
+{{/* Environment for one component. Call with (dict "root" $ "component" "issuer"). */}}
+{{- define "relayplane.env" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $c := index $v .component -}}
+- name: LOG_LEVEL
+  value: {{ $v.logLevel | quote }}
+- name: NODE_ENV
+  value: production
+{{- if eq .component "gateway" }}
+- name: HOST
+  value: "0.0.0.0"
+- name: PORT
+  value: {{ $c.port | int | quote }}
+- name: GATEWAY_ISSUER_ADDRESS
+  value: {{ include "relayplane.address" (dict "root" $root "component" "issuer") | quote }}
+- name: GATEWAY_ADMIN_ADDRESS
+  value: {{ include "relayplane.address" (dict "root" $root "component" "admin") | quote }}
+- name: GATEWAY_BILLING_ADDRESS
+  value: {{ include "relayplane.address" (dict "root" $root "component" "billing") | quote }}
+- name: GATEWAY_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.redisSecretName" $root }}
+      key: {{ include "relayplane.redisSecretKey" $root }}
+- name: RELAYPLANE_REDIS_PREFIX
+  value: {{ $v.redis.prefix | quote }}
+{{- with $c.bodyLimitBytes }}
+- name: GATEWAY_BODY_LIMIT_BYTES
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.rpcTimeoutMs }}
+- name: GATEWAY_RPC_TIMEOUT_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $c.jwksCacheMs) }}
+- name: GATEWAY_JWKS_CACHE_MS
+  value: {{ $c.jwksCacheMs | int64 | quote }}
+{{- end }}
+{{- else }}
+{{- $prefix := upper .component }}
+- name: {{ $prefix }}_LISTEN_ADDRESS
+  value: {{ printf "0.0.0.0:%d" (int $c.port) | quote }}
+- name: {{ $prefix }}_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.databaseSecretName" $root }}
+      key: {{ include "relayplane.databaseSecretKey" . }}
+- name: {{ $prefix }}_DATABASE_POOL_MAX
+  value: {{ $v.database.poolMax | int | quote }}
+{{- end }}
+{{- if eq .component "issuer" }}
+- name: ISSUER_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.redisSecretName" $root }}
+      key: {{ include "relayplane.redisSecretKey" $root }}
+- name: ISSUER_REDIS_PREFIX
+  value: {{ $v.redis.prefix | quote }}
+- name: RELAYPLANE_KEK
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.kekSecretName" $root }}
+      key: {{ include "relayplane.kekSecretKey" $root }}
+{{- with $c.keyRotationIntervalSeconds }}
+- name: ISSUER_KEY_ROTATION_INTERVAL_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.maxCredentialTtlSeconds }}
+- name: ISSUER_MAX_CREDENTIAL_TTL_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.keyMaintenanceIntervalSeconds }}
+- name: ISSUER_KEY_MAINTENANCE_INTERVAL_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- if $v.relays }}
+- name: RELAYPLANE_RELAYS_FILE
+  value: /etc/relayplane/relays.yaml
+{{- end }}
+{{- end }}
+{{- if eq .component "admin" }}
+- name: ADMIN_BILLING_ADDRESS
+  value: {{ include "relayplane.address" (dict "root" $root "component" "billing") | quote }}
+- name: RELAYPLANE_SIGNUP_ENABLED
+  value: {{ $c.signupEnabled | quote }}
+{{- with $c.sessionTtlSeconds }}
+- name: ADMIN_SESSION_TTL_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.bootstrap }}
+{{- if .email }}
+- name: RELAYPLANE_BOOTSTRAP_EMAIL
+  value: {{ .email | quote }}
+- name: RELAYPLANE_BOOTSTRAP_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.bootstrapSecretName" $root }}
+      key: {{ include "relayplane.bootstrapSecretKey" $root }}
+{{- with .tenant }}
+- name: RELAYPLANE_BOOTSTRAP_TENANT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .plan }}
+- name: RELAYPLANE_BOOTSTRAP_PLAN
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and (eq .component "billing") $v.plans }}
+- name: RELAYPLANE_PLANS_FILE
+  value: /etc/relayplane/plans.yaml
+{{- end }}
+{{- with $c.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}

@@ -143,7 +143,10 @@ export const SHARED_SCHEMAS = [
         ...dateTime,
         description: 'Previous key: leaves the JWKS after this, when every credential it signed has expired.',
       },
-      removed_at: { ...dateTime, description: 'When the key left the JWKS and its private half was destroyed.' },
+      removed_at: {
+        ...dateTime,
+        description: 'When the key left the JWKS and its private half was destroyed.',
+      },
     },
   },
   {

@@ -1,12 +1,3 @@
-import { defineConfig } from 'vitest/config';
+import { packageConfig } from '../../vitest.shared.ts';
 
-export default defineConfig({
-  test: {
-    globalSetup: ['../../packages/testing/src/global-setup.ts'],
-    include: ['src/**/*.test.ts', 'tests/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    pool: 'forks',
-    maxWorkers: 2,
-  },
-});
+export default packageConfig();

@@ -1,12 +1,4 @@
 import { defineConfig } from 'vitest/config';
 
-export default defineConfig({
-  test: {
-    globalSetup: ['../testing/src/global-setup.ts'],
-    include: ['src/**/*.test.ts', 'tests/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    pool: 'forks',
-    maxWorkers: 2,
-  },
-});
+// The bridge needs no storage: no global setup here (and no dependency cycle through @relayplane/testing).
+export default defineConfig({ test: { include: ['tests/**/*.test.ts'], testTimeout: 30_000 } });

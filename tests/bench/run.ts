@@ -9,8 +9,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { startDistributed } from '../support/distributed.ts';
 import { freePort, waitFor } from '../support/ports.ts';
-import { type Proc, ROOT, runToCompletion, startProcess } from '../support/processes.ts';
+import { type Proc, ROOT, startProcess } from '../support/processes.ts';
 
 const DATABASE_URL =
   process.env.BENCH_DATABASE_URL ??
@@ -67,36 +68,18 @@ async function main(): Promise<void> {
     console.log(`Ed25519 sign rate (node:crypto, 1 core, 2 s)…`);
     const sign1 = signRate(2_000);
 
-    const [billingPort, adminPort, issuerPort, httpPort, helloPort] = await Promise.all(
-      Array.from({ length: 5 }, () => freePort()),
-    );
-    const env = {
-      LOG_LEVEL: 'warn',
-      DATABASE_URL: dbUrl.toString(),
-      REDIS_URL,
-      RELAYPLANE_REDIS_PREFIX: `bench:${dbName}:`,
-      RELAYPLANE_KEK: randomBytes(32).toString('base64'),
-      RELAYPLANE_BOOTSTRAP_EMAIL: 'bench@example.test',
-      RELAYPLANE_BOOTSTRAP_PASSWORD: randomBytes(18).toString('base64url'),
-      BILLING_LISTEN_ADDRESS: `127.0.0.1:${billingPort}`,
-      ADMIN_LISTEN_ADDRESS: `127.0.0.1:${adminPort}`,
-      ADMIN_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-      ISSUER_LISTEN_ADDRESS: `127.0.0.1:${issuerPort}`,
-      GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${adminPort}`,
-      GATEWAY_ISSUER_ADDRESS: `127.0.0.1:${issuerPort}`,
-      GATEWAY_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-      HOST: '127.0.0.1',
-      PORT: String(httpPort),
-    };
-    for (const app of ['billing', 'admin', 'issuer']) {
-      const { code, output } = await runToCompletion(`apps/${app}/src/migrate.ts`, env);
-      if (code !== 0) throw new Error(`${app} migrate failed:\n${output}`);
-    }
-    for (const app of ['billing', 'admin', 'issuer', 'gateway']) {
-      procs.push(startProcess(`bench-${app}`, `apps/${app}/src/main.ts`, env));
-    }
-    const base = `http://127.0.0.1:${httpPort}`;
-    await waitFor(async () => (await fetch(`${base}/readyz`)).status === 200, 60_000, 'the gateway');
+    const system = await startDistributed({
+      label: 'bench',
+      databaseUrl: dbUrl.toString(),
+      redisUrl: REDIS_URL,
+      redisPrefix: `bench:${dbName}:`,
+      kek: randomBytes(32).toString('base64'),
+      bootstrap: { email: 'bench@example.test', password: randomBytes(18).toString('base64url') },
+      logLevel: 'warn',
+    });
+    procs.push(...system.procs);
+    const base = system.baseUrl;
+    const helloPort = await freePort();
     procs.push(startProcess('bench-hello', 'tests/bench/hello-server.ts', { PORT: String(helloPort) }));
     const hello = `http://127.0.0.1:${helloPort}/`;
     await waitFor(async () => (await fetch(hello)).status === 200, 20_000, 'the hello server');

@@ -11,8 +11,9 @@ import {
 } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../support/api.ts';
-import { freePort, waitFor } from '../support/ports.ts';
-import { type Proc, runToCompletion, startProcess } from '../support/processes.ts';
+import { type Distributed, startDistributed } from '../support/distributed.ts';
+import { waitFor } from '../support/ports.ts';
+import type { Proc } from '../support/processes.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
 
 const OWNER = { email: 'ops@example.test', password: 'distributed mode password' };
@@ -22,8 +23,8 @@ describe('distributed mode: four processes on PostgreSQL + Redis', () => {
   let redis: TestRedis;
   let proxy: TcpProxy;
   let api: Api;
-  const procs: Proc[] = [];
-  let env: Record<string, string>;
+  let system: Distributed | undefined;
+  let procs: Proc[] = [];
 
   beforeAll(async () => {
     database = await createTestDatabase('e2e_dist');
@@ -33,52 +34,21 @@ describe('distributed mode: four processes on PostgreSQL + Redis', () => {
     const viaProxy = new URL(database.url);
     viaProxy.hostname = '127.0.0.1';
     viaProxy.port = String(proxy.port);
-    const [billingPort, adminPort, issuerPort, httpPort] = await Promise.all([
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-    ]);
-    env = {
-      LOG_LEVEL: 'info',
-      DATABASE_URL: viaProxy.toString(),
-      REDIS_URL: redis.url,
-      RELAYPLANE_REDIS_PREFIX: redis.prefix,
-      RELAYPLANE_KEK: Buffer.alloc(32, 9).toString('base64'),
-      RELAYPLANE_BOOTSTRAP_EMAIL: OWNER.email,
-      RELAYPLANE_BOOTSTRAP_PASSWORD: OWNER.password,
-      BILLING_LISTEN_ADDRESS: `127.0.0.1:${billingPort}`,
-      ADMIN_LISTEN_ADDRESS: `127.0.0.1:${adminPort}`,
-      ADMIN_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-      ISSUER_LISTEN_ADDRESS: `127.0.0.1:${issuerPort}`,
-      GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${adminPort}`,
-      GATEWAY_ISSUER_ADDRESS: `127.0.0.1:${issuerPort}`,
-      GATEWAY_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-      HOST: '127.0.0.1',
-      PORT: String(httpPort),
-    };
-    // The migrate commands, as an operator would run them before a rollout.
-    for (const app of ['billing', 'admin', 'issuer']) {
-      const { code, output } = await runToCompletion(`apps/${app}/src/migrate.ts`, {
-        ...env,
-        DATABASE_URL: database.url,
-      });
-      expect(code, output).toBe(0);
-    }
-    for (const app of ['billing', 'admin', 'issuer', 'gateway']) {
-      procs.push(startProcess(`dist-${app}`, `apps/${app}/src/main.ts`, env));
-    }
-    const base = `http://127.0.0.1:${httpPort}`;
-    await waitFor(
-      async () => (await fetch(`${base}/readyz`)).status === 200,
-      60_000,
-      'the gateway to be ready',
-    );
-    api = await Api.connect(base);
+    system = await startDistributed({
+      label: 'dist',
+      databaseUrl: viaProxy.toString(),
+      migrateDatabaseUrl: database.url,
+      redisUrl: redis.url,
+      redisPrefix: redis.prefix,
+      kek: Buffer.alloc(32, 9).toString('base64'),
+      bootstrap: OWNER,
+    });
+    procs = system.procs;
+    api = await Api.connect(system.baseUrl);
   }, 120_000);
 
   afterAll(async () => {
-    const codes = await Promise.all(procs.map((p) => p.stop()));
+    const codes = (await system?.stop()) ?? [];
     await proxy?.close();
     await redis?.clean();
     await database?.drop();

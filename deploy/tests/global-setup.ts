@@ -1,0 +1,5 @@
+import { ensureHelm } from './support/helm.ts';
+
+export default function setup(): void {
+  ensureHelm();
+}

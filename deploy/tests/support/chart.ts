@@ -1,0 +1,130 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { chartDir, helm } from './helm.ts';
+
+export interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+export const examplesDir = join(chartDir, 'examples');
+export const invalidDir = join(chartDir, 'tests/invalid');
+
+export const exampleFiles = (): string[] =>
+  readdirSync(examplesDir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort();
+
+export const invalidFiles = (): string[] =>
+  readdirSync(invalidDir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort();
+
+export function readYaml(path: string): unknown {
+  return parseYaml(readFileSync(path, 'utf8'));
+}
+
+/** Values that satisfy validate.yaml without any example file: secrets by reference. */
+export const REQUIRED_SETS = [
+  'database.existingSecret=rp-db',
+  'redis.existingSecret=rp-redis',
+  'kek.existingSecret=rp-kek',
+] as const;
+
+export interface RenderOptions {
+  valuesFiles?: readonly string[];
+  set?: readonly string[];
+  extraArgs?: readonly string[];
+}
+
+function valueArgs(opts: RenderOptions): string[] {
+  const args: string[] = [];
+  for (const f of opts.valuesFiles ?? []) args.push('-f', f);
+  for (const s of opts.set ?? []) args.push('--set', s);
+  return [...args, ...(opts.extraArgs ?? [])];
+}
+
+export async function template(opts: RenderOptions = {}) {
+  return helm(['template', 'rp', chartDir, '--namespace', 'relay', ...valueArgs(opts)]);
+}
+
+export async function lint(opts: RenderOptions = {}) {
+  return helm(['lint', '--strict', chartDir, ...valueArgs(opts)]);
+}
+
+/** Renders and parses; throws with helm's stderr when rendering fails. */
+export async function render(opts: RenderOptions = {}): Promise<K8sObject[]> {
+  const result = await template(opts);
+  if (result.code !== 0) throw new Error(`helm template failed:\n${result.stderr}`);
+  return parseAllDocuments(result.stdout)
+    .map((doc) => doc.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+}
+
+export const byKind = (objects: readonly K8sObject[], kind: string): K8sObject[] =>
+  objects.filter((o) => o.kind === kind);
+
+export interface Container {
+  name: string;
+  image: string;
+  args?: string[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  ports?: { name: string; containerPort: number }[];
+  livenessProbe?: Record<string, unknown>;
+  readinessProbe?: Record<string, unknown>;
+  startupProbe?: Record<string, unknown>;
+  resources?: { requests?: Record<string, unknown>; limits?: Record<string, unknown> };
+  securityContext?: Record<string, unknown>;
+  volumeMounts?: { name: string; mountPath: string }[];
+}
+
+export interface PodSpec {
+  containers: Container[];
+  initContainers?: Container[];
+  securityContext?: Record<string, unknown>;
+  volumes?: { name: string; emptyDir?: unknown; configMap?: unknown }[];
+  automountServiceAccountToken?: boolean;
+}
+
+export function podSpec(o: K8sObject): PodSpec {
+  const template = (o.spec as { template: { spec: PodSpec } }).template;
+  return template.spec;
+}
+
+export const WORKLOAD_KINDS = ['Deployment', 'StatefulSet', 'DaemonSet', 'Job'];
+
+export function envOf(c: Container): Map<string, NonNullable<Container['env']>[number]> {
+  return new Map((c.env ?? []).map((e) => [e.name, e]));
+}
+
+function isMap(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Helm's value coalescing: maps merge deeply, anything else replaces, and a user `null`
+ * removes the default. Helm validates the schema against this merged result.
+ */
+export function mergeValues(defaults: unknown, overrides: unknown): unknown {
+  if (!isMap(defaults) || !isMap(overrides)) return overrides;
+  const out: Record<string, unknown> = { ...defaults };
+  for (const [key, value] of Object.entries(overrides)) {
+    if (value === null) delete out[key];
+    else out[key] = key in defaults ? mergeValues(defaults[key], value) : value;
+  }
+  return out;
+}
+
+/** The one object of `kind` named `name`; throws (failing the test) when it is missing. */
+export function named(objects: readonly K8sObject[], kind: string, name: string): K8sObject {
+  const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
+  if (!found) throw new Error(`no ${kind} ${name} rendered`);
+  return found;
+}
+
+export const dataOf = (o: K8sObject | undefined): Record<string, string> =>
+  ((o as { data?: Record<string, string> } | undefined)?.data ?? {}) as Record<string, string>;

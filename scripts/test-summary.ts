@@ -3,20 +3,16 @@
  * tests ran against the real PostgreSQL/Redis (files that use @relayplane/testing/storage or
  * boot services on them). Fails when a report is missing or anything was skipped.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
-const packages = [
-  'packages/shared',
-  'packages/proto',
-  'apps/billing',
-  'apps/admin',
-  'apps/issuer',
-  'apps/gateway',
-  'apps/embedded',
-  'tests',
-];
+// Every workspace package with a vitest config.
+const packages = ['apps', 'packages']
+  .flatMap((dir) => readdirSync(join(root, dir)).map((name) => `${dir}/${name}`))
+  .concat(['tests', 'deploy'])
+  .filter((pkg) => existsSync(join(root, pkg, 'vitest.config.ts')))
+  .sort();
 
 interface Report {
   numPassedTests: number;

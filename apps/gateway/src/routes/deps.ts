@@ -1,4 +1,6 @@
 import type { GatewayClients } from '../clients.ts';
+import type { EntitlementCache } from '../entitlements.ts';
+import type { IssuanceClient } from '../issuance-client.ts';
 import type { JwksCache } from '../jwks-cache.ts';
 import type { AuthGuards } from '../plugins/auth.ts';
 
@@ -6,4 +8,6 @@ export interface RouteDeps {
   clients: GatewayClients;
   jwks: JwksCache;
   guards: AuthGuards;
+  entitlements: EntitlementCache;
+  issuance: IssuanceClient;
 }

@@ -14,6 +14,8 @@ export interface DistributedOptions {
   kek: string;
   bootstrap: { email: string; password: string };
   logLevel?: string;
+  /** More variables for every process (e.g. RELAYPLANE_PLANS_FILE). */
+  extraEnv?: Record<string, string>;
 }
 
 export interface Distributed {
@@ -48,6 +50,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     GATEWAY_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
     HOST: '127.0.0.1',
     PORT: String(httpPort),
+    ...o.extraEnv,
   };
   // The migrate commands, as an operator runs them before a rollout.
   for (const app of ['billing', 'admin', 'issuer']) {

@@ -41,7 +41,13 @@ type HandlerFor<M> = M extends { methodKind: 'unary'; input: infer I; output: in
         ? (req: MessageShape<I>, call: CallInfo) => AsyncIterable<MessageInitShape<O>>
         : never
       : never
-    : never;
+    : M extends { methodKind: 'bidi_streaming'; input: infer I; output: infer O }
+      ? I extends DescMessage
+        ? O extends DescMessage
+          ? (stream: ServerBidi<MessageShape<I>, MessageInitShape<O>>, call: CallInfo) => Promise<void>
+          : never
+        : never
+      : never;
 
 /** A bidirectional stream as a server handler sees it: requests in, `send` out (with backpressure). */
 export interface ServerBidi<Req, ResInit> {

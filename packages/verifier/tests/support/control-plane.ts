@@ -142,10 +142,14 @@ export class FakeControlPlane {
 
   #handle(rawUrl: string, headers: IncomingHttpHeaders, res: ServerResponse): void {
     const url = new URL(rawUrl, 'http://127.0.0.1');
-    if (url.pathname === JWKS_PATH) return this.#serveJwks(url, headers, res);
-    if (url.pathname === FEED_PATH) return this.#serveFeed(url, headers, res);
-    this.#record(url.pathname, url.searchParams, headers, 404);
-    res.writeHead(404).end();
+    if (url.pathname === JWKS_PATH) {
+      this.#serveJwks(url, headers, res);
+    } else if (url.pathname === FEED_PATH) {
+      this.#serveFeed(url, headers, res);
+    } else {
+      this.#record(url.pathname, url.searchParams, headers, 404);
+      res.writeHead(404).end();
+    }
   }
 
   #serveJwks(url: URL, headers: IncomingHttpHeaders, res: ServerResponse): void {

@@ -104,7 +104,19 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     unsubscribe.push(await deps.bus.subscribe(API_KEYS_REVOKED, (hash) => apiKeys.delete(hash)));
     unsubscribe.push(await deps.bus.subscribe(PLAN_CHANGED, (tenantId) => entitlements.invalidate(tenantId)));
   }
+  const shuttingDown = new AbortController();
+  app.addHook('preClose', (done) => {
+    shuttingDown.abort();
+    done();
+  });
+  // While shutting down, answers close their connection: idle keep-alive sockets would
+  // otherwise hold `close()` until their timeout.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (shuttingDown.signal.aborted) reply.header('connection', 'close');
+    done(null, payload);
+  });
   const routeDeps: RouteDeps = {
+    shutdown: shuttingDown.signal,
     clients: deps.clients,
     jwks,
     guards: authGuards(deps.clients.admin, deps.clients.issuer, { apiKeys, relays }),

@@ -65,7 +65,9 @@ export class GatewayService {
 
   /** Stops accepting, lets in-flight requests finish, closes downstream channels. */
   async destroy(): Promise<void> {
+    this.logger.info('gateway stopping: finishing in-flight requests');
     await this.app.close();
+    this.logger.info('gateway stopped accepting; closing connections to services');
     closeClients(this.#clients);
     await this.#ownsBus?.close();
   }

@@ -13,7 +13,7 @@ const RELAY_AUTH = [{ relayNodeToken: [] }];
 
 export function registerCredentials(
   app: FastifyInstance,
-  { clients, guards, entitlements, issuance }: RouteDeps,
+  { clients, guards, entitlements, issuance, shutdown }: RouteDeps,
 ): void {
   app.post<{ Body: { scopes?: string[]; ttl_seconds?: number; region?: string } }>(
     '/api/v1/credentials',
@@ -189,12 +189,27 @@ export function registerCredentials(
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const waitMs = Number(request.query.wait ?? 0) * 1000;
-      const res = await clients.issuer.listRevocations(
-        { cursor: BigInt(request.query.cursor ?? 0), limit: Number(request.query.limit ?? 100), waitMs },
-        { deadline: new Date(Date.now() + waitMs + 5_000) },
-      );
+      const cursor = BigInt(request.query.cursor ?? 0);
+      // A held poll ends when its client goes away or the gateway shuts down (then: nothing new).
+      const controller = new AbortController();
+      const abort = () => controller.abort();
+      reply.raw.once('close', abort);
+      shutdown.addEventListener('abort', abort, { once: true });
+      let res: Awaited<ReturnType<typeof clients.issuer.listRevocations>>;
+      try {
+        res = await clients.issuer.listRevocations(
+          { cursor, limit: Number(request.query.limit ?? 100), waitMs },
+          { deadline: new Date(Date.now() + waitMs + 5_000), signal: controller.signal },
+        );
+      } catch (err) {
+        if (controller.signal.aborted) return { revocations: [], next_cursor: Number(cursor) };
+        throw err;
+      } finally {
+        reply.raw.off('close', abort);
+        shutdown.removeEventListener('abort', abort);
+      }
       return {
         revocations: res.revocations.map((r) => ({
           sequence: Number(r.sequence),

@@ -10,4 +10,6 @@ export interface RouteDeps {
   guards: AuthGuards;
   entitlements: EntitlementCache;
   issuance: IssuanceClient;
+  /** Aborted when the gateway starts shutting down: held long-polls answer at once. */
+  shutdown: AbortSignal;
 }

@@ -84,6 +84,8 @@ describe('credentials across a signing key rotation', () => {
     const kids = (issuer.service.jwks().keys as { kid: string }[]).map((k) => k.kid);
     expect(kids).not.toContain(oldKid);
     expect(kids[0]).toBe(newKid);
-    expect(await verifies(after.token)).toBe(true);
+    const latest = await issue();
+    expect(decodeProtectedHeader(latest.token).kid).toBe(newKid);
+    expect(await verifies(latest.token)).toBe(true);
   });
 });

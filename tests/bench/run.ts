@@ -6,7 +6,7 @@
  * Results also go to tests/bench/results/latest.json. Everything stops itself.
  */
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -22,6 +22,37 @@ const DATABASE_URL =
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+
+/** CPU time (µs) a process has used so far, from /proc (Linux). */
+function cpuMicros(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
+    return (ticks * 1_000_000) / 100; // USER_HZ = 100
+  } catch {
+    return 0;
+  }
+}
+
+/** Runs `fn` and reports the CPU µs each process spent per request. */
+async function profiled(
+  procs: Proc[],
+  fn: () => Promise<Load>,
+): Promise<Load & { cpu_us_per_request: Record<string, number> }> {
+  const before = procs.map((p) => cpuMicros(p.child.pid));
+  const self0 = process.cpuUsage();
+  const result = await fn();
+  const self1 = process.cpuUsage(self0);
+  const requests = Math.max(1, result.rps * DURATION);
+  const cpu: Record<string, number> = {};
+  procs.forEach((p, i) => {
+    const used = cpuMicros(p.child.pid) - (before[i] ?? 0);
+    if (used > 0) cpu[p.name.replace(/^bench-/, '')] = Math.round(used / requests);
+  });
+  cpu['load-generator'] = Math.round((self1.user + self1.system) / requests);
+  return { ...result, cpu_us_per_request: cpu };
+}
 
 interface Load {
   rps: number;
@@ -104,7 +135,13 @@ async function main(): Promise<void> {
       kek: randomBytes(32).toString('base64'),
       bootstrap: owner,
       logLevel: 'warn',
-      extraEnv: { RELAYPLANE_PLANS_FILE: plansFile },
+      extraEnv: {
+        RELAYPLANE_PLANS_FILE: plansFile,
+        // BENCH_PROFILE=<dir>: every service writes a V8 CPU profile there when it stops.
+        ...(process.env.BENCH_PROFILE
+          ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE}` }
+          : {}),
+      },
     });
     procs.push(...system.procs);
     const base = system.baseUrl;
@@ -139,7 +176,7 @@ async function main(): Promise<void> {
     console.log(`measuring (${DURATION} s each, ${CONNECTIONS} connections)…`);
     const helloRun = await load(hello);
     const jwks = await load(`${base}/v1/credentials/jwks`);
-    const issuance = await load(`${base}/api/v1/credentials`, issue);
+    const issuance = await profiled(system.procs, () => load(`${base}/api/v1/credentials`, issue));
     const half = await load(`${base}/api/v1/credentials`, {
       ...issue,
       rate: Math.max(1, Math.round(issuance.rps / 2)),
@@ -176,6 +213,11 @@ async function main(): Promise<void> {
       ),
     );
     console.log(row('POST /api/v1/credentials at half rate', half, 'goal: p99 < 25 ms'));
+    console.log(
+      `CPU per issued credential (µs): ${Object.entries(issuance.cpu_us_per_request)
+        .map(([name, us]) => `${name} ${us}`)
+        .join(', ')}`,
+    );
     const dir = join(ROOT, 'tests', 'bench', 'results');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);

@@ -78,10 +78,10 @@ describe('credentials across a signing key rotation', () => {
     clock.advance(120_000);
     await issuer.service.tick();
     expect(await verifies(before.token)).toBe(false); // expired by now
-    expect((issuer.service.jwks().keys as { kid: string }[]).map((k) => k.kid)).toContain(oldKid);
+    expect(issuer.service.jwks().keys.map((k) => k.kid)).toContain(oldKid);
     clock.advance(300_000);
     await issuer.service.tick();
-    const kids = (issuer.service.jwks().keys as { kid: string }[]).map((k) => k.kid);
+    const kids = issuer.service.jwks().keys.map((k) => k.kid);
     expect(kids).not.toContain(oldKid);
     expect(kids[0]).toBe(newKid);
     const latest = await issue();

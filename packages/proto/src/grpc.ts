@@ -138,6 +138,9 @@ function callInfo(method: DescMethod, call: grpc.ServerUnaryCall<unknown, unknow
   return { method: method.name, metadata: call.metadata, signal: controller.signal };
 }
 
+/** Messages a bidi handler may have queued for the network before `send` waits. */
+const BIDI_MAX_BUFFERED = 4096;
+
 /** Registers `impl` for `service` on a grpc-js server. */
 export function addService<S extends DescService>(
   server: grpc.Server,
@@ -196,7 +199,10 @@ export function addService<S extends DescService>(
           requests: call as AsyncIterable<MessageShape<DescMessage>>,
           async send(res) {
             if (info.signal.aborted) return;
-            if (!call.write(create(method.output, res))) {
+            call.write(create(method.output, res));
+            // The object-mode buffer says "full" after 16 messages; waiting for 'drain' at that
+            // point would serialise a multiplexed stream. Push back only when far behind.
+            if (call.writableLength > BIDI_MAX_BUFFERED) {
               await new Promise((resolve) => call.once('drain', resolve));
             }
           },

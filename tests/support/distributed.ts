@@ -14,10 +14,17 @@ export interface DistributedOptions {
   kek: string;
   bootstrap: { email: string; password: string };
   logLevel?: string;
+  /** Replicas of the issuer and the gateway (default 1 each). */
+  replicas?: { issuer?: number; gateway?: number };
+  /** Redis as the issuers reach it (e.g. through a proxy a test can cut); default redisUrl. */
+  issuerRedisUrl?: string;
+  /** More variables for every process (e.g. RELAYPLANE_PLANS_FILE). */
+  extraEnv?: Record<string, string>;
 }
 
 export interface Distributed {
   baseUrl: string;
+  baseUrls: string[];
   procs: Proc[];
   env: Record<string, string>;
   /** SIGTERM to every process; resolves with their exit codes. */
@@ -25,13 +32,14 @@ export interface Distributed {
 }
 
 export async function startDistributed(o: DistributedOptions): Promise<Distributed> {
-  const [billingPort, adminPort, issuerPort, httpPort] = await Promise.all([
-    freePort(),
-    freePort(),
-    freePort(),
-    freePort(),
-  ]);
-  const env = {
+  const issuers = o.replicas?.issuer ?? 1;
+  const gateways = o.replicas?.gateway ?? 1;
+  const [billingPort, adminPort] = [await freePort(), await freePort()];
+  const issuerPorts: number[] = [];
+  for (let i = 0; i < issuers; i++) issuerPorts.push(await freePort());
+  const httpPorts: number[] = [];
+  for (let i = 0; i < gateways; i++) httpPorts.push(await freePort());
+  const env: Record<string, string> = {
     LOG_LEVEL: o.logLevel ?? 'info',
     DATABASE_URL: o.databaseUrl,
     REDIS_URL: o.redisUrl,
@@ -42,12 +50,10 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     BILLING_LISTEN_ADDRESS: `127.0.0.1:${billingPort}`,
     ADMIN_LISTEN_ADDRESS: `127.0.0.1:${adminPort}`,
     ADMIN_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-    ISSUER_LISTEN_ADDRESS: `127.0.0.1:${issuerPort}`,
     GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${adminPort}`,
-    GATEWAY_ISSUER_ADDRESS: `127.0.0.1:${issuerPort}`,
     GATEWAY_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
     HOST: '127.0.0.1',
-    PORT: String(httpPort),
+    ...o.extraEnv,
   };
   // The migrate commands, as an operator runs them before a rollout.
   for (const app of ['billing', 'admin', 'issuer']) {
@@ -57,20 +63,38 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     });
     if (code !== 0) throw new Error(`${app} migrate exited ${code}:\n${output}`);
   }
-  const procs = ['billing', 'admin', 'issuer', 'gateway'].map((app) =>
-    startProcess(`${o.label}-${app}`, `apps/${app}/src/main.ts`, env),
-  );
+  const procs = [
+    startProcess(`${o.label}-billing`, 'apps/billing/src/main.ts', env),
+    startProcess(`${o.label}-admin`, 'apps/admin/src/main.ts', env),
+    ...issuerPorts.map((port, i) =>
+      startProcess(`${o.label}-issuer-${i}`, 'apps/issuer/src/main.ts', {
+        ...env,
+        ...(o.issuerRedisUrl ? { ISSUER_REDIS_URL: o.issuerRedisUrl } : {}),
+        ISSUER_LISTEN_ADDRESS: `127.0.0.1:${port}`,
+      }),
+    ),
+    // Gateway i talks to issuer i mod n: load spreads over every replica of both.
+    ...httpPorts.map((port, i) =>
+      startProcess(`${o.label}-gateway-${i}`, 'apps/gateway/src/main.ts', {
+        ...env,
+        GATEWAY_ISSUER_ADDRESS: `127.0.0.1:${issuerPorts[i % issuers]}`,
+        PORT: String(port),
+      }),
+    ),
+  ];
   const stop = () => Promise.all(procs.map((p) => p.stop()));
-  const baseUrl = `http://127.0.0.1:${httpPort}`;
+  const baseUrls = httpPorts.map((port) => `http://127.0.0.1:${port}`);
   try {
-    await waitFor(
-      async () => (await fetch(`${baseUrl}/readyz`)).status === 200,
-      60_000,
-      'the gateway to be ready',
-    );
+    for (const baseUrl of baseUrls) {
+      await waitFor(
+        async () => (await fetch(`${baseUrl}/readyz`)).status === 200,
+        60_000,
+        `${baseUrl} to be ready`,
+      );
+    }
   } catch (err) {
     await stop();
     throw err;
   }
-  return { baseUrl, procs, env, stop };
+  return { baseUrl: baseUrls[0] ?? '', baseUrls, procs, env, stop };
 }

@@ -23,6 +23,7 @@ describe('readAdminConfig', () => {
       sessionTtlSeconds: 43_200,
       signupEnabled: true,
       bootstrap: undefined,
+      redis: undefined,
       logLevel: 'info',
       database: { kind: 'postgres', url: 'postgres://db/admin', poolMax: 10 },
     });
@@ -32,6 +33,31 @@ describe('readAdminConfig', () => {
     expect(readAdminConfig({ DATABASE_URL: 'postgres://db/all' }).database).toMatchObject({
       url: 'postgres://db/all',
     });
+  });
+
+  it('reads ADMIN_REDIS_URL with the default prefix', () => {
+    expect(readAdminConfig({ ...base, ADMIN_REDIS_URL: 'redis://cache:6379' }).redis).toEqual({
+      url: 'redis://cache:6379',
+      prefix: 'relayplane:',
+    });
+  });
+
+  it('falls back to REDIS_URL and RELAYPLANE_REDIS_PREFIX; ADMIN_ values win', () => {
+    const shared = { ...base, REDIS_URL: 'redis://shared:6379', RELAYPLANE_REDIS_PREFIX: 'rp:' };
+    expect(readAdminConfig(shared).redis).toEqual({ url: 'redis://shared:6379', prefix: 'rp:' });
+    expect(
+      readAdminConfig({ ...shared, ADMIN_REDIS_URL: 'rediss://own:6380', ADMIN_REDIS_PREFIX: 'adm:' }).redis,
+    ).toEqual({ url: 'rediss://own:6380', prefix: 'adm:' });
+  });
+
+  it('rejects a Redis URL that is not redis: or rediss:, naming the variable', () => {
+    expect(configError({ ...base, ADMIN_REDIS_URL: 'http://cache:6379' }).variable).toBe('ADMIN_REDIS_URL');
+  });
+
+  it('lets the composition root turn Redis off whatever the environment says', () => {
+    expect(readAdminConfig({ ...base, REDIS_URL: 'redis://shared:6379' }, { redis: undefined }).redis).toBe(
+      undefined,
+    );
   });
 
   it('reads a bootstrap owner with a normalised email and the default tenant and plan', () => {

@@ -1,5 +1,6 @@
 import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
+import type { RedisConfig } from '@relayplane/shared/redis';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
 
 /** Plans the bootstrap tenant may be put on (billing owns the catalogue; these ids are the contract). */
@@ -18,6 +19,11 @@ export interface AdminConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
   listen: string;
   database: DatabaseConfig;
+  /**
+   * Redis for the bus that announces revoked API keys to the gateways. Undefined: an
+   * in-process bus (embedded mode passes its shared bus instead).
+   */
+  redis: RedisConfig | undefined;
   /** host:port of the billing gRPC service. */
   billingAddress: string;
   sessionTtlSeconds: number;
@@ -64,6 +70,14 @@ function readBootstrap(r: EnvReader): BootstrapConfig | undefined {
   return { email: email.value, password: password.value, tenantName: tenantName.value, plan };
 }
 
+function readRedis(r: EnvReader): RedisConfig | undefined {
+  if (!r.has('ADMIN_REDIS_URL') && !r.has('REDIS_URL')) return undefined;
+  return {
+    url: r.url('ADMIN_REDIS_URL', ['redis:', 'rediss:'], r.optional('REDIS_URL')),
+    prefix: r.string('ADMIN_REDIS_PREFIX', r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:'),
+  };
+}
+
 export function readAdminConfig(
   env: Readonly<Record<string, string | undefined>>,
   overrides: Partial<AdminConfig> = {},
@@ -76,6 +90,7 @@ export function readAdminConfig(
       url: r.url('ADMIN_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),
       poolMax: r.int('ADMIN_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
     },
+    redis: 'redis' in overrides ? overrides.redis : readRedis(r),
     billingAddress: overrides.billingAddress ?? r.address('ADMIN_BILLING_ADDRESS', '127.0.0.1:50053'),
     sessionTtlSeconds:
       overrides.sessionTtlSeconds ?? r.int('ADMIN_SESSION_TTL_SECONDS', 43_200, SESSION_TTL_RANGE),

@@ -5,4 +5,5 @@ export {
   type BootstrapPlan,
   readAdminConfig,
 } from './config.ts';
+export { API_KEYS_REVOKED_CHANNEL } from './domain/api-keys.ts';
 export { type AdminOverrides, AdminService } from './service.ts';

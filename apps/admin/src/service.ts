@@ -1,9 +1,11 @@
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { watchDatabase } from '@relayplane/shared/readiness';
+import { createRedis } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { bootstrapOwner } from './bootstrap.ts';
 import type { AdminConfig } from './config.ts';
@@ -12,6 +14,7 @@ import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
+import { ApiKeyStore } from './stores/api-keys.ts';
 import { ProjectStore } from './stores/projects.ts';
 import { SessionStore } from './stores/sessions.ts';
 
@@ -22,11 +25,33 @@ export interface AdminOverrides {
   billing?: ServiceClient<typeof BillingRpc>;
   /** How long start() waits for billing to accept the bootstrap plan (default 60 s). */
   billingWaitMs?: number;
+  /**
+   * The bus revoked API keys are announced on, instead of one built from `config.redis`
+   * (embedded mode passes its shared in-process bus). It belongs to the caller: not closed by destroy.
+   */
+  bus?: Bus;
+}
+
+type RedisConnection = ReturnType<typeof createRedis>;
+
+/** The bus this service announces on, and what destroy() must close of it. */
+interface BusSetup {
+  bus: Bus;
+  owned: boolean;
+  connections: RedisConnection[];
+}
+
+function createBus(config: AdminConfig, logger: Logger, given: Bus | undefined): BusSetup {
+  if (given) return { bus: given, owned: false, connections: [] };
+  if (!config.redis) return { bus: new MemoryBus(), owned: true, connections: [] };
+  const pub = createRedis(config.redis, logger, 'admin-pub');
+  const sub = createRedis(config.redis, logger, 'admin-bus');
+  return { bus: new RedisBus(pub, sub, config.redis.prefix), owned: true, connections: [pub, sub] };
 }
 
 const SESSION_SWEEP_INTERVAL_MS = 10 * 60_000;
 
-/** The admin service: tenants, users, sessions, projects. */
+/** The admin service: tenants, users, sessions, projects, API keys. */
 export class AdminService {
   readonly config: AdminConfig;
   readonly logger: Logger;
@@ -34,6 +59,10 @@ export class AdminService {
   readonly rpc: RpcServer;
   readonly accounts: AccountStore;
   readonly sessions: SessionStore;
+  readonly apiKeys: ApiKeyStore;
+  /** Where revoked API keys are announced (`API_KEYS_REVOKED_CHANNEL`). */
+  readonly bus: Bus;
+  readonly #busSetup: BusSetup;
   readonly #billing: ServiceClient<typeof BillingRpc>;
   readonly #ownsBilling: boolean;
   readonly #passwords: PasswordHasher;
@@ -49,6 +78,7 @@ export class AdminService {
     logger: Logger,
     database: Database<AdminDatabase>,
     passwords: PasswordHasher,
+    busSetup: BusSetup,
     overrides: AdminOverrides,
   ) {
     this.config = config;
@@ -61,6 +91,9 @@ export class AdminService {
     this.#billing = overrides.billing ?? connect(BillingRpc, config.billingAddress);
     this.accounts = new AccountStore(database.db);
     this.sessions = new SessionStore(database.db);
+    this.apiKeys = new ApiKeyStore(database.db);
+    this.#busSetup = busSetup;
+    this.bus = busSetup.bus;
     this.rpc = new RpcServer(logger);
     this.rpc.add(
       AdminRpc,
@@ -68,8 +101,10 @@ export class AdminService {
         accounts: this.accounts,
         sessions: this.sessions,
         projects: new ProjectStore(database.db),
+        apiKeys: this.apiKeys,
         passwords,
         billing: this.#billing,
+        bus: this.bus,
         clock: this.#clock,
         logger,
         sessionTtlSeconds: config.sessionTtlSeconds,
@@ -82,7 +117,14 @@ export class AdminService {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'admin' });
     const passwords = await createPasswordHasher();
     const database = await createDatabase<AdminDatabase>(config.database, 'admin', logger);
-    return new AdminService(config, logger, database, passwords, overrides);
+    return new AdminService(
+      config,
+      logger,
+      database,
+      passwords,
+      createBus(config, logger, overrides.bus),
+      overrides,
+    );
   }
 
   /** Applies migrations (safe with concurrent replicas), creates the bootstrap owner if due, starts serving. */
@@ -137,6 +179,8 @@ export class AdminService {
     this.#watch?.stop();
     await this.rpc.close();
     if (this.#ownsBilling) this.#billing.close();
+    if (this.#busSetup.owned) await this.bus.close();
+    for (const connection of this.#busSetup.connections) connection.disconnect();
     await this.database.destroy();
   }
 

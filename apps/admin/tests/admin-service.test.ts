@@ -257,10 +257,16 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
 
     it('answers a wrong password and an unknown email identically', async () => {
       const { email } = await newTenant('wrong');
-      const wrong = client.login({ email, password: 'not the password!', clientIp: '' });
-      const unknown = client.login({ email: uniqueEmail('nobody'), password: PASSWORD, clientIp: '' });
-      await expectAppError(wrong, 'unauthenticated', 'invalid email or password');
-      await expectAppError(unknown, 'unauthenticated', 'invalid email or password');
+      await expectAppError(
+        client.login({ email, password: 'not the password!', clientIp: '' }),
+        'unauthenticated',
+        'invalid email or password',
+      );
+      await expectAppError(
+        client.login({ email: uniqueEmail('nobody'), password: PASSWORD, clientIp: '' }),
+        'unauthenticated',
+        'invalid email or password',
+      );
     });
 
     it('rejects a login without email or password as invalid_request', async () => {

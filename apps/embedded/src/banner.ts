@@ -36,12 +36,18 @@ export function banner(info: EmbeddedInfo): string {
   }
   const email = info.generatedLogin?.email ?? '<email>';
   const password = info.generatedLogin?.password ?? '<password>';
+  const json = `-H 'content-type: application/json'`;
   lines.push(
-    '  Try it:',
-    `    TOKEN=$(curl -s ${info.url}/admin/v1/auth/login -H 'content-type: application/json' \\`,
+    '  Issue a relay credential with curl:',
+    `    TOKEN=$(curl -s ${info.url}/admin/v1/auth/login ${json} \\`,
     `      -d '{"email":"${email}","password":"${password}"}' | sed -E 's/.*"token":"([^"]+)".*/\\1/')`,
-    `    curl -s ${info.url}/admin/v1/projects -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"name":"demo"}'`,
-    `    curl -s ${info.url}/admin/v1/projects -H "authorization: Bearer $TOKEN"`,
+    `    PROJECT=$(curl -s ${info.url}/admin/v1/projects -H "authorization: Bearer $TOKEN" ${json} \\`,
+    `      -d '{"name":"demo"}' | sed -E 's/.*"id":"(prj_[^"]+)".*/\\1/')`,
+    `    KEY=$(curl -s ${info.url}/admin/v1/projects/$PROJECT/api-keys -H "authorization: Bearer $TOKEN" ${json} \\`,
+    `      -d '{}' | sed -E 's/.*"key":"([^"]+)".*/\\1/')`,
+    `    curl -s ${info.url}/api/v1/credentials -H "x-api-key: $KEY" ${json} -d '{"ttl_seconds":600}'`,
+    '',
+    '  The embedded mode ships demo relays on 127.0.0.1 (set RELAYPLANE_RELAYS_FILE for real ones).',
     '',
   );
   return lines.join('\n');

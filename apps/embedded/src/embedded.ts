@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { AdminService, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
-import { IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
+import { DEMO_RELAYS, IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { EnvReader } from '@relayplane/shared/config';
 import { createLogger } from '@relayplane/shared/logger';
@@ -87,9 +87,10 @@ export class Embedded {
           listen: loopback,
           database: { kind: 'pglite', dataDir: join(dataDir, 'admin') },
           billingAddress: `127.0.0.1:${billing.port}`,
+          redis: undefined,
           logLevel,
         }),
-        { logger: createLogger({ level: logLevel, service: 'admin' }) },
+        { logger: createLogger({ level: logLevel, service: 'admin' }), bus },
       );
       await admin.start();
       started.push(admin);
@@ -101,6 +102,8 @@ export class Embedded {
           database: { kind: 'pglite', dataDir: join(dataDir, 'issuer', 'db') },
           redis: null,
           ...(kek ? { kek: kek.kek } : {}),
+          // Demo relays on loopback so a fresh start can issue at once; a relays file replaces them.
+          ...(r.has('RELAYPLANE_RELAYS_FILE') ? {} : { relays: DEMO_RELAYS }),
           logLevel,
         }),
         { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger) },

@@ -1,24 +1,32 @@
+import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Logger } from '@relayplane/shared/logger';
 import { requestIdFrom, runWithRequestContext } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { GatewayClients } from './clients.ts';
 import type { GatewayConfig } from './config.ts';
+import { EntitlementCache, PLAN_CHANGED } from './entitlements.ts';
+import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
 import { registerOpenApi } from './openapi.ts';
-import { authGuards } from './plugins/auth.ts';
+import { API_KEYS_REVOKED, type ApiKeyAuth, authGuards } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
+import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAuth } from './routes/auth.ts';
+import { registerCredentials } from './routes/credentials.ts';
 import type { RouteDeps } from './routes/deps.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerJwks } from './routes/jwks.ts';
 import { registerPlans } from './routes/plans.ts';
 import { registerProjects } from './routes/projects.ts';
+import { registerRelays } from './routes/relays.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
 import { SHARED_SCHEMAS } from './schemas.ts';
+import { TtlCache } from './ttl-cache.ts';
 
 export interface AppDeps {
-  config: Pick<GatewayConfig, 'bodyLimitBytes' | 'jwksCacheMs'>;
+  config: Pick<GatewayConfig, 'bodyLimitBytes' | 'jwksCacheMs'> &
+    Partial<Pick<GatewayConfig, 'authCacheMs' | 'rpcTimeoutMs'>>;
   clients: GatewayClients;
   logger: Logger;
   bus?: Bus;
@@ -53,6 +61,12 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     },
   });
   app.decorateRequest('auth', null);
+  app.decorateRequest('apiKey', null);
+  app.decorateRequest('relay', null);
+  // RFC 7662 introspection is form-encoded.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    done(null, Object.fromEntries(new URLSearchParams(body as string)));
+  });
   // JSON only: any other body (text/plain included) is answered 415.
   app.removeContentTypeParser('text/plain');
   const routes: ServedRoute[] = [];
@@ -78,15 +92,50 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
 
   const jwks = new JwksCache(deps.clients.issuer, deps.config.jwksCacheMs, deps.logger);
   if (deps.bus) await jwks.listen(deps.bus);
-  const routeDeps: RouteDeps = { clients: deps.clients, jwks, guards: authGuards(deps.clients.admin) };
+  // Verification results live at most `authCacheMs` (1 s): a revoked key stops working on every
+  // replica within that bound even if the invalidation message is lost; the bus makes it immediate.
+  const authCacheMs = deps.config.authCacheMs ?? 1_000;
+  const apiKeys = new TtlCache<string, ApiKeyAuth>(authCacheMs);
+  const relays = new TtlCache<string, Relay>(authCacheMs);
+  const entitlements = new EntitlementCache(deps.clients.billing, authCacheMs);
+  const issuance = new IssuanceClient(deps.clients.issuer, deps.config.rpcTimeoutMs ?? 5_000, deps.logger);
+  const unsubscribe: (() => Promise<void>)[] = [];
+  if (deps.bus) {
+    unsubscribe.push(await deps.bus.subscribe(API_KEYS_REVOKED, (hash) => apiKeys.delete(hash)));
+    unsubscribe.push(await deps.bus.subscribe(PLAN_CHANGED, (tenantId) => entitlements.invalidate(tenantId)));
+  }
+  const shuttingDown = new AbortController();
+  app.addHook('preClose', (done) => {
+    shuttingDown.abort();
+    done();
+  });
+  // While shutting down, answers close their connection: idle keep-alive sockets would
+  // otherwise hold `close()` until their timeout.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (shuttingDown.signal.aborted) reply.header('connection', 'close');
+    done(null, payload);
+  });
+  const routeDeps: RouteDeps = {
+    shutdown: shuttingDown.signal,
+    clients: deps.clients,
+    jwks,
+    guards: authGuards(deps.clients.admin, deps.clients.issuer, { apiKeys, relays }),
+    entitlements,
+    issuance,
+  };
   registerHealth(app, routeDeps);
   registerJwks(app, routeDeps);
   registerPlans(app, routeDeps);
   registerAuth(app, routeDeps);
   registerProjects(app, routeDeps);
   registerSigningKeys(app, routeDeps);
+  registerApiKeys(app, routeDeps);
+  registerCredentials(app, routeDeps);
+  registerRelays(app, routeDeps);
 
   app.addHook('onClose', async () => {
+    issuance.close();
+    for (const u of unsubscribe) await u();
     await jwks.close();
   });
   await app.ready();

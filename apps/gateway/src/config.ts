@@ -11,6 +11,10 @@ export interface GatewayConfig {
   bodyLimitBytes: number;
   /** Deadline of each call to a service, in milliseconds. */
   rpcTimeoutMs: number;
+  /** How long shutdown waits for in-flight requests before closing the remaining connections. */
+  shutdownDrainMs: number;
+  /** Longest an API key / relay token verification or a tenant's plan limits are cached. */
+  authCacheMs: number;
   /** Longest a cached JWKS is served without asking the issuer again (bus messages refresh it sooner). */
   jwksCacheMs: number;
   logLevel: LogLevel;
@@ -49,6 +53,9 @@ export function readGatewayConfig(
       overrides.bodyLimitBytes ??
       r.int('GATEWAY_BODY_LIMIT_BYTES', 64 * 1024, { min: 1024, max: 10 * 1024 * 1024 }),
     rpcTimeoutMs: overrides.rpcTimeoutMs ?? r.int('GATEWAY_RPC_TIMEOUT_MS', 5_000, { min: 100, max: 60_000 }),
+    shutdownDrainMs:
+      overrides.shutdownDrainMs ?? r.int('GATEWAY_SHUTDOWN_DRAIN_MS', 5_000, { min: 0, max: 120_000 }),
+    authCacheMs: overrides.authCacheMs ?? r.int('GATEWAY_AUTH_CACHE_MS', 1_000, { min: 0, max: 1_000 }),
     jwksCacheMs: overrides.jwksCacheMs ?? r.int('GATEWAY_JWKS_CACHE_MS', 10_000, { min: 0, max: 300_000 }),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };

@@ -25,12 +25,31 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'auth', description: 'Sign-up, login and sessions' },
         { name: 'projects', description: 'Projects of the active tenant' },
         { name: 'credentials', description: 'Relay credentials and their verification keys' },
+        { name: 'api-keys', description: 'Project API keys' },
+        { name: 'relays', description: 'Relay registry, heartbeats, assignment, revocation feed' },
         { name: 'signing-keys', description: 'Signing key life cycle (platform administrators)' },
         { name: 'billing', description: 'Plans and prices' },
         { name: 'docs', description: 'This document' },
       ],
       components: {
         securitySchemes: {
+          apiKey: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-API-Key',
+            description: 'A project API key: `svc_live_` or `svc_test_` + 64 hex.',
+          },
+          relayNodeToken: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'A relay node token (prefix `rpr_`) from relay registration.',
+          },
+          relayCredential: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description: 'A relay credential (the JWT from `POST /api/v1/credentials`).',
+          },
           bearerAuth: {
             type: 'http',
             scheme: 'bearer',

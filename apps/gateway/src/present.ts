@@ -1,9 +1,16 @@
 /** Protobuf messages → the public JSON shapes (snake_case, ISO 8601 times). */
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import { type Project, type Session, type Tenant, TenantRole, type User } from '@relayplane/proto/admin';
+import {
+  type ApiKey,
+  type Project,
+  type Session,
+  type Tenant,
+  TenantRole,
+  type User,
+} from '@relayplane/proto/admin';
 import type { Plan } from '@relayplane/proto/billing';
-import { KeyState, type SigningKey } from '@relayplane/proto/issuer';
+import { KeyState, type Relay, type SigningKey } from '@relayplane/proto/issuer';
 import { AppError } from '@relayplane/shared/errors';
 
 export function iso(ts: Timestamp | undefined): string | undefined {
@@ -103,4 +110,35 @@ export function presentSigningKey(k: SigningKey) {
     if (v !== undefined) out[name] = v;
   }
   return out;
+}
+
+export function presentApiKey(k: ApiKey) {
+  return {
+    id: k.id,
+    project_id: k.projectId,
+    name: k.name,
+    mode: k.mode,
+    display_prefix: k.displayPrefix,
+    last_four: k.lastFour,
+    scopes: k.scopes,
+    created_at: required(iso(k.createdAt), 'api_key.created_at'),
+    last_used_at: iso(k.lastUsedAt) ?? null,
+    revoked_at: iso(k.revokedAt) ?? null,
+  };
+}
+
+/** A relay as handed to clients (the contract's Relay). */
+export function presentRelay(r: Relay) {
+  return { id: r.id, region: r.region, host: r.host, port: r.port, url: r.url, status: r.status };
+}
+
+/** A relay as operators see it in the registry. */
+export function presentRegisteredRelay(r: Relay) {
+  return {
+    ...presentRelay(r),
+    load: r.load,
+    static: r.static,
+    last_heartbeat_at: iso(r.lastHeartbeatAt) ?? null,
+    created_at: iso(r.createdAt) ?? null,
+  };
 }

@@ -65,7 +65,20 @@ export class GatewayService {
 
   /** Stops accepting, lets in-flight requests finish, closes downstream channels. */
   async destroy(): Promise<void> {
+    this.logger.info('gateway stopping: finishing in-flight requests');
+    // Drain for a bounded time, then cut whatever connection is still open.
+    const drain = setTimeout(() => {
+      this.app.server.getConnections((_err, open) => {
+        this.logger.warn(
+          { open, drainMs: this.config.shutdownDrainMs },
+          'drain time over: closing remaining connections',
+        );
+        this.app.server.closeAllConnections();
+      });
+    }, this.config.shutdownDrainMs);
     await this.app.close();
+    clearTimeout(drain);
+    this.logger.info('gateway stopped accepting; closing connections to services');
     closeClients(this.#clients);
     await this.#ownsBus?.close();
   }

@@ -53,7 +53,8 @@ describe('gateway routes: authentication and authorization', () => {
     ],
   ];
 
-  for (const route of ROUTES.filter((r) => r.auth !== 'none')) {
+  const bearerRoutes = ROUTES.filter((r) => ['session', 'platform_admin', 'relay_node'].includes(r.auth));
+  for (const route of bearerRoutes) {
     for (const [what, headers, message] of badBearers) {
       it(`${route.method} ${route.url} answers 401 for ${what}`, async () => {
         const res = await stack.app.inject({
@@ -70,6 +71,86 @@ describe('gateway routes: authentication and authorization', () => {
       });
     }
   }
+
+  const badApiKeys: [string, Record<string, string>, string | RegExp][] = [
+    ['no X-API-Key header', {}, /missing API key/],
+    [
+      'a key with an unknown prefix',
+      { 'x-api-key': `svc_prod_${'a'.repeat(64)}` },
+      'invalid or expired token',
+    ],
+    ['a key that is too short', { 'x-api-key': `svc_live_${'a'.repeat(63)}` }, 'invalid or expired token'],
+    ['a key in upper case', { 'x-api-key': `svc_live_${'A'.repeat(64)}` }, 'invalid or expired token'],
+    ['a session token as API key', { 'x-api-key': newToken('userSession') }, 'invalid or expired token'],
+    [
+      'a well-formed but unknown key',
+      { 'x-api-key': `svc_live_${'0'.repeat(64)}` },
+      'invalid or expired token',
+    ],
+    [
+      'a bearer session instead of an API key',
+      { authorization: `Bearer ${newToken('userSession')}` },
+      /missing API key/,
+    ],
+  ];
+  for (const route of ROUTES.filter((r) => r.auth === 'api_key')) {
+    for (const [what, headers, message] of badApiKeys) {
+      it(`${route.method} ${route.url} answers 401 for ${what}`, async () => {
+        const res = await stack.app.inject({
+          method: route.method,
+          url: route.url,
+          headers,
+          payload: route.body ?? {},
+        });
+        expect(res.statusCode).toBe(401);
+        const body = res.json();
+        expect(Object.keys(body)).toEqual(['error']);
+        if (typeof message === 'string') expect(body.error).toBe(message);
+        else expect(body.error).toMatch(message);
+      });
+    }
+  }
+
+  const header = Buffer.from('{"alg":"EdDSA","typ":"JWT","kid":"nope"}').toString('base64url');
+  const payload = Buffer.from('{"sub":"prj_x","exp":9999999999}').toString('base64url');
+  const badCredentials: [string, Record<string, string>, string | RegExp][] = [
+    ['no Authorization header', {}, /missing credential/],
+    [
+      'a session token instead of a credential',
+      { authorization: `Bearer ${newToken('userSession')}` },
+      'invalid or expired token',
+    ],
+    [
+      'a forged credential',
+      { authorization: `Bearer ${header}.${payload}.${'A'.repeat(86)}` },
+      'invalid or expired token',
+    ],
+    ['an unsigned credential', { authorization: `Bearer ${header}.${payload}.` }, 'invalid or expired token'],
+  ];
+  for (const route of ROUTES.filter((r) => r.auth === 'relay_credential')) {
+    for (const [what, headers, message] of badCredentials) {
+      it(`${route.method} ${route.url} answers 401 for ${what}`, async () => {
+        const res = await stack.app.inject({ method: route.method, url: route.url, headers });
+        expect(res.statusCode).toBe(401);
+        const body = res.json();
+        if (typeof message === 'string') expect(body).toEqual({ error: message });
+        else expect(body.error).toMatch(message);
+      });
+    }
+  }
+
+  it('every served route is covered by this suite', () => {
+    const served = stack.routes.filter((r) => r.documented).map((r) => `${r.method} ${r.url}`);
+    const covered = ROUTES.map(
+      (r) =>
+        `${r.method} ${r.url
+          .replace(/prj_0+/, ':project_id')
+          .replace(/key_0+/, ':key_id')
+          .replace(/crd_0+/, ':jti')
+          .replace(/rly_0+/, ':relay_id')}`,
+    );
+    expect(served.sort()).toEqual(covered.sort());
+  });
 
   for (const route of ROUTES.filter((r) => r.auth === 'platform_admin')) {
     it(`${route.method} ${route.url} answers 403 to a tenant owner who is not a platform admin`, async () => {

@@ -24,6 +24,36 @@ describe('readIssuerConfig', () => {
     expect(config.logLevel).toBe('info');
   });
 
+  it('reads the credential issuer/audience and the Redis command timeout, with their defaults', () => {
+    const defaults = readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK });
+    expect(defaults.credentials).toEqual({ issuer: 'relayplane', audience: 'relayplane-relay' });
+    expect(defaults.redisCommandTimeoutMs).toBe(500);
+    const set = readIssuerConfig({
+      ...BASE,
+      RELAYPLANE_KEK: KEK,
+      RELAYPLANE_CREDENTIAL_ISSUER: 'https://relayplane.example',
+      RELAYPLANE_CREDENTIAL_AUDIENCE: 'edge-relays',
+      ISSUER_REDIS_COMMAND_TIMEOUT_MS: '250',
+    });
+    expect(set.credentials).toEqual({ issuer: 'https://relayplane.example', audience: 'edge-relays' });
+    expect(set.redisCommandTimeoutMs).toBe(250);
+    expect(() =>
+      readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK, RELAYPLANE_CREDENTIAL_AUDIENCE: 'a'.repeat(257) }),
+    ).toThrow(/RELAYPLANE_CREDENTIAL_AUDIENCE/);
+    expect(() =>
+      readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK, ISSUER_REDIS_COMMAND_TIMEOUT_MS: '10' }),
+    ).toThrow(/ISSUER_REDIS_COMMAND_TIMEOUT_MS/);
+  });
+
+  it('merges relay overrides field by field (embedded mode passes the demo relays)', () => {
+    const config = readIssuerConfig(
+      { ...BASE, RELAYPLANE_KEK: KEK },
+      { relays: { fallback: ['entry.example:443'], staticRelays: [] } },
+    );
+    expect(config.relays.fallback).toEqual(['entry.example:443']);
+    expect(config.relays.healthWindowSeconds).toBe(30);
+  });
+
   it('prefers the ISSUER_ variables over the shared ones', () => {
     const config = readIssuerConfig({
       ...BASE,

@@ -6,10 +6,19 @@ import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { JWKS_MAX_AGE_SECONDS, type RotationPolicy } from './domain/key-lifecycle.ts';
 import { KEK_BYTES } from './keys/key-material.ts';
+import { type RelayConfig, readRelayConfig } from './relays/relay-config.ts';
 
 export interface IssuerKeysConfig extends RotationPolicy {
   /** How often the maintenance tick runs (scheduled rotation, next-key creation, removal). */
   maintenanceIntervalSeconds: number;
+}
+
+/** What relay credentials say about who issued them and for whom (docs/credentials.md). */
+export interface CredentialsConfig {
+  /** The `iss` claim (`RELAYPLANE_CREDENTIAL_ISSUER`, default `relayplane`). */
+  issuer: string;
+  /** The `aud` claim (`RELAYPLANE_CREDENTIAL_AUDIENCE`, default `relayplane-relay`). */
+  audience: string;
 }
 
 export interface IssuerConfig {
@@ -21,17 +30,33 @@ export interface IssuerConfig {
   /** 32-byte key-encryption key sealing the signing keys' private halves. */
   kek: Buffer;
   keys: IssuerKeysConfig;
+  credentials: CredentialsConfig;
+  /**
+   * Bound on one request-path Redis command (slot reservation, revocation marker): past it
+   * issuance answers `unavailable` (fail closed) rather than waiting.
+   */
+  redisCommandTimeoutMs: number;
+  relays: RelayConfig;
   logLevel: LogLevel;
 }
+
+/** Overrides of `readIssuerConfig`: whole sections, except relays, merged field by field. */
+export type IssuerConfigOverrides = Partial<Omit<IssuerConfig, 'relays'>> & {
+  /** Embedded mode passes `DEMO_RELAYS` here when no relays file is set. */
+  relays?: Partial<RelayConfig>;
+};
 
 export const DEFAULT_ROTATION_INTERVAL_SECONDS = 30 * 24 * 3600;
 export const MIN_ROTATION_INTERVAL_SECONDS = 600;
 export const DEFAULT_MAX_CREDENTIAL_TTL_SECONDS = 3600;
 export const DEFAULT_MAINTENANCE_INTERVAL_SECONDS = 30;
+export const DEFAULT_CREDENTIAL_ISSUER = 'relayplane';
+export const DEFAULT_CREDENTIAL_AUDIENCE = 'relayplane-relay';
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
 
 export function readIssuerConfig(
   env: Readonly<Record<string, string | undefined>>,
-  overrides: Partial<IssuerConfig> = {},
+  overrides: IssuerConfigOverrides = {},
 ): IssuerConfig {
   const r = new EnvReader(env);
   const keys = overrides.keys ?? {
@@ -69,8 +94,24 @@ export function readIssuerConfig(
           },
     kek: overrides.kek ?? requiredKek(r),
     keys,
+    credentials: overrides.credentials ?? {
+      issuer: claimValue(r, 'RELAYPLANE_CREDENTIAL_ISSUER', DEFAULT_CREDENTIAL_ISSUER),
+      audience: claimValue(r, 'RELAYPLANE_CREDENTIAL_AUDIENCE', DEFAULT_CREDENTIAL_AUDIENCE),
+    },
+    redisCommandTimeoutMs:
+      overrides.redisCommandTimeoutMs ??
+      r.int('ISSUER_REDIS_COMMAND_TIMEOUT_MS', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, { min: 50, max: 10_000 }),
+    relays: readRelayConfig(r, overrides.relays),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
+}
+
+function claimValue(r: EnvReader, name: string, fallback: string): string {
+  const value = r.string(name, fallback).trim();
+  if (value.length === 0 || value.length > 256) {
+    throw new ConfigError(name, 'must be 1-256 characters');
+  }
+  return value;
 }
 
 function requiredKek(r: EnvReader): Buffer {

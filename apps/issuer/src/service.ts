@@ -10,13 +10,25 @@ import { createRedis } from '@relayplane/shared/redis';
 import { RpcServer } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import type { IssuerConfig } from './config.ts';
+import { Credentials } from './credentials/credentials.ts';
+import type { signCredential } from './credentials/jwt.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { IssuerDatabase } from './db/schema.ts';
 import { compareKeys } from './domain/key-lifecycle.ts';
+import { credentialHandlers } from './grpc/credential-handlers.ts';
 import { issuerHandlers, type SigningKeyListing } from './grpc/issuer-handlers.ts';
 import { KeyMaintenance, type MaintenanceResult } from './keys/key-maintenance.ts';
 import { kekFingerprint, openPrivateKey } from './keys/key-material.ts';
 import { type ActiveSigningKey, type JwksDocument, KeyRing } from './keys/key-ring.ts';
+import { createRequestPathRedis, waitReady } from './redis/client.ts';
+import { redisKeys } from './redis/keys.ts';
+import { RedisRevocationMarks } from './redis/revocation-marks.ts';
+import { RelayDirectory } from './relays/relay-directory.ts';
+import { relayHandlers } from './relays/relay-handlers.ts';
+import { RedisSlotStore } from './slots/redis-slot-store.ts';
+import { MemorySlotStore, type SlotStore } from './slots/slot-store.ts';
+import { CredentialWriter } from './stores/credential-writer.ts';
+import { CredentialStore } from './stores/credentials.ts';
 import { SigningKeyStore } from './stores/signing-keys.ts';
 
 /** Bus channel announcing that the stored key set changed; every replica reloads on it. */
@@ -34,6 +46,10 @@ export interface IssuerOverrides {
   bus?: Bus;
   /** Given to this service alone: it registers its job, starts and closes it. */
   scheduler?: Scheduler;
+  /** Replaces the slot store (fault-injection tests); the service closes it. */
+  slotStore?: SlotStore;
+  /** Replaces the JWT signer (fault-injection tests). */
+  sign?: typeof signCredential;
 }
 
 export type KeysReloadReason = 'start' | 'tick' | 'bus' | 'refresh';
@@ -57,6 +73,13 @@ export class IssuerService {
   readonly store: SigningKeyStore;
   readonly keyRing: KeyRing;
   readonly maintenance: KeyMaintenance;
+  /** Connection slots: Redis in distributed mode, in memory in embedded mode. */
+  readonly slots: SlotStore;
+  readonly credentialWriter: CredentialWriter;
+  readonly credentialStore: CredentialStore;
+  readonly credentials: Credentials;
+  readonly relayDirectory: RelayDirectory;
+  readonly #slotRedis: RedisConnection | null;
   readonly #ownsBus: boolean;
   readonly #redis: RedisConnection[];
   readonly #listeners = new Set<(event: KeysReloadedEvent) => void>();
@@ -74,6 +97,9 @@ export class IssuerService {
     ownsBus: boolean;
     scheduler: Scheduler;
     redis: RedisConnection[];
+    slotRedis: RedisConnection | null;
+    slotStore: SlotStore | undefined;
+    sign: typeof signCredential | undefined;
   }) {
     this.config = deps.config;
     this.logger = deps.logger;
@@ -91,8 +117,42 @@ export class IssuerService {
       policy: deps.config.keys,
       logger: deps.logger,
     });
+    this.#slotRedis = deps.slotRedis;
+    const keys = deps.config.redis ? redisKeys(deps.config.redis.prefix) : null;
+    this.slots =
+      deps.slotStore ??
+      (deps.slotRedis && keys
+        ? new RedisSlotStore(deps.slotRedis, keys)
+        : new MemorySlotStore(() => deps.clock.now().getTime()));
+    this.credentialWriter = new CredentialWriter(deps.database.db);
+    this.credentialStore = new CredentialStore(deps.database.db);
+    this.relayDirectory = new RelayDirectory(deps.database.db, deps.config.relays, {
+      clock: deps.clock,
+      bus: deps.bus,
+      logger: deps.logger,
+    });
+    this.credentials = new Credentials({
+      config: deps.config.credentials,
+      maxTtlSeconds: deps.config.keys.maxCredentialTtlSeconds,
+      clock: deps.clock,
+      logger: deps.logger,
+      bus: deps.bus,
+      slots: this.slots,
+      marks: deps.slotRedis && keys ? new RedisRevocationMarks(deps.slotRedis, keys) : null,
+      writer: this.credentialWriter,
+      store: this.credentialStore,
+      keys: this.keyRing,
+      relays: this.relayDirectory,
+      sign: deps.sign,
+    });
     this.rpc = new RpcServer(deps.logger);
-    this.rpc.add(IssuerRpc, issuerHandlers(this));
+    this.rpc.add(
+      IssuerRpc,
+      issuerHandlers(this, {
+        ...credentialHandlers(this.credentials, deps.logger),
+        ...relayHandlers(this.relayDirectory),
+      }),
+    );
   }
 
   static async create(config: IssuerConfig, overrides: IssuerOverrides = {}): Promise<IssuerService> {
@@ -110,6 +170,14 @@ export class IssuerService {
       }
       scheduler ??= new BullmqScheduler(QUEUE_NAME, main, `${config.redis.prefix}bull`, logger);
     }
+    // The request path (slots, revocation markers) gets its own connection that never queues.
+    const slotRedis = config.redis
+      ? createRequestPathRedis(config.redis, logger, {
+          name: 'issuer-slots',
+          commandTimeoutMs: config.redisCommandTimeoutMs,
+        })
+      : null;
+    if (slotRedis) redis.push(slotRedis);
     const database = await createDatabase<IssuerDatabase>(config.database, 'issuer', logger);
     return new IssuerService({
       config,
@@ -120,6 +188,9 @@ export class IssuerService {
       ownsBus: overrides.bus === undefined,
       scheduler: scheduler ?? new MemoryScheduler(logger),
       redis,
+      slotRedis,
+      slotStore: overrides.slotStore,
+      sign: overrides.sign,
     });
   }
 
@@ -137,6 +208,11 @@ export class IssuerService {
       this.reload('bus').catch(() => {});
     });
     await this.tick();
+    await this.relayDirectory.start();
+    await this.credentials.start();
+    if (this.#slotRedis && !(await waitReady(this.#slotRedis, 2_000))) {
+      this.logger.warn('redis is not reachable yet: credential issuance answers unavailable until it is');
+    }
     // The bus delivers at most once; a timer bounds how long a lost message can matter.
     const intervalMs = this.config.keys.maintenanceIntervalSeconds * 1000;
     this.#refreshTimer = setInterval(() => this.reload('refresh').catch(() => {}), intervalMs);
@@ -251,7 +327,12 @@ export class IssuerService {
     this.#watch?.stop();
     await this.#unsubscribe?.().catch(() => {});
     await this.scheduler.close();
+    // Long-polls answer at once, so draining the server does not wait out their wait_ms.
+    await this.credentials.stop();
     await this.rpc.close();
+    await this.credentialWriter.flushed();
+    await this.relayDirectory.stop();
+    await this.slots.close().catch(() => {});
     await this.#reloadChain;
     if (this.#ownsBus) await this.bus.close();
     for (const connection of this.#redis) connection.disconnect();

@@ -5,8 +5,8 @@ import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import type { TestRedis } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
-import { readIssuerConfig } from '../src/config.ts';
-import { IssuerService } from '../src/service.ts';
+import { type IssuerConfigOverrides, readIssuerConfig } from '../src/config.ts';
+import { type IssuerOverrides, IssuerService } from '../src/service.ts';
 
 export interface RunningIssuer {
   service: IssuerService;
@@ -25,6 +25,10 @@ export async function startIssuer(options: {
   kek: Buffer;
   redis?: TestRedis;
   env?: Record<string, string>;
+  /** Config sections replaced after reading the environment (e.g. static relays). */
+  config?: IssuerConfigOverrides;
+  /** Service overrides (fault injection: slot store, signer). */
+  overrides?: Omit<IssuerOverrides, 'logger' | 'clock'>;
 }): Promise<RunningIssuer> {
   const env: Record<string, string> = {
     ISSUER_DATABASE_URL: options.databaseUrl,
@@ -35,8 +39,12 @@ export async function startIssuer(options: {
       : {}),
     ...options.env,
   };
-  const config = readIssuerConfig(env, options.redis ? {} : { redis: null });
-  const service = await IssuerService.create(config, { logger: testLogger('issuer'), clock: options.clock });
+  const config = readIssuerConfig(env, { ...(options.redis ? {} : { redis: null }), ...options.config });
+  const service = await IssuerService.create(config, {
+    logger: testLogger('issuer'),
+    clock: options.clock,
+    ...options.overrides,
+  });
   try {
     await service.start();
   } catch (err) {

@@ -41,7 +41,28 @@ type HandlerFor<M> = M extends { methodKind: 'unary'; input: infer I; output: in
         ? (req: MessageShape<I>, call: CallInfo) => AsyncIterable<MessageInitShape<O>>
         : never
       : never
-    : never;
+    : M extends { methodKind: 'bidi_streaming'; input: infer I; output: infer O }
+      ? I extends DescMessage
+        ? O extends DescMessage
+          ? (stream: ServerBidi<MessageShape<I>, MessageInitShape<O>>, call: CallInfo) => Promise<void>
+          : never
+        : never
+      : never;
+
+/** A bidirectional stream as a server handler sees it: requests in, `send` out (with backpressure). */
+export interface ServerBidi<Req, ResInit> {
+  readonly requests: AsyncIterable<Req>;
+  send(res: ResInit): Promise<void>;
+}
+
+/** A bidirectional stream as a client sees it. */
+export interface ClientBidi<ReqInit, Res> {
+  send(req: ReqInit): boolean;
+  /** Half-closes: no more requests; responses keep arriving. */
+  end(): void;
+  cancel(): void;
+  readonly responses: AsyncIterable<Res>;
+}
 
 /** What a server implements for a generated service. */
 export type ServiceImpl<S extends DescService> = {
@@ -67,7 +88,13 @@ type ClientMethodFor<M> = M extends { methodKind: 'unary'; input: infer I; outpu
         ? (req: MessageInitShape<I>, opts?: CallOptions) => AsyncIterable<MessageShape<O>>
         : never
       : never
-    : never;
+    : M extends { methodKind: 'bidi_streaming'; input: infer I; output: infer O }
+      ? I extends DescMessage
+        ? O extends DescMessage
+          ? (opts?: CallOptions) => ClientBidi<MessageInitShape<I>, MessageShape<O>>
+          : never
+        : never
+      : never;
 
 /** A typed client for a generated service. */
 export type ServiceClient<S extends DescService> = {
@@ -111,6 +138,9 @@ function callInfo(method: DescMethod, call: grpc.ServerUnaryCall<unknown, unknow
   return { method: method.name, metadata: call.metadata, signal: controller.signal };
 }
 
+/** Messages a bidi handler may have queued for the network before `send` waits. */
+const BIDI_MAX_BUFFERED = 4096;
+
 /** Registers `impl` for `service` on a grpc-js server. */
 export function addService<S extends DescService>(
   server: grpc.Server,
@@ -125,7 +155,7 @@ export function addService<S extends DescService>(
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const kind = method.methodKind;
-    if (kind !== 'unary' && kind !== 'server_streaming') {
+    if (kind !== 'unary' && kind !== 'server_streaming' && kind !== 'bidi_streaming') {
       throw new Error(`${service.typeName}.${method.name}: ${kind} methods are not supported by the bridge`);
     }
     const handler = (impl as Record<string, unknown>)[method.localName];
@@ -134,8 +164,8 @@ export function addService<S extends DescService>(
     }
     definition[method.localName] = {
       path: path(service, method),
-      requestStream: false,
-      responseStream: kind === 'server_streaming',
+      requestStream: kind === 'bidi_streaming',
+      responseStream: kind !== 'unary',
       requestSerialize: serializer(method.input),
       requestDeserialize: deserializer(method.input),
       responseSerialize: serializer(method.output),
@@ -158,6 +188,37 @@ export function addService<S extends DescService>(
           .then(
             (res) => callback(null, res),
             (err: unknown) => callback(hooks.toStatus(err, method)),
+          );
+      };
+    } else if (kind === 'bidi_streaming') {
+      handlers[method.localName] = (
+        call: grpc.ServerDuplexStream<MessageShape<DescMessage>, MessageShape<DescMessage>>,
+      ) => {
+        const info = callInfo(method, call as unknown as grpc.ServerUnaryCall<unknown, unknown>);
+        const stream: ServerBidi<MessageShape<DescMessage>, MessageInitShape<DescMessage>> = {
+          requests: call as AsyncIterable<MessageShape<DescMessage>>,
+          async send(res) {
+            if (info.signal.aborted) return;
+            call.write(create(method.output, res));
+            // The object-mode buffer says "full" after 16 messages; waiting for 'drain' at that
+            // point would serialise a multiplexed stream. Push back only when far behind.
+            if (call.writableLength > BIDI_MAX_BUFFERED) {
+              await new Promise((resolve) => call.once('drain', resolve));
+            }
+          },
+        };
+        hooks
+          .around(method, info, () =>
+            (handler as (s: typeof stream, c: CallInfo) => Promise<void>)(stream, info),
+          )
+          .then(
+            () => call.end(),
+            (err: unknown) => {
+              if (!info.signal.aborted) {
+                const status = hooks.toStatus(err, method);
+                call.emit('error', Object.assign(new Error(status.details), status));
+              }
+            },
           );
       };
     } else {
@@ -255,6 +316,28 @@ export function createClient<S extends DescService>(
             throw hooks.fromStatus(err as grpc.ServiceError, method);
           }
         })();
+      };
+    } else if (method.methodKind === 'bidi_streaming') {
+      client[method.localName] = (opts?: CallOptions) => {
+        const metadata = hooks.outgoingMetadata();
+        if (opts?.metadata) metadata.merge(opts.metadata);
+        // A long-lived stream: no deadline unless the caller sets one.
+        const call = channel.makeBidiStreamRequest(p, serialize, deserialize, metadata, {
+          deadline: opts?.deadline ?? Number.POSITIVE_INFINITY,
+        });
+        onAbort(opts?.signal, () => call.cancel());
+        return {
+          send: (req: MessageInitShape<DescMessage>) => call.write(create(method.input, req)),
+          end: () => call.end(),
+          cancel: () => call.cancel(),
+          responses: (async function* () {
+            try {
+              for await (const msg of call) yield msg as MessageShape<DescMessage>;
+            } catch (err) {
+              throw hooks.fromStatus(err as grpc.ServiceError, method);
+            }
+          })(),
+        } satisfies ClientBidi<MessageInitShape<DescMessage>, MessageShape<DescMessage>>;
       };
     }
   }

@@ -29,6 +29,7 @@ export async function runMain(create: () => Promise<Runnable>, shutdownTimeoutMs
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    process.stderr.write(`${signal} received: shutting down\n`);
     const timer = setTimeout(() => {
       process.stderr.write(`shutdown after ${signal} took longer than ${shutdownTimeoutMs} ms; exiting\n`);
       process.exit(1);

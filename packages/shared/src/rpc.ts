@@ -103,6 +103,8 @@ export function connect<S extends DescService>(
     fromStatus,
   };
   return createClient(service, address, hooks, {
+    // With a DNS name of several replicas (a headless Service), spread calls over all of them.
+    'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,

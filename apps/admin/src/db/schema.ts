@@ -41,10 +41,31 @@ export interface ProjectsTable {
   created_at: Date;
 }
 
+export interface ApiKeysTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  /** Optional label; '' when none. */
+  name: string;
+  mode: string;
+  /** SHA-256 (hex) of the key; unique. The key itself is never stored. */
+  key_hash: string;
+  /** The key's first 13 characters (`svc_live_` + 4 hex). */
+  display_prefix: string;
+  last_four: string;
+  /** Sorted, without duplicates. */
+  scopes: string[];
+  created_at: Date;
+  /** Written by VerifyApiKey at most once a minute: accurate to about a minute. */
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
 export interface AdminDatabase {
   tenants: TenantsTable;
   users: UsersTable;
   memberships: MembershipsTable;
   sessions: SessionsTable;
   projects: ProjectsTable;
+  api_keys: ApiKeysTable;
 }

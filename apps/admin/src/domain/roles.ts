@@ -11,3 +11,8 @@ export function isRole(value: string): value is Role {
 export function canCreateProject(role: Role): boolean {
   return role !== 'viewer';
 }
+
+/** Viewers only list API keys; every other role may create and revoke them. */
+export function canManageApiKeys(role: Role): boolean {
+  return role !== 'viewer';
+}

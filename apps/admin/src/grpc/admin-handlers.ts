@@ -1,12 +1,16 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { authenticate } from './authenticate.ts';
+import { createApiKey } from './create-api-key.ts';
 import { createProject } from './create-project.ts';
 import type { AdminDeps } from './deps.ts';
+import { listApiKeys } from './list-api-keys.ts';
 import { listProjects } from './list-projects.ts';
 import { login } from './login.ts';
 import { logout } from './logout.ts';
+import { revokeApiKey } from './revoke-api-key.ts';
 import { signup } from './signup.ts';
+import { verifyApiKey } from './verify-api-key.ts';
 
 export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService> {
   return {
@@ -16,5 +20,9 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     logout: logout(deps),
     createProject: createProject(deps),
     listProjects: listProjects(deps),
+    createApiKey: createApiKey(deps),
+    listApiKeys: listApiKeys(deps),
+    revokeApiKey: revokeApiKey(deps),
+    verifyApiKey: verifyApiKey(deps),
   };
 }

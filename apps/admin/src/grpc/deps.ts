@@ -1,9 +1,11 @@
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
+import type { ApiKeyStore } from '../stores/api-keys.ts';
 import type { ProjectStore } from '../stores/projects.ts';
 import type { SessionStore } from '../stores/sessions.ts';
 
@@ -12,9 +14,12 @@ export interface AdminDeps {
   accounts: AccountStore;
   sessions: SessionStore;
   projects: ProjectStore;
+  apiKeys: ApiKeyStore;
   passwords: PasswordHasher;
-  /** Plan limits (project count). */
+  /** Plan limits (project and API key counts). */
   billing: ServiceClient<typeof BillingRpc>;
+  /** Announces revoked API keys to every gateway. */
+  bus: Bus;
   clock: Clock;
   logger: Logger;
   sessionTtlSeconds: number;

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
+  type ApiKeySchema,
   PrincipalKind,
   type PrincipalSchema,
   type ProjectSchema,
@@ -10,7 +11,13 @@ import {
   type UserSchema,
 } from '@relayplane/proto/admin';
 import type { Role } from '../domain/roles.ts';
-import type { ProjectRecord, SessionRecord, TenantRecord, UserRecord } from '../stores/records.ts';
+import type {
+  ApiKeyRecord,
+  ProjectRecord,
+  SessionRecord,
+  TenantRecord,
+  UserRecord,
+} from '../stores/records.ts';
 
 const ROLE_TO_PROTO: Record<Role, TenantRole> = {
   owner: TenantRole.OWNER,
@@ -65,5 +72,21 @@ export function principalMessage(session: SessionRecord): MessageInitShape<typeo
     role: roleMessage(session.role),
     platformAdmin: session.user.platformAdmin,
     sessionId: session.id,
+  };
+}
+
+export function apiKeyMessage(key: ApiKeyRecord): MessageInitShape<typeof ApiKeySchema> {
+  return {
+    id: key.id,
+    projectId: key.projectId,
+    tenantId: key.tenantId,
+    name: key.name,
+    mode: key.mode,
+    displayPrefix: key.displayPrefix,
+    lastFour: key.lastFour,
+    scopes: key.scopes,
+    createdAt: timestampFromDate(key.createdAt),
+    lastUsedAt: key.lastUsedAt ? timestampFromDate(key.lastUsedAt) : undefined,
+    revokedAt: key.revokedAt ? timestampFromDate(key.revokedAt) : undefined,
   };
 }

@@ -51,6 +51,25 @@ export class ProjectStore {
     }
   }
 
+  /** The project with this id in this tenant; undefined as well when it belongs to another tenant. */
+  async find(tenantId: string, id: string): Promise<ProjectRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('projects')
+      .select(['id', 'tenant_id', 'name', 'environment', 'created_at'])
+      .where('id', '=', id)
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirst();
+    return (
+      row && {
+        id: row.id,
+        tenantId: row.tenant_id,
+        name: row.name,
+        environment: row.environment,
+        createdAt: row.created_at,
+      }
+    );
+  }
+
   async list(tenantId: string): Promise<ProjectRecord[]> {
     const rows = await this.#db
       .selectFrom('projects')

@@ -1,3 +1,4 @@
+import type { ApiKeyMode } from '../domain/api-keys.ts';
 import type { Role } from '../domain/roles.ts';
 
 export interface TenantRecord {
@@ -19,6 +20,28 @@ export interface ProjectRecord {
   name: string;
   environment: string;
   createdAt: Date;
+}
+
+/** An API key as listed: everything but the key, which is never stored. */
+export interface ApiKeyRecord {
+  id: string;
+  tenantId: string;
+  projectId: string;
+  name: string;
+  mode: ApiKeyMode;
+  displayPrefix: string;
+  lastFour: string;
+  scopes: string[];
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+/** True when `err` is PostgreSQL's foreign_key_violation on the named constraint. */
+export function isForeignKeyViolation(err: unknown, constraint: string): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; constraint?: unknown };
+  return e.code === '23503' && e.constraint === constraint;
 }
 
 /** A live session with who it acts as, re-read from the tables on every use. */

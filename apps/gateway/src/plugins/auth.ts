@@ -1,18 +1,38 @@
-import type { Principal, Session } from '@relayplane/proto/admin';
+import { createHash } from 'node:crypto';
+import type { ApiKey, Principal, Session } from '@relayplane/proto/admin';
+import type { Relay } from '@relayplane/proto/issuer';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyRequest } from 'fastify';
 import type { GatewayClients } from '../clients.ts';
+import type { TtlCache } from '../ttl-cache.ts';
 
 export interface Authenticated {
   principal: Principal;
   session: Session | undefined;
 }
 
+export interface ApiKeyAuth {
+  apiKey: ApiKey;
+  projectEnvironment: string;
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     auth: Authenticated | null;
+    apiKey: ApiKeyAuth | null;
+    relay: Relay | null;
   }
+}
+
+/** `svc_live_` / `svc_test_` + 64 lowercase hex: anything else is rejected before any lookup. */
+export const API_KEY_PATTERN = /^svc_(live|test)_[0-9a-f]{64}$/;
+
+/** The channel admin announces API key revocations on (payload: the key's SHA-256). */
+export const API_KEYS_REVOKED = 'api-keys.revoked';
+
+export function apiKeyHash(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
 }
 
 const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
@@ -32,13 +52,26 @@ export function bearerToken(request: FastifyRequest): string {
 }
 
 export interface AuthGuards {
+  /** A project API key in `X-API-Key`. */
+  apiKey(request: FastifyRequest): Promise<void>;
+  /** A relay node token (`rpr_…`) as bearer. */
+  relayNode(request: FastifyRequest): Promise<void>;
   /** Any authenticated principal. */
   session(request: FastifyRequest): Promise<void>;
   /** A platform administrator (operator). 403 for everyone else. */
   platformAdmin(request: FastifyRequest): Promise<void>;
 }
 
-export function authGuards(admin: GatewayClients['admin']): AuthGuards {
+export interface GuardCaches {
+  apiKeys: TtlCache<string, ApiKeyAuth>;
+  relays: TtlCache<string, Relay>;
+}
+
+export function authGuards(
+  admin: GatewayClients['admin'],
+  issuer: GatewayClients['issuer'],
+  caches: GuardCaches,
+): AuthGuards {
   const session = async (request: FastifyRequest) => {
     const token = bearerToken(request);
     const res = await admin.authenticate({ token });
@@ -47,6 +80,29 @@ export function authGuards(admin: GatewayClients['admin']): AuthGuards {
   };
   return {
     session,
+    async apiKey(request) {
+      const header = request.headers['x-api-key'];
+      if (header === undefined || header === '') {
+        throw new AppError('unauthenticated', 'missing API key: send "X-API-Key: svc_live_…"');
+      }
+      if (typeof header !== 'string' || !API_KEY_PATTERN.test(header)) {
+        throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      }
+      request.apiKey = await caches.apiKeys.get(apiKeyHash(header), async (keyHash) => {
+        const res = await admin.verifyApiKey({ keyHash });
+        if (!res.apiKey) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+        return { apiKey: res.apiKey, projectEnvironment: res.projectEnvironment };
+      });
+    },
+    async relayNode(request) {
+      const token = bearerToken(request);
+      if (parseToken(token) !== 'relayNode') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      request.relay = await caches.relays.get(token, async () => {
+        const res = await issuer.authenticateRelay({ token });
+        if (!res.relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+        return res.relay;
+      });
+    },
     async platformAdmin(request) {
       await session(request);
       if (!request.auth?.principal.platformAdmin) {

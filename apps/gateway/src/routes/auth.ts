@@ -102,7 +102,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
   app.get(
     '/admin/v1/auth/session',
     {
-      preHandler: guards.session,
+      onRequest: guards.session,
       schema: {
         operationId: 'getSession',
         summary: 'The current session',
@@ -122,7 +122,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
   app.post(
     '/admin/v1/auth/logout',
     {
-      preHandler: guards.session,
+      onRequest: guards.session,
       schema: {
         operationId: 'logout',
         summary: 'Log out: the session token stops working',

@@ -9,7 +9,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
   app.post<{ Body: { name: string; environment?: string } }>(
     '/admin/v1/projects',
     {
-      preHandler: guards.session,
+      onRequest: guards.session,
       schema: {
         operationId: 'createProject',
         summary: 'Create a project in the active tenant',
@@ -55,7 +55,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
   app.get(
     '/admin/v1/projects',
     {
-      preHandler: guards.session,
+      onRequest: guards.session,
       schema: {
         operationId: 'listProjects',
         summary: 'List the projects of the active tenant',

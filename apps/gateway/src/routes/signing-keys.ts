@@ -10,7 +10,7 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards }: R
   app.get(
     '/admin/v1/signing-keys',
     {
-      preHandler: guards.platformAdmin,
+      onRequest: guards.platformAdmin,
       schema: {
         operationId: 'listSigningKeys',
         summary: 'Signing keys and their life-cycle state',
@@ -32,7 +32,7 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards }: R
   app.post(
     '/admin/v1/signing-keys/rotate',
     {
-      preHandler: guards.platformAdmin,
+      onRequest: guards.platformAdmin,
       schema: {
         operationId: 'rotateSigningKeys',
         summary: 'Rotate the signing key',

@@ -1,13 +1,18 @@
 /** Every served operation, for the suites that sweep all of them. */
-export type Auth = 'none' | 'session' | 'platform_admin';
+export type Auth = 'none' | 'session' | 'platform_admin' | 'api_key' | 'relay_node' | 'relay_credential';
 
 export interface RouteCase {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   url: string;
   auth: Auth;
   /** A valid body, for routes that take one. */
   body?: Record<string, unknown>;
+  /** Every body field is optional (`{}` is valid). */
+  optionalBody?: true;
 }
+
+/** A project id that exists nowhere (the security suite never gets past authentication). */
+const P = 'prj_00000000000000000000';
 
 export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/healthz', auth: 'none' },
@@ -34,4 +39,33 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/admin/v1/projects', auth: 'session' },
   { method: 'GET', url: '/admin/v1/signing-keys', auth: 'platform_admin' },
   { method: 'POST', url: '/admin/v1/signing-keys/rotate', auth: 'platform_admin' },
+  { method: 'GET', url: `/admin/v1/projects/${P}/api-keys`, auth: 'session' },
+  {
+    method: 'POST',
+    url: `/admin/v1/projects/${P}/api-keys`,
+    auth: 'session',
+    body: { name: 'ci' },
+    optionalBody: true,
+  },
+  { method: 'DELETE', url: `/admin/v1/projects/${P}/api-keys/key_00000000000000000000`, auth: 'session' },
+  {
+    method: 'POST',
+    url: '/api/v1/credentials',
+    auth: 'api_key',
+    body: { ttl_seconds: 600 },
+    optionalBody: true,
+  },
+  { method: 'POST', url: '/admin/v1/credentials/crd_00000000000000000000/revoke', auth: 'session' },
+  { method: 'GET', url: '/v1/credentials/revocations', auth: 'relay_node' },
+  { method: 'POST', url: '/v1/credentials/introspect', auth: 'relay_node', body: { token: 'x.y.z' } },
+  { method: 'GET', url: '/admin/v1/relays', auth: 'platform_admin' },
+  {
+    method: 'POST',
+    url: '/admin/v1/relays',
+    auth: 'platform_admin',
+    body: { region: 'eu', host: 'relay.example', port: 443 },
+  },
+  { method: 'DELETE', url: '/admin/v1/relays/rly_00000000000000000000', auth: 'platform_admin' },
+  { method: 'POST', url: '/v1/relays/heartbeat', auth: 'relay_node', body: { load: 0.5 } },
+  { method: 'GET', url: '/v1/relays/assignment', auth: 'relay_credential' },
 ];

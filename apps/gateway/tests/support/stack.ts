@@ -11,13 +11,14 @@ import { createRedis } from '@relayplane/shared/redis';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, createTestRedis } from '@relayplane/testing/storage';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.ts';
+import { buildApp, type ServedRoute } from '../../src/app.ts';
 import { closeClients, connectClients, type GatewayClients } from '../../src/clients.ts';
 
 export const OWNER = { email: 'owner@example.test', password: 'correct horse battery staple' };
 
 export interface Stack {
   app: FastifyInstance;
+  routes: ServedRoute[];
   clients: GatewayClients;
   billing: BillingService;
   admin: AdminService;
@@ -74,7 +75,7 @@ export async function startStack(label: string): Promise<Stack> {
       redis.prefix,
     );
     closers.push(() => bus.close());
-    const { app } = await buildApp({
+    const { app, routes } = await buildApp({
       config: { bodyLimitBytes: 64 * 1024, jwksCacheMs: 10_000 },
       clients,
       logger,
@@ -85,6 +86,7 @@ export async function startStack(label: string): Promise<Stack> {
     let ownerToken: string | undefined;
     return {
       app,
+      routes,
       clients,
       billing,
       admin,

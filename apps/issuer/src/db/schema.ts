@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /** Bytes as the pg driver (Buffer) or PGlite (Uint8Array) returns them. */
 export type Bytes = Uint8Array;
@@ -32,4 +32,49 @@ export interface RotationRequestsTable {
 export interface IssuerDatabase {
   signing_keys: SigningKeysTable;
   rotation_requests: RotationRequestsTable;
+  credentials: CredentialsTable;
+  revocations: RevocationsTable;
+  relays: RelaysTable;
+}
+
+/** Registered relays (static ones live in configuration). Soft-deleted rows stay for audit. */
+export interface RelaysTable {
+  id: string;
+  region: string;
+  host: string;
+  port: number;
+  /** SHA-256 (hex) of the relay node token; the token itself is never stored. */
+  token_hash: string;
+  /** Relative load from the last heartbeat, 0..1. */
+  load: number;
+  last_heartbeat_at: Date | null;
+  created_at: Date;
+  deleted_at: Date | null;
+}
+
+/** Every issued credential, recorded before it is handed out (see docs/credentials.md). */
+export interface CredentialsTable {
+  /** `crd_…`, the JWT `jti`. */
+  jti: string;
+  tenant_id: string;
+  project_id: string;
+  api_key_id: string;
+  /** Key that signed it. */
+  kid: string;
+  mode: 'live' | 'test';
+  /** Space-separated scopes, as in the `scope` claim. */
+  scopes: string;
+  issued_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
+/** The revocation feed: one row per revoked credential, in commit order of `sequence`. */
+export interface RevocationsTable {
+  /** bigserial; pg returns int8 as a string, PGlite may return a number or bigint. */
+  sequence: ColumnType<string | number | bigint, never, never>;
+  jti: string;
+  tenant_id: string;
+  revoked_at: Date;
+  expires_at: Date;
 }

@@ -45,7 +45,17 @@ function signingKeyMessage(key: StoredKey): MessageInitShape<typeof SigningKeySc
   };
 }
 
-export function issuerHandlers(keys: IssuerKeys): ServiceImpl<typeof IssuerService> {
+type KeyMethods = 'getJwks' | 'listSigningKeys' | 'rotateSigningKeys';
+
+/** The whole IssuerService: the key RPCs here, credentials and relays from their own modules. */
+export function issuerHandlers(
+  keys: IssuerKeys,
+  rest: Omit<ServiceImpl<typeof IssuerService>, KeyMethods>,
+): ServiceImpl<typeof IssuerService> {
+  return { ...keyHandlers(keys), ...rest };
+}
+
+function keyHandlers(keys: IssuerKeys): Pick<ServiceImpl<typeof IssuerService>, KeyMethods> {
   return {
     async getJwks() {
       const jwks = keys.jwks();

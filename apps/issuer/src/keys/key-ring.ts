@@ -1,4 +1,5 @@
-import { createHash, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { encodedHeader } from '../credentials/jwt.ts';
 import { keyState, publishedKeys } from '../domain/key-lifecycle.ts';
 import type { StoredKey } from '../stores/signing-keys.ts';
 import { openPrivateKey, type PublicJwk, publicJwk } from './key-material.ts';
@@ -16,6 +17,8 @@ export interface ActiveSigningKey {
   kid: string;
   /** Imported once per key-set change, never per request. */
   privateKey: KeyObject;
+  /** base64url of the JWT header `{"alg":"EdDSA","typ":"JWT","kid"}`, computed once per key. */
+  header: string;
 }
 
 function jwksDocument(keys: PublicJwk[]): JwksDocument {
@@ -31,6 +34,8 @@ export class KeyRing {
   readonly #kek: Buffer;
   #jwks: JwksDocument = jwksDocument([]);
   #active: ActiveSigningKey | undefined;
+  /** Public keys of every published key (active, next, previous), by kid. */
+  #verification = new Map<string, KeyObject>();
 
   constructor(kek: Buffer) {
     this.#kek = kek;
@@ -45,18 +50,35 @@ export class KeyRing {
       this.#active = {
         kid: active.kid,
         privateKey: openPrivateKey(active.sealed, this.#kek, active.kid, active.x),
+        header: encodedHeader(active.kid),
       };
     } else if (!active) {
       this.#active = undefined;
     }
     const next = jwksDocument(published.map((k) => publicJwk(k.kid, k.x)));
     const changed = next.etag !== this.#jwks.etag;
-    if (changed) this.#jwks = next;
+    if (changed) {
+      this.#jwks = next;
+      const verification = new Map<string, KeyObject>();
+      for (const k of published) {
+        verification.set(
+          k.kid,
+          this.#verification.get(k.kid) ??
+            createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: k.x }, format: 'jwk' }),
+        );
+      }
+      this.#verification = verification;
+    }
     return changed;
   }
 
   jwks(): JwksDocument {
     return this.#jwks;
+  }
+
+  /** The public key of a published key (credential verification), or undefined. */
+  verificationKey(kid: string): KeyObject | undefined {
+    return this.#verification.get(kid);
   }
 
   /** The key that signs now, or undefined before the first load. */

@@ -1,7 +1,11 @@
 import type { Migration } from 'kysely/migration';
 import * as signingKeys from './20261122T2000-signing-keys.ts';
+import * as relays from './20261122T2100-relays.ts';
+import * as credentials from './20261122T2200-credentials.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
   '20261122T2000-signing-keys': signingKeys,
+  '20261122T2100-relays': relays,
+  '20261122T2200-credentials': credentials,
 };

@@ -424,6 +424,255 @@ export declare type ListProjectsResponse = Message<"relayplane.admin.v1.ListProj
 export declare const ListProjectsResponseSchema: GenMessage<ListProjectsResponse>;
 
 /**
+ * ApiKey is a project-scoped key for direct machine calls (credential issuance).
+ *
+ * @generated from message relayplane.admin.v1.ApiKey
+ */
+export declare type ApiKey = Message<"relayplane.admin.v1.ApiKey"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * "live" or "test", from the key's prefix (svc_live_ / svc_test_).
+   *
+   * @generated from field: string mode = 5;
+   */
+  mode: string;
+
+  /**
+   * The first characters of the key, e.g. "svc_live_1a2b", for recognising it in lists.
+   *
+   * @generated from field: string display_prefix = 6;
+   */
+  displayPrefix: string;
+
+  /**
+   * @generated from field: string last_four = 7;
+   */
+  lastFour: string;
+
+  /**
+   * @generated from field: repeated string scopes = 8;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 9;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_used_at = 10;
+   */
+  lastUsedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 11;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ApiKey.
+ * Use `create(ApiKeySchema)` to create a new message.
+ */
+export declare const ApiKeySchema: GenMessage<ApiKey>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateApiKeyRequest
+ */
+export declare type CreateApiKeyRequest = Message<"relayplane.admin.v1.CreateApiKeyRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string mode = 4;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: repeated string scopes = 5;
+   */
+  scopes: string[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateApiKeyRequest.
+ * Use `create(CreateApiKeyRequestSchema)` to create a new message.
+ */
+export declare const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateApiKeyResponse
+ */
+export declare type CreateApiKeyResponse = Message<"relayplane.admin.v1.CreateApiKeyResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.ApiKey api_key = 1;
+   */
+  apiKey?: ApiKey | undefined;
+
+  /**
+   * The raw key: returned only here.
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateApiKeyResponse.
+ * Use `create(CreateApiKeyResponseSchema)` to create a new message.
+ */
+export declare const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListApiKeysRequest
+ */
+export declare type ListApiKeysRequest = Message<"relayplane.admin.v1.ListApiKeysRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListApiKeysRequest.
+ * Use `create(ListApiKeysRequestSchema)` to create a new message.
+ */
+export declare const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListApiKeysResponse
+ */
+export declare type ListApiKeysResponse = Message<"relayplane.admin.v1.ListApiKeysResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.ApiKey api_keys = 1;
+   */
+  apiKeys: ApiKey[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListApiKeysResponse.
+ * Use `create(ListApiKeysResponseSchema)` to create a new message.
+ */
+export declare const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeApiKeyRequest
+ */
+export declare type RevokeApiKeyRequest = Message<"relayplane.admin.v1.RevokeApiKeyRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string key_id = 3;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeApiKeyRequest.
+ * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
+ */
+export declare const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeApiKeyResponse
+ */
+export declare type RevokeApiKeyResponse = Message<"relayplane.admin.v1.RevokeApiKeyResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.ApiKey api_key = 1;
+   */
+  apiKey?: ApiKey | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeApiKeyResponse.
+ * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
+ */
+export declare const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.VerifyApiKeyRequest
+ */
+export declare type VerifyApiKeyRequest = Message<"relayplane.admin.v1.VerifyApiKeyRequest"> & {
+  /**
+   * Lowercase hex SHA-256 of the raw key.
+   *
+   * @generated from field: string key_hash = 1;
+   */
+  keyHash: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.VerifyApiKeyRequest.
+ * Use `create(VerifyApiKeyRequestSchema)` to create a new message.
+ */
+export declare const VerifyApiKeyRequestSchema: GenMessage<VerifyApiKeyRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.VerifyApiKeyResponse
+ */
+export declare type VerifyApiKeyResponse = Message<"relayplane.admin.v1.VerifyApiKeyResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.ApiKey api_key = 1;
+   */
+  apiKey?: ApiKey | undefined;
+
+  /**
+   * @generated from field: string project_environment = 2;
+   */
+  projectEnvironment: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.VerifyApiKeyResponse.
+ * Use `create(VerifyApiKeyResponseSchema)` to create a new message.
+ */
+export declare const VerifyApiKeyResponseSchema: GenMessage<VerifyApiKeyResponse>;
+
+/**
  * @generated from enum relayplane.admin.v1.TenantRole
  */
 export enum TenantRole {
@@ -533,6 +782,43 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ListProjectsRequestSchema;
     output: typeof ListProjectsResponseSchema;
+  },
+  /**
+   * API keys of a project. The raw key is returned once, by CreateApiKey; only its SHA-256 is stored.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.CreateApiKey
+   */
+  createApiKey: {
+    methodKind: "unary";
+    input: typeof CreateApiKeyRequestSchema;
+    output: typeof CreateApiKeyResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ListApiKeys
+   */
+  listApiKeys: {
+    methodKind: "unary";
+    input: typeof ListApiKeysRequestSchema;
+    output: typeof ListApiKeysResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.RevokeApiKey
+   */
+  revokeApiKey: {
+    methodKind: "unary";
+    input: typeof RevokeApiKeyRequestSchema;
+    output: typeof RevokeApiKeyResponseSchema;
+  },
+  /**
+   * VerifyApiKey resolves an API key (by its SHA-256) for the gateway's hot path.
+   * Unknown or revoked: UNAUTHENTICATED with "invalid or expired token".
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.VerifyApiKey
+   */
+  verifyApiKey: {
+    methodKind: "unary";
+    input: typeof VerifyApiKeyRequestSchema;
+    output: typeof VerifyApiKeyResponseSchema;
   },
 }>;
 

@@ -230,6 +230,688 @@ export declare type RotateSigningKeysResponse = Message<"relayplane.issuer.v1.Ro
 export declare const RotateSigningKeysResponseSchema: GenMessage<RotateSigningKeysResponse>;
 
 /**
+ * @generated from message relayplane.issuer.v1.IssueCredentialRequest
+ */
+export declare type IssueCredentialRequest = Message<"relayplane.issuer.v1.IssueCredentialRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string api_key_id = 3;
+   */
+  apiKeyId: string;
+
+  /**
+   * "live" or "test".
+   *
+   * @generated from field: string mode = 4;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: repeated string scopes = 5;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: int32 ttl_seconds = 6;
+   */
+  ttlSeconds: number;
+
+  /**
+   * Optional region label that biases relay assignment.
+   *
+   * @generated from field: string region = 7;
+   */
+  region: string;
+
+  /**
+   * The tenant plan's concurrent-connection cap, as the gateway's entitlement cache knows it.
+   *
+   * @generated from field: int32 max_concurrent_connections = 8;
+   */
+  maxConcurrentConnections: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialRequest.
+ * Use `create(IssueCredentialRequestSchema)` to create a new message.
+ */
+export declare const IssueCredentialRequestSchema: GenMessage<IssueCredentialRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.Relay
+ */
+export declare type Relay = Message<"relayplane.issuer.v1.Relay"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string region = 2;
+   */
+  region: string;
+
+  /**
+   * @generated from field: string host = 3;
+   */
+  host: string;
+
+  /**
+   * @generated from field: int32 port = 4;
+   */
+  port: number;
+
+  /**
+   * https://host:port
+   *
+   * @generated from field: string url = 5;
+   */
+  url: string;
+
+  /**
+   * "healthy" for every relay handed to clients.
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * Relative load reported by the relay's last heartbeat, 0..1.
+   *
+   * @generated from field: double load = 7;
+   */
+  load: number;
+
+  /**
+   * @generated from field: bool static = 8;
+   */
+  static: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_heartbeat_at = 9;
+   */
+  lastHeartbeatAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 10;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.Relay.
+ * Use `create(RelaySchema)` to create a new message.
+ */
+export declare const RelaySchema: GenMessage<Relay>;
+
+/**
+ * @generated from message relayplane.issuer.v1.IssueCredentialResponse
+ */
+export declare type IssueCredentialResponse = Message<"relayplane.issuer.v1.IssueCredentialResponse"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string jti = 2;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 3;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated relayplane.issuer.v1.Relay relays = 4;
+   */
+  relays: Relay[];
+
+  /**
+   * host:port entries.
+   *
+   * @generated from field: repeated string fallback = 5;
+   */
+  fallback: string[];
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialResponse.
+ * Use `create(IssueCredentialResponseSchema)` to create a new message.
+ */
+export declare const IssueCredentialResponseSchema: GenMessage<IssueCredentialResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.IssueCredentialsRequest
+ */
+export declare type IssueCredentialsRequest = Message<"relayplane.issuer.v1.IssueCredentialsRequest"> & {
+  /**
+   * Chosen by the caller, unique among its in-flight requests on the stream.
+   *
+   * @generated from field: uint64 request_id = 1;
+   */
+  requestId: bigint;
+
+  /**
+   * @generated from field: relayplane.issuer.v1.IssueCredentialRequest request = 2;
+   */
+  request?: IssueCredentialRequest | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialsRequest.
+ * Use `create(IssueCredentialsRequestSchema)` to create a new message.
+ */
+export declare const IssueCredentialsRequestSchema: GenMessage<IssueCredentialsRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.IssueCredentialsResponse
+ */
+export declare type IssueCredentialsResponse = Message<"relayplane.issuer.v1.IssueCredentialsResponse"> & {
+  /**
+   * @generated from field: uint64 request_id = 1;
+   */
+  requestId: bigint;
+
+  /**
+   * @generated from oneof relayplane.issuer.v1.IssueCredentialsResponse.result
+   */
+  result: {
+    /**
+     * @generated from field: relayplane.issuer.v1.IssueCredentialResponse credential = 2;
+     */
+    value: IssueCredentialResponse;
+    case: "credential";
+  } | {
+    /**
+     * @generated from field: relayplane.issuer.v1.StreamError error = 3;
+     */
+    value: StreamError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialsResponse.
+ * Use `create(IssueCredentialsResponseSchema)` to create a new message.
+ */
+export declare const IssueCredentialsResponseSchema: GenMessage<IssueCredentialsResponse>;
+
+/**
+ * StreamError carries what a unary call would have carried in its status.
+ *
+ * @generated from message relayplane.issuer.v1.StreamError
+ */
+export declare type StreamError = Message<"relayplane.issuer.v1.StreamError"> & {
+  /**
+   * The stable AppError code (e.g. "payment_required").
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * @generated from field: int32 retry_after_seconds = 3;
+   */
+  retryAfterSeconds: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.StreamError.
+ * Use `create(StreamErrorSchema)` to create a new message.
+ */
+export declare const StreamErrorSchema: GenMessage<StreamError>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RevokeCredentialRequest
+ */
+export declare type RevokeCredentialRequest = Message<"relayplane.issuer.v1.RevokeCredentialRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string jti = 2;
+   */
+  jti: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeCredentialRequest.
+ * Use `create(RevokeCredentialRequestSchema)` to create a new message.
+ */
+export declare const RevokeCredentialRequestSchema: GenMessage<RevokeCredentialRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RevokeCredentialResponse
+ */
+export declare type RevokeCredentialResponse = Message<"relayplane.issuer.v1.RevokeCredentialResponse"> & {
+  /**
+   * @generated from field: string jti = 1;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 2;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeCredentialResponse.
+ * Use `create(RevokeCredentialResponseSchema)` to create a new message.
+ */
+export declare const RevokeCredentialResponseSchema: GenMessage<RevokeCredentialResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.IntrospectCredentialRequest
+ */
+export declare type IntrospectCredentialRequest = Message<"relayplane.issuer.v1.IntrospectCredentialRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IntrospectCredentialRequest.
+ * Use `create(IntrospectCredentialRequestSchema)` to create a new message.
+ */
+export declare const IntrospectCredentialRequestSchema: GenMessage<IntrospectCredentialRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.IntrospectCredentialResponse
+ */
+export declare type IntrospectCredentialResponse = Message<"relayplane.issuer.v1.IntrospectCredentialResponse"> & {
+  /**
+   * @generated from field: bool active = 1;
+   */
+  active: boolean;
+
+  /**
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: string client_id = 3;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string sub = 4;
+   */
+  sub: string;
+
+  /**
+   * @generated from field: string aud = 5;
+   */
+  aud: string;
+
+  /**
+   * @generated from field: string iss = 6;
+   */
+  iss: string;
+
+  /**
+   * @generated from field: string jti = 7;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: int64 exp = 8;
+   */
+  exp: bigint;
+
+  /**
+   * @generated from field: int64 iat = 9;
+   */
+  iat: bigint;
+
+  /**
+   * @generated from field: int64 nbf = 10;
+   */
+  nbf: bigint;
+
+  /**
+   * @generated from field: string tenant_id = 11;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string project_id = 12;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string mode = 13;
+   */
+  mode: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IntrospectCredentialResponse.
+ * Use `create(IntrospectCredentialResponseSchema)` to create a new message.
+ */
+export declare const IntrospectCredentialResponseSchema: GenMessage<IntrospectCredentialResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.Revocation
+ */
+export declare type Revocation = Message<"relayplane.issuer.v1.Revocation"> & {
+  /**
+   * Position in the feed; pass the last one seen as the next cursor.
+   *
+   * @generated from field: int64 sequence = 1;
+   */
+  sequence: bigint;
+
+  /**
+   * @generated from field: string jti = 2;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 3;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * The credential's own expiry: after it, relays may forget the entry.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.Revocation.
+ * Use `create(RevocationSchema)` to create a new message.
+ */
+export declare const RevocationSchema: GenMessage<Revocation>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListRevocationsRequest
+ */
+export declare type ListRevocationsRequest = Message<"relayplane.issuer.v1.ListRevocationsRequest"> & {
+  /**
+   * @generated from field: int64 cursor = 1;
+   */
+  cursor: bigint;
+
+  /**
+   * @generated from field: int32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: int32 wait_ms = 3;
+   */
+  waitMs: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRevocationsRequest.
+ * Use `create(ListRevocationsRequestSchema)` to create a new message.
+ */
+export declare const ListRevocationsRequestSchema: GenMessage<ListRevocationsRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListRevocationsResponse
+ */
+export declare type ListRevocationsResponse = Message<"relayplane.issuer.v1.ListRevocationsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.issuer.v1.Revocation revocations = 1;
+   */
+  revocations: Revocation[];
+
+  /**
+   * @generated from field: int64 next_cursor = 2;
+   */
+  nextCursor: bigint;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRevocationsResponse.
+ * Use `create(ListRevocationsResponseSchema)` to create a new message.
+ */
+export declare const ListRevocationsResponseSchema: GenMessage<ListRevocationsResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RegisterRelayRequest
+ */
+export declare type RegisterRelayRequest = Message<"relayplane.issuer.v1.RegisterRelayRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: string host = 2;
+   */
+  host: string;
+
+  /**
+   * @generated from field: int32 port = 3;
+   */
+  port: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RegisterRelayRequest.
+ * Use `create(RegisterRelayRequestSchema)` to create a new message.
+ */
+export declare const RegisterRelayRequestSchema: GenMessage<RegisterRelayRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RegisterRelayResponse
+ */
+export declare type RegisterRelayResponse = Message<"relayplane.issuer.v1.RegisterRelayResponse"> & {
+  /**
+   * @generated from field: relayplane.issuer.v1.Relay relay = 1;
+   */
+  relay?: Relay | undefined;
+
+  /**
+   * The relay node token (rpr_...): returned only here.
+   *
+   * @generated from field: string token = 2;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RegisterRelayResponse.
+ * Use `create(RegisterRelayResponseSchema)` to create a new message.
+ */
+export declare const RegisterRelayResponseSchema: GenMessage<RegisterRelayResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListRelaysRequest
+ */
+export declare type ListRelaysRequest = Message<"relayplane.issuer.v1.ListRelaysRequest"> & {
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRelaysRequest.
+ * Use `create(ListRelaysRequestSchema)` to create a new message.
+ */
+export declare const ListRelaysRequestSchema: GenMessage<ListRelaysRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListRelaysResponse
+ */
+export declare type ListRelaysResponse = Message<"relayplane.issuer.v1.ListRelaysResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.issuer.v1.Relay relays = 1;
+   */
+  relays: Relay[];
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRelaysResponse.
+ * Use `create(ListRelaysResponseSchema)` to create a new message.
+ */
+export declare const ListRelaysResponseSchema: GenMessage<ListRelaysResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.DeleteRelayRequest
+ */
+export declare type DeleteRelayRequest = Message<"relayplane.issuer.v1.DeleteRelayRequest"> & {
+  /**
+   * @generated from field: string relay_id = 1;
+   */
+  relayId: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.DeleteRelayRequest.
+ * Use `create(DeleteRelayRequestSchema)` to create a new message.
+ */
+export declare const DeleteRelayRequestSchema: GenMessage<DeleteRelayRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.DeleteRelayResponse
+ */
+export declare type DeleteRelayResponse = Message<"relayplane.issuer.v1.DeleteRelayResponse"> & {
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.DeleteRelayResponse.
+ * Use `create(DeleteRelayResponseSchema)` to create a new message.
+ */
+export declare const DeleteRelayResponseSchema: GenMessage<DeleteRelayResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.AuthenticateRelayRequest
+ */
+export declare type AuthenticateRelayRequest = Message<"relayplane.issuer.v1.AuthenticateRelayRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.AuthenticateRelayRequest.
+ * Use `create(AuthenticateRelayRequestSchema)` to create a new message.
+ */
+export declare const AuthenticateRelayRequestSchema: GenMessage<AuthenticateRelayRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.AuthenticateRelayResponse
+ */
+export declare type AuthenticateRelayResponse = Message<"relayplane.issuer.v1.AuthenticateRelayResponse"> & {
+  /**
+   * @generated from field: relayplane.issuer.v1.Relay relay = 1;
+   */
+  relay?: Relay | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.AuthenticateRelayResponse.
+ * Use `create(AuthenticateRelayResponseSchema)` to create a new message.
+ */
+export declare const AuthenticateRelayResponseSchema: GenMessage<AuthenticateRelayResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.HeartbeatRequest
+ */
+export declare type HeartbeatRequest = Message<"relayplane.issuer.v1.HeartbeatRequest"> & {
+  /**
+   * @generated from field: string relay_id = 1;
+   */
+  relayId: string;
+
+  /**
+   * 0..1
+   *
+   * @generated from field: double load = 2;
+   */
+  load: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.HeartbeatRequest.
+ * Use `create(HeartbeatRequestSchema)` to create a new message.
+ */
+export declare const HeartbeatRequestSchema: GenMessage<HeartbeatRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.HeartbeatResponse
+ */
+export declare type HeartbeatResponse = Message<"relayplane.issuer.v1.HeartbeatResponse"> & {
+  /**
+   * @generated from field: relayplane.issuer.v1.Relay relay = 1;
+   */
+  relay?: Relay | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.HeartbeatResponse.
+ * Use `create(HeartbeatResponseSchema)` to create a new message.
+ */
+export declare const HeartbeatResponseSchema: GenMessage<HeartbeatResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.AssignRelaysRequest
+ */
+export declare type AssignRelaysRequest = Message<"relayplane.issuer.v1.AssignRelaysRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string region = 2;
+   */
+  region: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.AssignRelaysRequest.
+ * Use `create(AssignRelaysRequestSchema)` to create a new message.
+ */
+export declare const AssignRelaysRequestSchema: GenMessage<AssignRelaysRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.AssignRelaysResponse
+ */
+export declare type AssignRelaysResponse = Message<"relayplane.issuer.v1.AssignRelaysResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.issuer.v1.Relay relays = 1;
+   */
+  relays: Relay[];
+
+  /**
+   * @generated from field: repeated string fallback = 2;
+   */
+  fallback: string[];
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.AssignRelaysResponse.
+ * Use `create(AssignRelaysResponseSchema)` to create a new message.
+ */
+export declare const AssignRelaysResponseSchema: GenMessage<AssignRelaysResponse>;
+
+/**
  * @generated from enum relayplane.issuer.v1.KeyState
  */
 export enum KeyState {
@@ -296,6 +978,114 @@ export declare const IssuerService: GenService<{
     methodKind: "unary";
     input: typeof RotateSigningKeysRequestSchema;
     output: typeof RotateSigningKeysResponseSchema;
+  },
+  /**
+   * IssueCredential reserves a concurrent-connection slot of the tenant (Redis, atomic),
+   * signs the JWT with the active key, records the jti durably and only then answers.
+   * Cap reached: FAILED_PRECONDITION with code payment_required. Redis unreachable: UNAVAILABLE.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.IssueCredential
+   */
+  issueCredential: {
+    methodKind: "unary";
+    input: typeof IssueCredentialRequestSchema;
+    output: typeof IssueCredentialResponseSchema;
+  },
+  /**
+   * IssueCredentials is the same over one long-lived stream: the gateway multiplexes requests
+   * (matched by request_id) to avoid one unary round trip per credential.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.IssueCredentials
+   */
+  issueCredentials: {
+    methodKind: "bidi_streaming";
+    input: typeof IssueCredentialsRequestSchema;
+    output: typeof IssueCredentialsResponseSchema;
+  },
+  /**
+   * RevokeCredential is idempotent; another tenant's (or an unknown) jti: NOT_FOUND.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.RevokeCredential
+   */
+  revokeCredential: {
+    methodKind: "unary";
+    input: typeof RevokeCredentialRequestSchema;
+    output: typeof RevokeCredentialResponseSchema;
+  },
+  /**
+   * IntrospectCredential verifies a credential (signature, expiry, revocation): RFC 7662 semantics.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.IntrospectCredential
+   */
+  introspectCredential: {
+    methodKind: "unary";
+    input: typeof IntrospectCredentialRequestSchema;
+    output: typeof IntrospectCredentialResponseSchema;
+  },
+  /**
+   * ListRevocations returns revocations after `cursor`; with wait_ms > 0 it waits (long-poll)
+   * up to that long for the first new one.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.ListRevocations
+   */
+  listRevocations: {
+    methodKind: "unary";
+    input: typeof ListRevocationsRequestSchema;
+    output: typeof ListRevocationsResponseSchema;
+  },
+  /**
+   * Relay registry (platform operators) and relay nodes.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.RegisterRelay
+   */
+  registerRelay: {
+    methodKind: "unary";
+    input: typeof RegisterRelayRequestSchema;
+    output: typeof RegisterRelayResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.issuer.v1.IssuerService.ListRelays
+   */
+  listRelays: {
+    methodKind: "unary";
+    input: typeof ListRelaysRequestSchema;
+    output: typeof ListRelaysResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.issuer.v1.IssuerService.DeleteRelay
+   */
+  deleteRelay: {
+    methodKind: "unary";
+    input: typeof DeleteRelayRequestSchema;
+    output: typeof DeleteRelayResponseSchema;
+  },
+  /**
+   * AuthenticateRelay resolves a relay node token (rpr_...). Unknown: UNAUTHENTICATED.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.AuthenticateRelay
+   */
+  authenticateRelay: {
+    methodKind: "unary";
+    input: typeof AuthenticateRelayRequestSchema;
+    output: typeof AuthenticateRelayResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.issuer.v1.IssuerService.Heartbeat
+   */
+  heartbeat: {
+    methodKind: "unary";
+    input: typeof HeartbeatRequestSchema;
+    output: typeof HeartbeatResponseSchema;
+  },
+  /**
+   * AssignRelays answers fresh relays for a presented credential (verified and not revoked).
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.AssignRelays
+   */
+  assignRelays: {
+    methodKind: "unary";
+    input: typeof AssignRelaysRequestSchema;
+    output: typeof AssignRelaysResponseSchema;
   },
 }>;
 

@@ -9,7 +9,7 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file relayplane/issuer/v1/issuer.proto.
  */
 export const file_relayplane_issuer_v1_issuer = /*@__PURE__*/
-  fileDesc("CiFyZWxheXBsYW5lL2lzc3Vlci92MS9pc3N1ZXIucHJvdG8SFHJlbGF5cGxhbmUuaXNzdWVyLnYxIlEKA0p3axILCgNrdHkYASABKAkSCwoDY3J2GAIgASgJEgkKAXgYAyABKAkSCwoDa2lkGAQgASgJEgsKA2FsZxgFIAEoCRILCgN1c2UYBiABKAkiEAoOR2V0Sndrc1JlcXVlc3QiSAoPR2V0Sndrc1Jlc3BvbnNlEicKBGtleXMYASADKAsyGS5yZWxheXBsYW5lLmlzc3Vlci52MS5Kd2sSDAoEZXRhZxgCIAEoCSLxAgoKU2lnbmluZ0tleRILCgNraWQYASABKAkSLQoFc3RhdGUYAiABKA4yHi5yZWxheXBsYW5lLmlzc3Vlci52MS5LZXlTdGF0ZRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxhY3RpdmF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmRlYWN0aXZhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxyZW1vdmVfYWZ0ZXIYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2VsaWdpYmxlX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZW1vdmVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIYChZMaXN0U2lnbmluZ0tleXNSZXF1ZXN0IoUBChdMaXN0U2lnbmluZ0tleXNSZXNwb25zZRIuCgRrZXlzGAEgAygLMiAucmVsYXlwbGFuZS5pc3N1ZXIudjEuU2lnbmluZ0tleRI6ChZyb3RhdGlvbl9wZW5kaW5nX3NpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIwChhSb3RhdGVTaWduaW5nS2V5c1JlcXVlc3QSFAoMcmVxdWVzdGVkX2J5GAEgASgJIpgBChlSb3RhdGVTaWduaW5nS2V5c1Jlc3BvbnNlEi4KBGtleXMYASADKAsyIC5yZWxheXBsYW5lLmlzc3Vlci52MS5TaWduaW5nS2V5EjoKFnJvdGF0aW9uX3BlbmRpbmdfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JvdGF0ZWQYAyABKAgqfgoIS2V5U3RhdGUSGQoVS0VZX1NUQVRFX1VOU1BFQ0lGSUVEEAASEgoOS0VZX1NUQVRFX05FWFQQARIUChBLRVlfU1RBVEVfQUNUSVZFEAISFgoSS0VZX1NUQVRFX1BSRVZJT1VTEAMSFQoRS0VZX1NUQVRFX1JFTU9WRUQQBDLNAgoNSXNzdWVyU2VydmljZRJWCgdHZXRKd2tzEiQucmVsYXlwbGFuZS5pc3N1ZXIudjEuR2V0Sndrc1JlcXVlc3QaJS5yZWxheXBsYW5lLmlzc3Vlci52MS5HZXRKd2tzUmVzcG9uc2USbgoPTGlzdFNpZ25pbmdLZXlzEiwucmVsYXlwbGFuZS5pc3N1ZXIudjEuTGlzdFNpZ25pbmdLZXlzUmVxdWVzdBotLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkxpc3RTaWduaW5nS2V5c1Jlc3BvbnNlEnQKEVJvdGF0ZVNpZ25pbmdLZXlzEi4ucmVsYXlwbGFuZS5pc3N1ZXIudjEuUm90YXRlU2lnbmluZ0tleXNSZXF1ZXN0Gi8ucmVsYXlwbGFuZS5pc3N1ZXIudjEuUm90YXRlU2lnbmluZ0tleXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiFyZWxheXBsYW5lL2lzc3Vlci92MS9pc3N1ZXIucHJvdG8SFHJlbGF5cGxhbmUuaXNzdWVyLnYxIlEKA0p3axILCgNrdHkYASABKAkSCwoDY3J2GAIgASgJEgkKAXgYAyABKAkSCwoDa2lkGAQgASgJEgsKA2FsZxgFIAEoCRILCgN1c2UYBiABKAkiEAoOR2V0Sndrc1JlcXVlc3QiSAoPR2V0Sndrc1Jlc3BvbnNlEicKBGtleXMYASADKAsyGS5yZWxheXBsYW5lLmlzc3Vlci52MS5Kd2sSDAoEZXRhZxgCIAEoCSLxAgoKU2lnbmluZ0tleRILCgNraWQYASABKAkSLQoFc3RhdGUYAiABKA4yHi5yZWxheXBsYW5lLmlzc3Vlci52MS5LZXlTdGF0ZRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxhY3RpdmF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmRlYWN0aXZhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxyZW1vdmVfYWZ0ZXIYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2VsaWdpYmxlX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZW1vdmVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIYChZMaXN0U2lnbmluZ0tleXNSZXF1ZXN0IoUBChdMaXN0U2lnbmluZ0tleXNSZXNwb25zZRIuCgRrZXlzGAEgAygLMiAucmVsYXlwbGFuZS5pc3N1ZXIudjEuU2lnbmluZ0tleRI6ChZyb3RhdGlvbl9wZW5kaW5nX3NpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIwChhSb3RhdGVTaWduaW5nS2V5c1JlcXVlc3QSFAoMcmVxdWVzdGVkX2J5GAEgASgJIpgBChlSb3RhdGVTaWduaW5nS2V5c1Jlc3BvbnNlEi4KBGtleXMYASADKAsyIC5yZWxheXBsYW5lLmlzc3Vlci52MS5TaWduaW5nS2V5EjoKFnJvdGF0aW9uX3BlbmRpbmdfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JvdGF0ZWQYAyABKAgiugEKFklzc3VlQ3JlZGVudGlhbFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSEgoKYXBpX2tleV9pZBgDIAEoCRIMCgRtb2RlGAQgASgJEg4KBnNjb3BlcxgFIAMoCRITCgt0dGxfc2Vjb25kcxgGIAEoBRIOCgZyZWdpb24YByABKAkSIgoabWF4X2NvbmN1cnJlbnRfY29ubmVjdGlvbnMYCCABKAUi4QEKBVJlbGF5EgoKAmlkGAEgASgJEg4KBnJlZ2lvbhgCIAEoCRIMCgRob3N0GAMgASgJEgwKBHBvcnQYBCABKAUSCwoDdXJsGAUgASgJEg4KBnN0YXR1cxgGIAEoCRIMCgRsb2FkGAcgASgBEg4KBnN0YXRpYxgIIAEoCBI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipAEKF0lzc3VlQ3JlZGVudGlhbFJlc3BvbnNlEg0KBXRva2VuGAEgASgJEgsKA2p0aRgCIAEoCRIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZyZWxheXMYBCADKAsyGy5yZWxheXBsYW5lLmlzc3Vlci52MS5SZWxheRIQCghmYWxsYmFjaxgFIAMoCSJsChdJc3N1ZUNyZWRlbnRpYWxzUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgEEj0KB3JlcXVlc3QYAiABKAsyLC5yZWxheXBsYW5lLmlzc3Vlci52MS5Jc3N1ZUNyZWRlbnRpYWxSZXF1ZXN0IrEBChhJc3N1ZUNyZWRlbnRpYWxzUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoBBJDCgpjcmVkZW50aWFsGAIgASgLMi0ucmVsYXlwbGFuZS5pc3N1ZXIudjEuSXNzdWVDcmVkZW50aWFsUmVzcG9uc2VIABIyCgVlcnJvchgDIAEoCzIhLnJlbGF5cGxhbmUuaXNzdWVyLnYxLlN0cmVhbUVycm9ySABCCAoGcmVzdWx0IkkKC1N0cmVhbUVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAMgASgFIjkKF1Jldm9rZUNyZWRlbnRpYWxSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRILCgNqdGkYAiABKAkiVwoYUmV2b2tlQ3JlZGVudGlhbFJlc3BvbnNlEgsKA2p0aRgBIAEoCRIuCgpyZXZva2VkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIsChtJbnRyb3NwZWN0Q3JlZGVudGlhbFJlcXVlc3QSDQoFdG9rZW4YASABKAki4QEKHEludHJvc3BlY3RDcmVkZW50aWFsUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEg4KBnNjb3BlcxgCIAMoCRIRCgljbGllbnRfaWQYAyABKAkSCwoDc3ViGAQgASgJEgsKA2F1ZBgFIAEoCRILCgNpc3MYBiABKAkSCwoDanRpGAcgASgJEgsKA2V4cBgIIAEoAxILCgNpYXQYCSABKAMSCwoDbmJmGAogASgDEhEKCXRlbmFudF9pZBgLIAEoCRISCgpwcm9qZWN0X2lkGAwgASgJEgwKBG1vZGUYDSABKAkiiwEKClJldm9jYXRpb24SEAoIc2VxdWVuY2UYASABKAMSCwoDanRpGAIgASgJEi4KCnJldm9rZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkgKFkxpc3RSZXZvY2F0aW9uc1JlcXVlc3QSDgoGY3Vyc29yGAEgASgDEg0KBWxpbWl0GAIgASgFEg8KB3dhaXRfbXMYAyABKAUiZQoXTGlzdFJldm9jYXRpb25zUmVzcG9uc2USNQoLcmV2b2NhdGlvbnMYASADKAsyIC5yZWxheXBsYW5lLmlzc3Vlci52MS5SZXZvY2F0aW9uEhMKC25leHRfY3Vyc29yGAIgASgDIkIKFFJlZ2lzdGVyUmVsYXlSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIMCgRob3N0GAIgASgJEgwKBHBvcnQYAyABKAUiUgoVUmVnaXN0ZXJSZWxheVJlc3BvbnNlEioKBXJlbGF5GAEgASgLMhsucmVsYXlwbGFuZS5pc3N1ZXIudjEuUmVsYXkSDQoFdG9rZW4YAiABKAkiEwoRTGlzdFJlbGF5c1JlcXVlc3QiQQoSTGlzdFJlbGF5c1Jlc3BvbnNlEisKBnJlbGF5cxgBIAMoCzIbLnJlbGF5cGxhbmUuaXNzdWVyLnYxLlJlbGF5IiYKEkRlbGV0ZVJlbGF5UmVxdWVzdBIQCghyZWxheV9pZBgBIAEoCSIVChNEZWxldGVSZWxheVJlc3BvbnNlIikKGEF1dGhlbnRpY2F0ZVJlbGF5UmVxdWVzdBINCgV0b2tlbhgBIAEoCSJHChlBdXRoZW50aWNhdGVSZWxheVJlc3BvbnNlEioKBXJlbGF5GAEgASgLMhsucmVsYXlwbGFuZS5pc3N1ZXIudjEuUmVsYXkiMgoQSGVhcnRiZWF0UmVxdWVzdBIQCghyZWxheV9pZBgBIAEoCRIMCgRsb2FkGAIgASgBIj8KEUhlYXJ0YmVhdFJlc3BvbnNlEioKBXJlbGF5GAEgASgLMhsucmVsYXlwbGFuZS5pc3N1ZXIudjEuUmVsYXkiNAoTQXNzaWduUmVsYXlzUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIOCgZyZWdpb24YAiABKAkiVQoUQXNzaWduUmVsYXlzUmVzcG9uc2USKwoGcmVsYXlzGAEgAygLMhsucmVsYXlwbGFuZS5pc3N1ZXIudjEuUmVsYXkSEAoIZmFsbGJhY2sYAiADKAkqfgoIS2V5U3RhdGUSGQoVS0VZX1NUQVRFX1VOU1BFQ0lGSUVEEAASEgoOS0VZX1NUQVRFX05FWFQQARIUChBLRVlfU1RBVEVfQUNUSVZFEAISFgoSS0VZX1NUQVRFX1BSRVZJT1VTEAMSFQoRS0VZX1NUQVRFX1JFTU9WRUQQBDKADAoNSXNzdWVyU2VydmljZRJWCgdHZXRKd2tzEiQucmVsYXlwbGFuZS5pc3N1ZXIudjEuR2V0Sndrc1JlcXVlc3QaJS5yZWxheXBsYW5lLmlzc3Vlci52MS5HZXRKd2tzUmVzcG9uc2USbgoPTGlzdFNpZ25pbmdLZXlzEiwucmVsYXlwbGFuZS5pc3N1ZXIudjEuTGlzdFNpZ25pbmdLZXlzUmVxdWVzdBotLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkxpc3RTaWduaW5nS2V5c1Jlc3BvbnNlEnQKEVJvdGF0ZVNpZ25pbmdLZXlzEi4ucmVsYXlwbGFuZS5pc3N1ZXIudjEuUm90YXRlU2lnbmluZ0tleXNSZXF1ZXN0Gi8ucmVsYXlwbGFuZS5pc3N1ZXIudjEuUm90YXRlU2lnbmluZ0tleXNSZXNwb25zZRJuCg9Jc3N1ZUNyZWRlbnRpYWwSLC5yZWxheXBsYW5lLmlzc3Vlci52MS5Jc3N1ZUNyZWRlbnRpYWxSZXF1ZXN0Gi0ucmVsYXlwbGFuZS5pc3N1ZXIudjEuSXNzdWVDcmVkZW50aWFsUmVzcG9uc2USdQoQSXNzdWVDcmVkZW50aWFscxItLnJlbGF5cGxhbmUuaXNzdWVyLnYxLklzc3VlQ3JlZGVudGlhbHNSZXF1ZXN0Gi4ucmVsYXlwbGFuZS5pc3N1ZXIudjEuSXNzdWVDcmVkZW50aWFsc1Jlc3BvbnNlKAEwARJxChBSZXZva2VDcmVkZW50aWFsEi0ucmVsYXlwbGFuZS5pc3N1ZXIudjEuUmV2b2tlQ3JlZGVudGlhbFJlcXVlc3QaLi5yZWxheXBsYW5lLmlzc3Vlci52MS5SZXZva2VDcmVkZW50aWFsUmVzcG9uc2USfQoUSW50cm9zcGVjdENyZWRlbnRpYWwSMS5yZWxheXBsYW5lLmlzc3Vlci52MS5JbnRyb3NwZWN0Q3JlZGVudGlhbFJlcXVlc3QaMi5yZWxheXBsYW5lLmlzc3Vlci52MS5JbnRyb3NwZWN0Q3JlZGVudGlhbFJlc3BvbnNlEm4KD0xpc3RSZXZvY2F0aW9ucxIsLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkxpc3RSZXZvY2F0aW9uc1JlcXVlc3QaLS5yZWxheXBsYW5lLmlzc3Vlci52MS5MaXN0UmV2b2NhdGlvbnNSZXNwb25zZRJoCg1SZWdpc3RlclJlbGF5EioucmVsYXlwbGFuZS5pc3N1ZXIudjEuUmVnaXN0ZXJSZWxheVJlcXVlc3QaKy5yZWxheXBsYW5lLmlzc3Vlci52MS5SZWdpc3RlclJlbGF5UmVzcG9uc2USXwoKTGlzdFJlbGF5cxInLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkxpc3RSZWxheXNSZXF1ZXN0GigucmVsYXlwbGFuZS5pc3N1ZXIudjEuTGlzdFJlbGF5c1Jlc3BvbnNlEmIKC0RlbGV0ZVJlbGF5EigucmVsYXlwbGFuZS5pc3N1ZXIudjEuRGVsZXRlUmVsYXlSZXF1ZXN0GikucmVsYXlwbGFuZS5pc3N1ZXIudjEuRGVsZXRlUmVsYXlSZXNwb25zZRJ0ChFBdXRoZW50aWNhdGVSZWxheRIuLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkF1dGhlbnRpY2F0ZVJlbGF5UmVxdWVzdBovLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkF1dGhlbnRpY2F0ZVJlbGF5UmVzcG9uc2USXAoJSGVhcnRiZWF0EiYucmVsYXlwbGFuZS5pc3N1ZXIudjEuSGVhcnRiZWF0UmVxdWVzdBonLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEmUKDEFzc2lnblJlbGF5cxIpLnJlbGF5cGxhbmUuaXNzdWVyLnYxLkFzc2lnblJlbGF5c1JlcXVlc3QaKi5yZWxheXBsYW5lLmlzc3Vlci52MS5Bc3NpZ25SZWxheXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Describes the message relayplane.issuer.v1.Jwk.
@@ -66,6 +66,181 @@ export const RotateSigningKeysRequestSchema = /*@__PURE__*/
  */
 export const RotateSigningKeysResponseSchema = /*@__PURE__*/
   messageDesc(file_relayplane_issuer_v1_issuer, 7);
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialRequest.
+ * Use `create(IssueCredentialRequestSchema)` to create a new message.
+ */
+export const IssueCredentialRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 8);
+
+/**
+ * Describes the message relayplane.issuer.v1.Relay.
+ * Use `create(RelaySchema)` to create a new message.
+ */
+export const RelaySchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 9);
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialResponse.
+ * Use `create(IssueCredentialResponseSchema)` to create a new message.
+ */
+export const IssueCredentialResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 10);
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialsRequest.
+ * Use `create(IssueCredentialsRequestSchema)` to create a new message.
+ */
+export const IssueCredentialsRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 11);
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialsResponse.
+ * Use `create(IssueCredentialsResponseSchema)` to create a new message.
+ */
+export const IssueCredentialsResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 12);
+
+/**
+ * Describes the message relayplane.issuer.v1.StreamError.
+ * Use `create(StreamErrorSchema)` to create a new message.
+ */
+export const StreamErrorSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 13);
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeCredentialRequest.
+ * Use `create(RevokeCredentialRequestSchema)` to create a new message.
+ */
+export const RevokeCredentialRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 14);
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeCredentialResponse.
+ * Use `create(RevokeCredentialResponseSchema)` to create a new message.
+ */
+export const RevokeCredentialResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 15);
+
+/**
+ * Describes the message relayplane.issuer.v1.IntrospectCredentialRequest.
+ * Use `create(IntrospectCredentialRequestSchema)` to create a new message.
+ */
+export const IntrospectCredentialRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 16);
+
+/**
+ * Describes the message relayplane.issuer.v1.IntrospectCredentialResponse.
+ * Use `create(IntrospectCredentialResponseSchema)` to create a new message.
+ */
+export const IntrospectCredentialResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 17);
+
+/**
+ * Describes the message relayplane.issuer.v1.Revocation.
+ * Use `create(RevocationSchema)` to create a new message.
+ */
+export const RevocationSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 18);
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRevocationsRequest.
+ * Use `create(ListRevocationsRequestSchema)` to create a new message.
+ */
+export const ListRevocationsRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 19);
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRevocationsResponse.
+ * Use `create(ListRevocationsResponseSchema)` to create a new message.
+ */
+export const ListRevocationsResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 20);
+
+/**
+ * Describes the message relayplane.issuer.v1.RegisterRelayRequest.
+ * Use `create(RegisterRelayRequestSchema)` to create a new message.
+ */
+export const RegisterRelayRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 21);
+
+/**
+ * Describes the message relayplane.issuer.v1.RegisterRelayResponse.
+ * Use `create(RegisterRelayResponseSchema)` to create a new message.
+ */
+export const RegisterRelayResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 22);
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRelaysRequest.
+ * Use `create(ListRelaysRequestSchema)` to create a new message.
+ */
+export const ListRelaysRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 23);
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRelaysResponse.
+ * Use `create(ListRelaysResponseSchema)` to create a new message.
+ */
+export const ListRelaysResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 24);
+
+/**
+ * Describes the message relayplane.issuer.v1.DeleteRelayRequest.
+ * Use `create(DeleteRelayRequestSchema)` to create a new message.
+ */
+export const DeleteRelayRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 25);
+
+/**
+ * Describes the message relayplane.issuer.v1.DeleteRelayResponse.
+ * Use `create(DeleteRelayResponseSchema)` to create a new message.
+ */
+export const DeleteRelayResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 26);
+
+/**
+ * Describes the message relayplane.issuer.v1.AuthenticateRelayRequest.
+ * Use `create(AuthenticateRelayRequestSchema)` to create a new message.
+ */
+export const AuthenticateRelayRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 27);
+
+/**
+ * Describes the message relayplane.issuer.v1.AuthenticateRelayResponse.
+ * Use `create(AuthenticateRelayResponseSchema)` to create a new message.
+ */
+export const AuthenticateRelayResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 28);
+
+/**
+ * Describes the message relayplane.issuer.v1.HeartbeatRequest.
+ * Use `create(HeartbeatRequestSchema)` to create a new message.
+ */
+export const HeartbeatRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 29);
+
+/**
+ * Describes the message relayplane.issuer.v1.HeartbeatResponse.
+ * Use `create(HeartbeatResponseSchema)` to create a new message.
+ */
+export const HeartbeatResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 30);
+
+/**
+ * Describes the message relayplane.issuer.v1.AssignRelaysRequest.
+ * Use `create(AssignRelaysRequestSchema)` to create a new message.
+ */
+export const AssignRelaysRequestSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 31);
+
+/**
+ * Describes the message relayplane.issuer.v1.AssignRelaysResponse.
+ * Use `create(AssignRelaysResponseSchema)` to create a new message.
+ */
+export const AssignRelaysResponseSchema = /*@__PURE__*/
+  messageDesc(file_relayplane_issuer_v1_issuer, 32);
 
 /**
  * Describes the enum relayplane.issuer.v1.KeyState.

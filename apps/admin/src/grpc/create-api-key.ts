@@ -1,0 +1,66 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { newId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { checkApiKeyMode, checkApiKeyName, checkApiKeyScopes, generateApiKey } from '../domain/api-keys.ts';
+import { canManageApiKeys } from '../domain/roles.ts';
+import type { AdminDeps } from './deps.ts';
+import { apiKeyMessage } from './messages.ts';
+import { requireUserSession } from './principal.ts';
+import { API_KEY_ROLE_MESSAGE, PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
+import { valid } from './valid.ts';
+
+/**
+ * CreateApiKey: a key for a project of the principal's active tenant, within the plan's
+ * limit on active keys (tenant-wide; revoked keys do not count). The raw key is answered
+ * here once; only its SHA-256 is stored.
+ */
+export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['createApiKey'] {
+  return async (req) => {
+    const session = await requireUserSession(deps, req.principal);
+    if (!canManageApiKeys(session.role)) throw new AppError('forbidden', API_KEY_ROLE_MESSAGE);
+    const name = valid(checkApiKeyName(req.name));
+    const mode = valid(checkApiKeyMode(req.mode));
+    const scopes = valid(checkApiKeyScopes(req.scopes));
+    const project = await requireProject(deps, session, req.projectId);
+
+    // Billing owns the plan; without a reachable billing the limit is unknown, so the call fails (503).
+    const { plan, subscription } = await deps.billing.getSubscription({ tenantId: project.tenantId });
+    const maxApiKeys = plan?.limits?.maxApiKeys ?? 0;
+    const planId = plan?.id || subscription?.planId || 'current';
+
+    const secret = generateApiKey(mode);
+    const apiKey = {
+      id: newId('apiKey'),
+      tenantId: project.tenantId,
+      projectId: project.id,
+      name,
+      mode,
+      displayPrefix: secret.displayPrefix,
+      lastFour: secret.lastFour,
+      scopes,
+      createdAt: deps.clock.now(),
+      lastUsedAt: null,
+      revokedAt: null,
+    };
+    const outcome = await deps.apiKeys.create({ ...apiKey, keyHash: secret.keyHash }, maxApiKeys);
+    if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
+    if (outcome === 'limit_reached') {
+      throw new AppError(
+        'payment_required',
+        `the ${planId} plan allows at most ${maxApiKeys} active API key${maxApiKeys === 1 ? '' : 's'}; upgrade the plan to create more`,
+      );
+    }
+    deps.logger.info(
+      {
+        apiKeyId: apiKey.id,
+        projectId: project.id,
+        tenantId: project.tenantId,
+        userId: session.user.id,
+        mode,
+      },
+      'API key created',
+    );
+    return { apiKey: apiKeyMessage(apiKey), key: secret.key };
+  };
+}

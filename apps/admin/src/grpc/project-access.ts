@@ -1,0 +1,24 @@
+import { AppError } from '@relayplane/shared/errors';
+import { isId } from '@relayplane/shared/ids';
+import type { ProjectRecord, SessionRecord } from '../stores/records.ts';
+import type { AdminDeps } from './deps.ts';
+
+export const PROJECT_NOT_FOUND_MESSAGE = 'project not found';
+export const API_KEY_NOT_FOUND_MESSAGE = 'API key not found';
+export const API_KEY_ROLE_MESSAGE = 'your role does not allow managing API keys';
+
+/**
+ * The project in the session's active tenant. Another tenant's project answers exactly like
+ * a missing one (not_found), never forbidden: the caller may not learn that it exists.
+ */
+export async function requireProject(
+  deps: Pick<AdminDeps, 'projects'>,
+  session: SessionRecord,
+  projectId: string,
+): Promise<ProjectRecord> {
+  const project = isId('project', projectId)
+    ? await deps.projects.find(session.tenant.id, projectId)
+    : undefined;
+  if (!project) throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
+  return project;
+}

@@ -1,0 +1,43 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { isId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { API_KEYS_REVOKED_CHANNEL } from '../domain/api-keys.ts';
+import { canManageApiKeys } from '../domain/roles.ts';
+import type { AdminDeps } from './deps.ts';
+import { apiKeyMessage } from './messages.ts';
+import { requireUserSession } from './principal.ts';
+import { API_KEY_NOT_FOUND_MESSAGE, API_KEY_ROLE_MESSAGE, requireProject } from './project-access.ts';
+
+/**
+ * RevokeApiKey: idempotent — revoking a revoked key answers its original revoked_at. Once the
+ * revocation is committed, the key's hash is published on `api-keys.revoked` so every gateway
+ * drops its cached verification at once. Every successful call publishes (a repeat re-announces);
+ * a failed publish is logged, not returned: the revocation stands and gateway caches expire
+ * within a second anyway.
+ */
+export function revokeApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['revokeApiKey'] {
+  return async (req) => {
+    const session = await requireUserSession(deps, req.principal);
+    if (!canManageApiKeys(session.role)) throw new AppError('forbidden', API_KEY_ROLE_MESSAGE);
+    const project = await requireProject(deps, session, req.projectId);
+    const revoked = isId('apiKey', req.keyId)
+      ? await deps.apiKeys.revoke(project.tenantId, project.id, req.keyId, deps.clock.now())
+      : undefined;
+    if (!revoked) throw new AppError('not_found', API_KEY_NOT_FOUND_MESSAGE);
+    const { apiKey, keyHash } = revoked;
+    try {
+      await deps.bus.publish(API_KEYS_REVOKED_CHANNEL, keyHash);
+    } catch (err) {
+      deps.logger.warn(
+        { err: { message: (err as Error).message }, apiKeyId: apiKey.id },
+        'could not announce the API key revocation; gateway caches expire on their own',
+      );
+    }
+    deps.logger.info(
+      { apiKeyId: apiKey.id, projectId: project.id, tenantId: project.tenantId, userId: session.user.id },
+      'API key revoked',
+    );
+    return { apiKey: apiKeyMessage(apiKey) };
+  };
+}

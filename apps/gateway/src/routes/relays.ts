@@ -1,0 +1,203 @@
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import type { FastifyInstance } from 'fastify';
+import { presentRegisteredRelay, presentRelay } from '../present.ts';
+import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+const FORBIDDEN = errorResponse('Only platform administrators manage relays.');
+const JWT_BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
+
+export function registerRelays(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+  app.get(
+    '/admin/v1/relays',
+    {
+      onRequest: guards.platformAdmin,
+      schema: {
+        operationId: 'listRelays',
+        summary: 'List relays (static and registered) with their health',
+        tags: ['relays'],
+        security: [{ bearerAuth: [] }],
+        response: {
+          200: {
+            type: 'object',
+            required: ['relays'],
+            additionalProperties: false,
+            properties: { relays: { type: 'array', items: ref('RegisteredRelay') } },
+          },
+          ...AUTH_ERRORS,
+          403: FORBIDDEN,
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async () => {
+      const res = await clients.issuer.listRelays({});
+      return { relays: res.relays.map(presentRegisteredRelay) };
+    },
+  );
+
+  app.post<{ Body: { region: string; host: string; port: number } }>(
+    '/admin/v1/relays',
+    {
+      onRequest: guards.platformAdmin,
+      schema: {
+        operationId: 'registerRelay',
+        summary: 'Register a relay (answers its node token once)',
+        description:
+          'The relay node token (`rpr_…`) authenticates heartbeats, the revocation feed and introspection; only its ' +
+          'hash is stored. A relay is healthy while its heartbeats arrive within the health window.',
+        tags: ['relays'],
+        security: [{ bearerAuth: [] }],
+        body: {
+          type: 'object',
+          required: ['region', 'host', 'port'],
+          additionalProperties: false,
+          properties: {
+            region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' },
+            host: { type: 'string', minLength: 1, maxLength: 253 },
+            port: { type: 'integer', minimum: 1, maximum: 65535 },
+          },
+        },
+        response: {
+          201: {
+            type: 'object',
+            required: ['relay', 'token'],
+            additionalProperties: false,
+            properties: {
+              relay: ref('RegisteredRelay'),
+              token: { type: 'string', description: 'Shown only here.' },
+            },
+          },
+          ...BODY_ERRORS,
+          ...AUTH_ERRORS,
+          403: FORBIDDEN,
+          409: errorResponse('A relay with this host and port is registered.'),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      const res = await clients.issuer.registerRelay(request.body);
+      if (!res.relay) throw new AppError('internal', 'registerRelay returned no relay');
+      return reply.code(201).send({ relay: presentRegisteredRelay(res.relay), token: res.token });
+    },
+  );
+
+  app.delete<{ Params: { relay_id: string } }>(
+    '/admin/v1/relays/:relay_id',
+    {
+      onRequest: guards.platformAdmin,
+      schema: {
+        operationId: 'deleteRelay',
+        summary: 'Remove a registered relay',
+        description:
+          'Its node token stops working. Static relays are configured in `RELAYPLANE_RELAYS_FILE` instead.',
+        tags: ['relays'],
+        security: [{ bearerAuth: [] }],
+        params: {
+          type: 'object',
+          required: ['relay_id'],
+          properties: { relay_id: { type: 'string', maxLength: 64 } },
+        },
+        response: {
+          204: { description: 'Removed.', type: 'null' },
+          400: errorResponse('A static relay cannot be removed through the API.'),
+          ...AUTH_ERRORS,
+          403: FORBIDDEN,
+          404: errorResponse('No such relay.'),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      await clients.issuer.deleteRelay({ relayId: request.params.relay_id });
+      return reply.code(204).send();
+    },
+  );
+
+  app.post<{ Body: { load: number } }>(
+    '/v1/relays/heartbeat',
+    {
+      onRequest: guards.relayNode,
+      schema: {
+        operationId: 'relayHeartbeat',
+        summary: 'Relay heartbeat with its load',
+        description: '`load` from 0 (idle) to 1 (full). Assignment prefers the least loaded healthy relays.',
+        tags: ['relays'],
+        security: [{ relayNodeToken: [] }],
+        body: {
+          type: 'object',
+          required: ['load'],
+          additionalProperties: false,
+          properties: { load: { type: 'number', minimum: 0, maximum: 1 } },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['relay'],
+            additionalProperties: false,
+            properties: { relay: ref('RegisteredRelay') },
+          },
+          ...BODY_ERRORS,
+          401: errorResponse('Missing or invalid relay node token.'),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request) => {
+      const relay = request.relay;
+      if (!relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      const res = await clients.issuer.heartbeat({ relayId: relay.id, load: request.body.load });
+      if (!res.relay) throw new AppError('internal', 'heartbeat returned no relay');
+      return { relay: presentRegisteredRelay(res.relay) };
+    },
+  );
+
+  app.get<{ Querystring: { region?: string } }>(
+    '/v1/relays/assignment',
+    {
+      schema: {
+        operationId: 'getRelayAssignment',
+        summary: 'Fresh relays for a connected client',
+        description:
+          'For a client whose relay failed: present its relay credential as bearer. A revoked, expired or forged ' +
+          "credential: 401 `invalid or expired token`. `region` overrides the credential's region hint.",
+        tags: ['relays'],
+        security: [{ relayCredential: [] }],
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' } },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['relays', 'fallback'],
+            additionalProperties: false,
+            properties: {
+              relays: { type: 'array', items: ref('Relay') },
+              fallback: { type: 'array', items: { type: 'string' } },
+            },
+          },
+          400: errorResponse('A malformed query parameter.'),
+          401: errorResponse(
+            'Missing credential, or a revoked, expired or forged one: `invalid or expired token`.',
+          ),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request) => {
+      const header = request.headers.authorization;
+      if (!header)
+        throw new AppError(
+          'unauthenticated',
+          'missing credential: send "Authorization: Bearer <relay credential>"',
+        );
+      const token = JWT_BEARER.exec(header)?.[1];
+      if (!token || token.length > 8192) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      const res = await clients.issuer.assignRelays({ token, region: request.query.region ?? '' });
+      return { relays: res.relays.map(presentRelay), fallback: res.fallback };
+    },
+  );
+}

@@ -1,0 +1,57 @@
+/**
+ * A small read-through cache with a hard time-to-live, single-flight loads and explicit
+ * invalidation. Used for API-key verification and tenant entitlements: entries never outlive
+ * `ttlMs`, so a change is effective on every gateway replica within that bound even if an
+ * invalidation message is lost; the bus makes it immediate.
+ */
+export class TtlCache<K, V> {
+  readonly #ttlMs: number;
+  readonly #maxEntries: number;
+  readonly #entries = new Map<K, { value: Promise<V>; expires: number }>();
+
+  constructor(ttlMs: number, maxEntries = 100_000) {
+    this.#ttlMs = ttlMs;
+    this.#maxEntries = maxEntries;
+  }
+
+  get(key: K, load: (key: K) => Promise<V>, now = Date.now()): Promise<V> {
+    const hit = this.#entries.get(key);
+    if (hit && hit.expires > now) return hit.value;
+    if (this.#entries.size >= this.#maxEntries) this.#evict(now);
+    const value = load(key);
+    const entry = { value, expires: now + this.#ttlMs };
+    this.#entries.set(key, entry);
+    // Failures (including "unknown key") are cached for the same short time; transient
+    // errors from a downstream service are not.
+    value.catch((err: unknown) => {
+      if (this.#entries.get(key) === entry && !isCacheableFailure(err)) this.#entries.delete(key);
+    });
+    return value;
+  }
+
+  delete(key: K): void {
+    this.#entries.delete(key);
+  }
+
+  clear(): void {
+    this.#entries.clear();
+  }
+
+  #evict(now: number): void {
+    for (const [k, e] of this.#entries) if (e.expires <= now) this.#entries.delete(k);
+    // Still full: drop the oldest insertions (Map iterates in insertion order).
+    const excess = this.#entries.size - Math.floor(this.#maxEntries * 0.9);
+    if (excess > 0) {
+      let n = 0;
+      for (const k of this.#entries.keys()) {
+        if (n++ >= excess) break;
+        this.#entries.delete(k);
+      }
+    }
+  }
+}
+
+function isCacheableFailure(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === 'unauthenticated' || code === 'not_found';
+}

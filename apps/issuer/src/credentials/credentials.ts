@@ -1,0 +1,426 @@
+/**
+ * Relay credentials: issuance (slot → sign → record → answer), revocation, verification
+ * (introspection and relay re-assignment) and the revocation feed.
+ *
+ * Invariants:
+ * - A credential is answered only after its jti row committed (CredentialWriter).
+ * - Every answered credential holds one slot of its tenant; a failed issuance releases the
+ *   slot it reserved, and a refused or failed one never answers a token.
+ * - The slot store failing means refusal (`unavailable`), never a credential and never 402.
+ * - Postgres is the truth about revocation; Redis only mirrors it.
+ */
+import type { KeyObject } from 'node:crypto';
+import type { Bus } from '@relayplane/shared/bus';
+import type { Clock } from '@relayplane/shared/clock';
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { isId } from '@relayplane/shared/ids';
+import type { Logger } from '@relayplane/shared/logger';
+import type { CredentialsConfig } from '../config.ts';
+import type { ActiveSigningKey } from '../keys/key-ring.ts';
+import type { RedisRevocationMarks } from '../redis/revocation-marks.ts';
+import type { RelayView } from '../relays/relay-directory.ts';
+import { isRegion } from '../relays/relay-fields.ts';
+import type { SlotStore } from '../slots/slot-store.ts';
+import type { CredentialWriter } from '../stores/credential-writer.ts';
+import type { CredentialStore, RevocationEntry } from '../stores/credentials.ts';
+import {
+  CREDENTIAL_SCOPES,
+  type CredentialClaims,
+  type CredentialMode,
+  type CredentialScope,
+  isJti,
+  newJti,
+  signCredential,
+  verifyCredential,
+} from './jwt.ts';
+
+/** Bus channel announcing a new revocation (long-polls of every replica wake on it). */
+export const CREDENTIALS_REVOKED_CHANNEL = 'credentials.revoked';
+
+export const MIN_TTL_SECONDS = 60;
+export const MAX_TTL_SECONDS = 3600;
+export const DEFAULT_TTL_SECONDS = 600;
+export const DEFAULT_SCOPES: readonly CredentialScope[] = ['relay:session'];
+export const DEFAULT_REVOCATIONS_LIMIT = 100;
+export const MAX_REVOCATIONS_LIMIT = 1000;
+export const MAX_REVOCATIONS_WAIT_MS = 30_000;
+/** A long-poll re-reads the feed at least this often, so a lost bus message delays by at most this. */
+const FEED_RECHECK_MS = 1_000;
+
+export const SLOTS_UNAVAILABLE_MESSAGE = 'concurrency limits are unavailable; retry shortly';
+export const RECORD_UNAVAILABLE_MESSAGE = 'credentials cannot be recorded right now; retry shortly';
+export const CREDENTIAL_NOT_FOUND_MESSAGE = 'credential not found';
+
+export interface IssueInput {
+  tenantId: string;
+  projectId: string;
+  apiKeyId: string;
+  mode: string;
+  scopes: readonly string[];
+  /** 0: the default (600). */
+  ttlSeconds: number;
+  /** Empty: none. */
+  region: string;
+  /** The tenant plan's cap, as the gateway knows it. */
+  maxConcurrentConnections: number;
+}
+
+export interface IssuedCredential {
+  token: string;
+  jti: string;
+  claims: CredentialClaims;
+  expiresAt: Date;
+  relays: RelayView[];
+  fallback: string[];
+}
+
+export interface RevokedCredential {
+  jti: string;
+  revokedAt: Date;
+}
+
+export interface RevocationPage {
+  revocations: RevocationEntry[];
+  nextCursor: bigint;
+}
+
+export interface CredentialDeps {
+  config: CredentialsConfig;
+  /** Upper bound of ttl_seconds: the key policy's longest credential lifetime (≤ 3600). */
+  maxTtlSeconds: number;
+  clock: Clock;
+  logger: Logger;
+  bus: Bus;
+  slots: SlotStore;
+  /** Null in embedded mode (no Redis): revocation checks go to Postgres. */
+  marks: RedisRevocationMarks | null;
+  writer: CredentialWriter;
+  store: CredentialStore;
+  keys: {
+    activeKey(): ActiveSigningKey | undefined;
+    verificationKey(kid: string): KeyObject | undefined;
+  };
+  relays: { assign(region?: string): { relays: RelayView[]; fallback: string[] } };
+  /** Signs the JWT (replaceable for fault-injection tests). */
+  sign?: typeof signCredential;
+}
+
+interface ValidIssue {
+  tenantId: string;
+  projectId: string;
+  apiKeyId: string;
+  mode: CredentialMode;
+  scope: string;
+  ttlSeconds: number;
+  region: string | undefined;
+  cap: number;
+}
+
+const MODES: readonly string[] = ['live', 'test'];
+
+export class Credentials {
+  readonly #d: CredentialDeps;
+  readonly #sign: typeof signCredential;
+  readonly #waiters = new Set<() => void>();
+  #unsubscribe: (() => Promise<void>) | undefined;
+  #stopped = false;
+
+  constructor(deps: CredentialDeps) {
+    this.#d = deps;
+    this.#sign = deps.sign ?? signCredential;
+  }
+
+  /** Follows revocations made by other replicas (wakes long-polls). */
+  async start(): Promise<void> {
+    this.#stopped = false;
+    this.#unsubscribe = await this.#d.bus.subscribe(CREDENTIALS_REVOKED_CHANNEL, () => this.#wake());
+  }
+
+  /** Stops following the bus and ends waiting long-polls (they answer what they have). */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#wake();
+    await this.#unsubscribe?.().catch(() => {});
+    this.#unsubscribe = undefined;
+  }
+
+  // ---------------------------------------------------------------- issuance
+
+  async issue(input: IssueInput, signal?: AbortSignal): Promise<IssuedCredential> {
+    const req = this.#validate(input);
+    const key = this.#d.keys.activeKey();
+    if (!key)
+      throw new AppError('unavailable', 'no signing key is loaded yet; retry shortly', {
+        retryAfterSeconds: 1,
+      });
+    const jti = newJti();
+    const ttlMs = req.ttlSeconds * 1000;
+
+    let granted: boolean;
+    try {
+      ({ granted } = await this.#d.slots.reserve(req.tenantId, jti, ttlMs, req.cap));
+    } catch (err) {
+      // The script may have run before the reply was lost: free what it may have taken.
+      this.#releaseQuietly(req.tenantId, jti, 'reserve failed');
+      throw new AppError('unavailable', SLOTS_UNAVAILABLE_MESSAGE, { retryAfterSeconds: 1, cause: err });
+    }
+    if (!granted) {
+      throw new AppError(
+        'payment_required',
+        `concurrent connection limit reached (${req.cap}); upgrade the plan for more`,
+      );
+    }
+
+    const iat = Math.floor(this.#d.clock.now().getTime() / 1000);
+    const claims: CredentialClaims = {
+      iss: this.#d.config.issuer,
+      sub: req.projectId,
+      aud: this.#d.config.audience,
+      jti,
+      iat,
+      nbf: iat,
+      exp: iat + req.ttlSeconds,
+      tid: req.tenantId,
+      pid: req.projectId,
+      scope: req.scope,
+      mode: req.mode,
+      akid: req.apiKeyId,
+    };
+    if (req.region) claims.rgn = req.region;
+
+    let token: string;
+    try {
+      token = this.#sign(key.header, claims, key.privateKey);
+    } catch (err) {
+      await this.#release(req.tenantId, jti, 'signing failed');
+      throw new AppError('internal', 'the credential could not be signed', { cause: err });
+    }
+    const expiresAt = new Date(claims.exp * 1000);
+    try {
+      await this.#d.writer.write({
+        jti,
+        tenantId: req.tenantId,
+        projectId: req.projectId,
+        apiKeyId: req.apiKeyId,
+        kid: key.kid,
+        mode: req.mode,
+        scopes: req.scope,
+        issuedAt: new Date(iat * 1000),
+        expiresAt,
+      });
+    } catch (err) {
+      await this.#release(req.tenantId, jti, 'recording failed');
+      throw new AppError('unavailable', RECORD_UNAVAILABLE_MESSAGE, { retryAfterSeconds: 1, cause: err });
+    }
+    if (signal?.aborted) {
+      // Nobody will receive it: do not let it hold a slot until it expires.
+      await this.abandon(req.tenantId, jti);
+      throw new AppError('unavailable', 'the call was cancelled', { retryAfterSeconds: 1 });
+    }
+    const { relays, fallback } = this.#d.relays.assign(req.region);
+    return { token, jti, claims, expiresAt, relays, fallback };
+  }
+
+  /** Frees the slot of a credential that was issued but could not be delivered. */
+  async abandon(tenantId: string, jti: string): Promise<void> {
+    await this.#release(tenantId, jti, 'credential not delivered');
+  }
+
+  #validate(input: IssueInput): ValidIssue {
+    const bad = (message: string) => new AppError('invalid_request', message);
+    if (!isId('tenant', input.tenantId)) throw bad('tenant_id must be a tenant id (ten_…)');
+    if (!isId('project', input.projectId)) throw bad('project_id must be a project id (prj_…)');
+    if (!isId('apiKey', input.apiKeyId)) throw bad('api_key_id must be an API key id (key_…)');
+    if (!MODES.includes(input.mode)) throw bad('mode must be "live" or "test"');
+    const scopes = input.scopes.length ? [...new Set(input.scopes)] : [...DEFAULT_SCOPES];
+    for (const s of scopes) {
+      if (!(CREDENTIAL_SCOPES as readonly string[]).includes(s)) {
+        throw bad(`unknown scope "${s.slice(0, 64)}" (known: ${CREDENTIAL_SCOPES.join(', ')})`);
+      }
+    }
+    const maxTtl = Math.min(MAX_TTL_SECONDS, this.#d.maxTtlSeconds);
+    const ttlSeconds = input.ttlSeconds === 0 ? Math.min(DEFAULT_TTL_SECONDS, maxTtl) : input.ttlSeconds;
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < MIN_TTL_SECONDS || ttlSeconds > maxTtl) {
+      throw bad(`ttl_seconds must be between ${MIN_TTL_SECONDS} and ${maxTtl}`);
+    }
+    const region = input.region.trim().toLowerCase();
+    if (region && !isRegion(region)) throw bad('region must be 1-32 lowercase letters, digits or hyphens');
+    const cap = input.maxConcurrentConnections;
+    if (!Number.isInteger(cap) || cap < 0) throw bad('max_concurrent_connections must not be negative');
+    return {
+      tenantId: input.tenantId,
+      projectId: input.projectId,
+      apiKeyId: input.apiKeyId,
+      mode: input.mode as CredentialMode,
+      scope: scopes.join(' '),
+      ttlSeconds,
+      region: region || undefined,
+      cap,
+    };
+  }
+
+  async #release(tenantId: string, jti: string, why: string): Promise<void> {
+    try {
+      await this.#d.slots.release(tenantId, jti);
+    } catch (err) {
+      // The lease still expires with the credential's ttl: bounded, never permanent.
+      this.#d.logger.warn(
+        { err: { message: (err as Error).message }, tenantId, why },
+        'could not release a connection slot; it frees itself at expiry',
+      );
+    }
+  }
+
+  #releaseQuietly(tenantId: string, jti: string, why: string): void {
+    void this.#release(tenantId, jti, why);
+  }
+
+  // -------------------------------------------------------------- revocation
+
+  /**
+   * Revokes a credential of `tenantId`. Idempotent (same `revoked_at`). Postgres first (row
+   * + feed entry in one transaction), then Redis (revocation marker, slot release) and the
+   * bus; a Redis failure leaves the credential revoked, and a retry repeats the Redis steps.
+   */
+  async revoke(tenantId: string, jti: string): Promise<RevokedCredential> {
+    if (!isId('tenant', tenantId))
+      throw new AppError('invalid_request', 'tenant_id must be a tenant id (ten_…)');
+    if (!isJti(jti)) throw new AppError('not_found', CREDENTIAL_NOT_FOUND_MESSAGE);
+    const result = await this.#d.store.revoke(tenantId, jti, this.#d.clock.now());
+    if (!result) throw new AppError('not_found', CREDENTIAL_NOT_FOUND_MESSAGE);
+    const redis = await Promise.allSettled([
+      this.#d.marks?.mark(jti, result.expiresAt.getTime()),
+      this.#d.slots.release(tenantId, jti),
+    ]);
+    for (const r of redis) {
+      if (r.status === 'rejected') {
+        this.#d.logger.warn(
+          { err: { message: (r.reason as Error).message }, jti },
+          'revocation recorded, but Redis could not be updated; Postgres answers until a retry succeeds',
+        );
+      }
+    }
+    if (result.newly) {
+      this.#wake();
+      await this.#d.bus
+        .publish(CREDENTIALS_REVOKED_CHANNEL, JSON.stringify({ jti, sequence: String(result.sequence) }))
+        .catch((err: unknown) => {
+          this.#d.logger.warn(
+            { err: { message: (err as Error).message } },
+            'could not announce a revocation; long-polls of other replicas notice it within a second',
+          );
+        });
+    }
+    return { jti, revokedAt: result.revokedAt };
+  }
+
+  // ------------------------------------------------------------ verification
+
+  /** The claims of a valid, unexpired, unrevoked credential; undefined otherwise. */
+  async verify(token: string): Promise<CredentialClaims | undefined> {
+    const claims = verifyCredential(token, {
+      issuer: this.#d.config.issuer,
+      audience: this.#d.config.audience,
+      now: this.#d.clock.now().getTime() / 1000,
+      keyFor: (kid) => this.#d.keys.verificationKey(kid),
+    });
+    if (!claims) return undefined;
+    return (await this.#isRevoked(claims.jti)) ? undefined : claims;
+  }
+
+  async #isRevoked(jti: string): Promise<boolean> {
+    if (this.#d.marks) {
+      try {
+        if (await this.#d.marks.isMarked(jti)) return true;
+      } catch {
+        // Redis is away: Postgres decides.
+      }
+    }
+    return this.#d.store.isRevoked(jti);
+  }
+
+  /** Fresh relays for the holder of a valid credential (region: asked, else the credential's). */
+  async assign(token: string, region: string): Promise<{ relays: RelayView[]; fallback: string[] }> {
+    const claims = await this.verify(token);
+    if (!claims) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    const wanted = region.trim().toLowerCase();
+    if (wanted && !isRegion(wanted)) {
+      throw new AppError('invalid_request', 'region must be 1-32 lowercase letters, digits or hyphens');
+    }
+    return this.#d.relays.assign(wanted || claims.rgn);
+  }
+
+  // -------------------------------------------------------- revocation feed
+
+  /**
+   * Revocations after `cursor`, oldest first. With `waitMs` > 0 and nothing new, waits for
+   * the first new one (bus message, or a re-read every second) until `waitMs` has passed.
+   */
+  async listRevocations(
+    cursor: bigint,
+    limit: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<RevocationPage> {
+    if (cursor < 0n) throw new AppError('invalid_request', 'cursor must not be negative');
+    if (!Number.isInteger(limit) || limit < 0 || limit > MAX_REVOCATIONS_LIMIT) {
+      throw new AppError(
+        'invalid_request',
+        `limit must be between 0 (the default, ${DEFAULT_REVOCATIONS_LIMIT}) and ${MAX_REVOCATIONS_LIMIT}`,
+      );
+    }
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_REVOCATIONS_WAIT_MS) {
+      throw new AppError('invalid_request', `wait_ms must be between 0 and ${MAX_REVOCATIONS_WAIT_MS}`);
+    }
+    const pageSize = limit || DEFAULT_REVOCATIONS_LIMIT;
+    const deadline = performance.now() + waitMs;
+    for (;;) {
+      // Armed before the read: a revocation committed meanwhile still wakes us.
+      const woken = this.#nextWake();
+      const revocations = await this.#d.store.revocationsAfter(cursor, pageSize);
+      const remaining = deadline - performance.now();
+      if (revocations.length || remaining <= 0 || signal?.aborted || this.#stopped) {
+        woken.cancel();
+        const last = revocations.at(-1);
+        return { revocations, nextCursor: last ? last.sequence : cursor };
+      }
+      await woken.wait(Math.min(remaining, FEED_RECHECK_MS), signal);
+    }
+  }
+
+  #wake(): void {
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const w of waiters) w();
+  }
+
+  #nextWake(): { wait(ms: number, signal?: AbortSignal): Promise<void>; cancel(): void } {
+    let fire: () => void = () => {};
+    const woken = new Promise<void>((resolve) => {
+      fire = resolve;
+    });
+    this.#waiters.add(fire);
+    const cancel = () => this.#waiters.delete(fire);
+    return {
+      cancel,
+      async wait(ms, signal) {
+        let timer: NodeJS.Timeout | undefined;
+        let onAbort: (() => void) | undefined;
+        try {
+          await Promise.race([
+            woken,
+            new Promise<void>((resolve) => {
+              timer = setTimeout(resolve, ms);
+              onAbort = resolve;
+              signal?.addEventListener('abort', onAbort, { once: true });
+            }),
+          ]);
+        } finally {
+          clearTimeout(timer);
+          if (onAbort) signal?.removeEventListener('abort', onAbort);
+          cancel();
+        }
+      },
+    };
+  }
+}

@@ -1,0 +1,150 @@
+/** Relay configuration: health window, assignment size, and the static relays file. */
+import { readFileSync } from 'node:fs';
+import { ConfigError, type EnvReader } from '@relayplane/shared/config';
+import { parse as parseYaml } from 'yaml';
+import { hostPort, isPort, isRegion, normalizeHost, parseHostPort } from './relay-fields.ts';
+
+export interface StaticRelay {
+  id: string;
+  region: string;
+  host: string;
+  port: number;
+}
+
+export interface RelayConfig {
+  /** A registered relay is healthy while its last heartbeat is at most this old. */
+  healthWindowSeconds: number;
+  /** How often each replica reloads the registry from the database (besides bus messages). */
+  refreshIntervalMs: number;
+  /** Always healthy; from RELAYPLANE_RELAYS_FILE (embedded mode: the demo ones). */
+  staticRelays: StaticRelay[];
+  /** Operator-configured entry points, `host:port`. */
+  fallback: string[];
+  /** How many relays a client is handed at most. */
+  maxAssigned: number;
+}
+
+export const RELAYS_FILE_VARIABLE = 'RELAYPLANE_RELAYS_FILE';
+export const DEFAULT_HEALTH_WINDOW_SECONDS = 30;
+export const DEFAULT_REFRESH_INTERVAL_MS = 1_000;
+export const DEFAULT_MAX_ASSIGNED_RELAYS = 3;
+
+/** Embedded mode's relays when no RELAYPLANE_RELAYS_FILE is given: two regions on loopback. */
+export const DEMO_RELAYS: { staticRelays: StaticRelay[]; fallback: string[] } = {
+  staticRelays: [
+    { id: 'rly_static_eu-west_1', region: 'eu-west', host: '127.0.0.1', port: 4433 },
+    { id: 'rly_static_us-east_1', region: 'us-east', host: '127.0.0.1', port: 4434 },
+  ],
+  fallback: ['127.0.0.1:4443'],
+};
+
+/**
+ * Reads ISSUER_RELAY_HEALTH_WINDOW_SECONDS, ISSUER_RELAY_REFRESH_MS, ISSUER_MAX_ASSIGNED_RELAYS
+ * and RELAYPLANE_RELAYS_FILE. An override replaces what the variable would give (embedded
+ * mode passes `DEMO_RELAYS` when no relays file is set).
+ */
+export function readRelayConfig(r: EnvReader, overrides: Partial<RelayConfig> = {}): RelayConfig {
+  const file =
+    overrides.staticRelays && overrides.fallback
+      ? undefined
+      : loadRelaysFile(r.optional(RELAYS_FILE_VARIABLE));
+  return {
+    healthWindowSeconds:
+      overrides.healthWindowSeconds ??
+      r.int('ISSUER_RELAY_HEALTH_WINDOW_SECONDS', DEFAULT_HEALTH_WINDOW_SECONDS, { min: 5, max: 3600 }),
+    refreshIntervalMs:
+      overrides.refreshIntervalMs ??
+      r.int('ISSUER_RELAY_REFRESH_MS', DEFAULT_REFRESH_INTERVAL_MS, { min: 100, max: 60_000 }),
+    maxAssigned:
+      overrides.maxAssigned ??
+      r.int('ISSUER_MAX_ASSIGNED_RELAYS', DEFAULT_MAX_ASSIGNED_RELAYS, { min: 1, max: 20 }),
+    staticRelays: overrides.staticRelays ?? file?.staticRelays ?? [],
+    fallback: overrides.fallback ?? file?.fallback ?? [],
+  };
+}
+
+/** Reads a YAML or JSON relays file (JSON is YAML); no path: nothing configured. */
+export function loadRelaysFile(
+  path: string | undefined,
+  variable = RELAYS_FILE_VARIABLE,
+): { staticRelays: StaticRelay[]; fallback: string[] } {
+  if (path === undefined) return { staticRelays: [], fallback: [] };
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(
+      variable,
+      `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}: ${path})`,
+    );
+  }
+  try {
+    return parseRelaysDocument(parseYaml(text));
+  } catch (err) {
+    throw new ConfigError(variable, `(${path}) is invalid: ${(err as Error).message}`);
+  }
+}
+
+const STATIC_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Validates a parsed relays document:
+ * `{ relays?: [{ id?, region, host, port }], fallback?: ["host:port", …] }`.
+ * Throws an Error whose message starts with the path of the offending value.
+ */
+export function parseRelaysDocument(doc: unknown): { staticRelays: StaticRelay[]; fallback: string[] } {
+  if (!isRecord(doc)) throw new Error('must be a mapping with "relays" and/or "fallback" keys');
+  for (const key of Object.keys(doc)) {
+    if (key !== 'relays' && key !== 'fallback')
+      throw new Error(`${key}: unknown key (known: relays, fallback)`);
+  }
+  const staticRelays: StaticRelay[] = [];
+  const ids = new Set<string>();
+  const addresses = new Set<string>();
+  const perRegion = new Map<string, number>();
+  const relays = doc.relays ?? [];
+  if (!Array.isArray(relays)) throw new Error('relays: must be a list');
+  relays.forEach((raw: unknown, i) => {
+    const at = `relays[${i}]`;
+    if (!isRecord(raw)) throw new Error(`${at}: must be a mapping with region, host and port`);
+    for (const key of Object.keys(raw)) {
+      if (!['id', 'region', 'host', 'port'].includes(key)) {
+        throw new Error(`${at}.${key}: unknown key (known: id, region, host, port)`);
+      }
+    }
+    const { region, host, port, id } = raw;
+    if (typeof region !== 'string' || !isRegion(region)) {
+      throw new Error(`${at}.region: must be 1-32 lowercase letters, digits or hyphens`);
+    }
+    const canonical = typeof host === 'string' ? normalizeHost(host) : undefined;
+    if (canonical === undefined) throw new Error(`${at}.host: must be a hostname or an IP address`);
+    if (!isPort(port)) throw new Error(`${at}.port: must be an integer between 1 and 65535`);
+    const n = (perRegion.get(region) ?? 0) + 1;
+    perRegion.set(region, n);
+    if (id !== undefined && (typeof id !== 'string' || !STATIC_ID_PATTERN.test(id))) {
+      throw new Error(`${at}.id: must be 1-64 lowercase letters, digits, "_" or "-"`);
+    }
+    const relayId = id ?? `rly_static_${region}_${n}`;
+    if (ids.has(relayId)) throw new Error(`${at}.id: duplicate relay id ${relayId}`);
+    const address = hostPort(canonical, port);
+    if (addresses.has(address)) throw new Error(`${at}: duplicate address ${address}`);
+    ids.add(relayId);
+    addresses.add(address);
+    staticRelays.push({ id: relayId, region, host: canonical, port });
+  });
+  const fallbackRaw = doc.fallback ?? [];
+  if (!Array.isArray(fallbackRaw)) throw new Error('fallback: must be a list of "host:port" entries');
+  const fallback: string[] = [];
+  fallbackRaw.forEach((entry: unknown, i) => {
+    const parsed = typeof entry === 'string' ? parseHostPort(entry) : undefined;
+    if (!parsed) throw new Error(`fallback[${i}]: must be "host:port" ("[v6]:port" for IPv6)`);
+    const address = hostPort(parsed.host, parsed.port);
+    if (fallback.includes(address)) throw new Error(`fallback[${i}]: duplicate entry ${address}`);
+    fallback.push(address);
+  });
+  return { staticRelays, fallback };
+}

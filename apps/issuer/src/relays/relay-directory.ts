@@ -1,0 +1,357 @@
+/**
+ * The relay registry: registered relays in PostgreSQL (the source of truth), static ones
+ * from configuration, and an in-memory copy every replica keeps fresh (bus messages plus a
+ * periodic reload) so that assignment never waits on the database.
+ */
+import type { Bus } from '@relayplane/shared/bus';
+import type { Clock } from '@relayplane/shared/clock';
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { isId, newId } from '@relayplane/shared/ids';
+import type { Logger } from '@relayplane/shared/logger';
+import { hashToken, newToken, parseToken } from '@relayplane/shared/tokens';
+import type { Kysely, Selectable } from 'kysely';
+import type { IssuerDatabase, RelaysTable } from '../db/schema.ts';
+import { assignRelays, isHealthy } from './assignment.ts';
+import type { RelayConfig, StaticRelay } from './relay-config.ts';
+import { hostPort, isPort, isRegion, MAX_HOST_LENGTH, normalizeHost, relayUrl } from './relay-fields.ts';
+
+/** Bus channel announcing a change to one relay (message: its id) or to all (`*`). */
+export const RELAYS_CHANGED_CHANNEL = 'relays.changed';
+export const STATIC_RELAY_MESSAGE = 'static relays are configured in RELAYPLANE_RELAYS_FILE';
+const RELAY_NOT_FOUND = 'relay not found';
+
+export type RelayStatus = 'healthy' | 'unhealthy';
+
+export interface RelayView {
+  id: string;
+  region: string;
+  host: string;
+  port: number;
+  /** `https://host:port` (IPv6 hosts in brackets). */
+  url: string;
+  status: RelayStatus;
+  load: number;
+  static: boolean;
+  lastHeartbeatAt?: Date;
+  createdAt?: Date;
+}
+
+/** A registered relay as memory holds it. */
+interface RelayRecord {
+  id: string;
+  region: string;
+  host: string;
+  port: number;
+  load: number;
+  lastHeartbeatAt: Date | null;
+  createdAt: Date;
+}
+
+type RelayRow = Selectable<RelaysTable>;
+const COLUMNS = ['id', 'region', 'host', 'port', 'load', 'last_heartbeat_at', 'created_at'] as const;
+type RecordRow = Pick<RelayRow, (typeof COLUMNS)[number]>;
+
+function toRecord(row: RecordRow): RelayRecord {
+  return {
+    id: row.id,
+    region: row.region,
+    host: row.host,
+    port: row.port,
+    load: Number(row.load),
+    lastHeartbeatAt: row.last_heartbeat_at,
+    createdAt: row.created_at,
+  };
+}
+
+function isUniqueViolation(err: unknown, constraint: string): boolean {
+  const e = err as { code?: string; constraint?: string; message?: string };
+  return e?.code === '23505' && (e.constraint === constraint || (e.message ?? '').includes(constraint));
+}
+
+export class RelayDirectory {
+  readonly #db: Kysely<IssuerDatabase>;
+  readonly #config: RelayConfig;
+  readonly #clock: Clock;
+  readonly #bus: Bus;
+  readonly #logger: Logger;
+  readonly #static: ReadonlyMap<string, StaticRelay>;
+  readonly #staticAddresses: ReadonlySet<string>;
+  #registered = new Map<string, RelayRecord>();
+  /** Memory updates run one at a time, in the order their database reads happened. */
+  #chain: Promise<void> = Promise.resolve();
+  #timer: NodeJS.Timeout | undefined;
+  #unsubscribe: (() => Promise<void>) | undefined;
+  #stopped = false;
+
+  constructor(
+    db: Kysely<IssuerDatabase>,
+    config: RelayConfig,
+    deps: { clock: Clock; bus: Bus; logger: Logger },
+  ) {
+    this.#db = db;
+    this.#config = config;
+    this.#clock = deps.clock;
+    this.#bus = deps.bus;
+    this.#logger = deps.logger;
+    this.#static = new Map(config.staticRelays.map((r) => [r.id, r]));
+    this.#staticAddresses = new Set(config.staticRelays.map((r) => hostPort(r.host, r.port)));
+  }
+
+  /** Loads the registry into memory, then follows changes (bus) and reloads on a timer. */
+  async start(): Promise<void> {
+    this.#stopped = false;
+    // Subscribed before the first load, so no change made meanwhile goes unnoticed.
+    this.#unsubscribe = await this.#bus.subscribe(RELAYS_CHANGED_CHANNEL, (message) => {
+      const id = message.trim();
+      (isId('relay', id) ? this.#reloadOne(id) : this.reload()).catch(() => {});
+    });
+    await this.reload();
+    // The bus delivers at most once; the timer bounds how long a lost message matters.
+    this.#timer = setInterval(() => this.reload().catch(() => {}), this.#config.refreshIntervalMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#unsubscribe?.().catch(() => {});
+    this.#unsubscribe = undefined;
+    await this.#chain;
+  }
+
+  /** Rebuilds the in-memory registry from the database. */
+  reload(): Promise<void> {
+    return this.#serialize('reload', async () => {
+      const rows = await this.#db
+        .selectFrom('relays')
+        .select(COLUMNS)
+        .where('deleted_at', 'is', null)
+        .execute();
+      return () => {
+        this.#registered = new Map(rows.map((row) => [row.id, toRecord(row)]));
+      };
+    });
+  }
+
+  #reloadOne(id: string): Promise<void> {
+    return this.#serialize('reload one', async () => {
+      const row = await this.#db
+        .selectFrom('relays')
+        .select(COLUMNS)
+        .where('id', '=', id)
+        .where('deleted_at', 'is', null)
+        .executeTakeFirst();
+      return () => this.#put(id, row);
+    });
+  }
+
+  #put(id: string, row: RecordRow | undefined): void {
+    if (row) this.#registered.set(id, toRecord(row));
+    else this.#registered.delete(id);
+  }
+
+  /**
+   * Runs `read` after every earlier memory update and applies what it returns, so a slow
+   * full reload can never overwrite a newer single-relay update with older data.
+   */
+  #serialize(what: string, read: () => Promise<() => void>): Promise<void> {
+    const run = this.#chain.then(async () => {
+      if (this.#stopped) return;
+      try {
+        (await read())();
+      } catch (err) {
+        this.#logger.warn({ err: { message: (err as Error).message } }, `could not ${what} the relays`);
+        throw err;
+      }
+    });
+    this.#chain = run.catch(() => {});
+    return run;
+  }
+
+  async #announce(id: string): Promise<void> {
+    await this.#bus.publish(RELAYS_CHANGED_CHANNEL, id).catch((err) => {
+      this.#logger.warn(
+        { err: { message: (err as Error).message } },
+        'could not announce the relay change; replicas pick it up on their next refresh',
+      );
+    });
+  }
+
+  #staticView(relay: StaticRelay): RelayView {
+    return {
+      id: relay.id,
+      region: relay.region,
+      host: relay.host,
+      port: relay.port,
+      url: relayUrl(relay.host, relay.port),
+      status: 'healthy',
+      load: 0,
+      static: true,
+    };
+  }
+
+  #view(record: RelayRecord, now: Date): RelayView {
+    const healthy = isHealthy(
+      { static: false, lastHeartbeatAt: record.lastHeartbeatAt ?? undefined },
+      now,
+      this.#config.healthWindowSeconds,
+    );
+    const view: RelayView = {
+      id: record.id,
+      region: record.region,
+      host: record.host,
+      port: record.port,
+      url: relayUrl(record.host, record.port),
+      status: healthy ? 'healthy' : 'unhealthy',
+      load: record.load,
+      static: false,
+      createdAt: record.createdAt,
+    };
+    if (record.lastHeartbeatAt) view.lastHeartbeatAt = record.lastHeartbeatAt;
+    return view;
+  }
+
+  /**
+   * Hot path, memory only: healthy relays, the requested region first, then least loaded
+   * (ties by id), at most `maxAssigned`; fallback = configured entry points + healthy relays
+   * of other regions than the first assigned one's.
+   */
+  assign(region?: string): { relays: RelayView[]; fallback: string[] } {
+    const now = this.#clock.now();
+    const healthy: RelayView[] = [];
+    for (const relay of this.#static.values()) healthy.push(this.#staticView(relay));
+    for (const record of this.#registered.values()) {
+      const view = this.#view(record, now);
+      if (view.status === 'healthy') healthy.push(view);
+    }
+    const wanted = region?.trim().toLowerCase();
+    return assignRelays(healthy, {
+      region: wanted ? wanted : undefined,
+      maxAssigned: this.#config.maxAssigned,
+      fallback: this.#config.fallback,
+    });
+  }
+
+  /** Registers a relay; the token (`rpr_…`) is returned only here and stored as a hash. */
+  async register(input: {
+    region: string;
+    host: string;
+    port: number;
+  }): Promise<{ relay: RelayView; token: string }> {
+    const region = typeof input.region === 'string' ? input.region.trim() : '';
+    if (!isRegion(region)) {
+      throw new AppError(
+        'invalid_request',
+        'region must be 1-32 characters: lowercase letters, digits and hyphens',
+      );
+    }
+    const host = typeof input.host === 'string' ? normalizeHost(input.host) : undefined;
+    if (host === undefined) {
+      throw new AppError(
+        'invalid_request',
+        `host must be a hostname or an IP address of at most ${MAX_HOST_LENGTH} characters`,
+      );
+    }
+    if (!isPort(input.port))
+      throw new AppError('invalid_request', 'port must be an integer between 1 and 65535');
+    const port = input.port;
+    const address = hostPort(host, port);
+    const conflict = new AppError('conflict', `a relay at ${address} is already registered`);
+    if (this.#staticAddresses.has(address)) throw conflict;
+    const token = newToken('relayNode');
+    let row: RecordRow;
+    try {
+      row = await this.#db
+        .insertInto('relays')
+        .values({
+          id: newId('relay'),
+          region,
+          host,
+          port,
+          token_hash: hashToken(token),
+          load: 0,
+          last_heartbeat_at: null,
+          created_at: this.#clock.now(),
+          deleted_at: null,
+        })
+        .returning(COLUMNS)
+        .executeTakeFirstOrThrow();
+    } catch (err) {
+      if (isUniqueViolation(err, 'relays_live_address')) throw conflict;
+      throw err;
+    }
+    await this.#serialize('add', async () => () => this.#put(row.id, row));
+    await this.#announce(row.id);
+    this.#logger.info({ relayId: row.id, region, address }, 'relay registered');
+    return { relay: this.#view(toRecord(row), this.#clock.now()), token };
+  }
+
+  /** Static relays, then registered ones (oldest first), each with its health now. */
+  async list(): Promise<RelayView[]> {
+    const rows = await this.#db
+      .selectFrom('relays')
+      .select(COLUMNS)
+      .where('deleted_at', 'is', null)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    const now = this.#clock.now();
+    return [
+      ...[...this.#static.values()].map((r) => this.#staticView(r)),
+      ...rows.map((row) => this.#view(toRecord(row), now)),
+    ];
+  }
+
+  /** Soft-deletes a registered relay: it leaves assignment and its token stops working. */
+  async remove(id: string): Promise<void> {
+    if (this.#static.has(id)) throw new AppError('invalid_request', STATIC_RELAY_MESSAGE);
+    if (!isId('relay', id)) throw new AppError('not_found', RELAY_NOT_FOUND);
+    const removed = await this.#db
+      .updateTable('relays')
+      .set({ deleted_at: this.#clock.now() })
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .returning('id')
+      .executeTakeFirst();
+    if (!removed) throw new AppError('not_found', RELAY_NOT_FOUND);
+    await this.#serialize('remove', async () => () => this.#put(id, undefined));
+    await this.#announce(id);
+    this.#logger.info({ relayId: id }, 'relay removed');
+  }
+
+  /** Resolves a relay node token to its live relay (read from the database, never stale). */
+  async authenticate(token: string): Promise<RelayView> {
+    if (typeof token !== 'string' || parseToken(token) !== 'relayNode') {
+      throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    }
+    const row = await this.#db
+      .selectFrom('relays')
+      .select(COLUMNS)
+      .where('token_hash', '=', hashToken(token))
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    return this.#view(toRecord(row), this.#clock.now());
+  }
+
+  /** Records a heartbeat (load 0..1) at the clock's time and tells every replica. */
+  async heartbeat(relayId: string, load: number): Promise<RelayView> {
+    if (typeof load !== 'number' || !Number.isFinite(load) || load < 0 || load > 1) {
+      throw new AppError('invalid_request', 'load must be a number between 0 and 1');
+    }
+    if (this.#static.has(relayId)) throw new AppError('invalid_request', STATIC_RELAY_MESSAGE);
+    if (!isId('relay', relayId)) throw new AppError('not_found', RELAY_NOT_FOUND);
+    const row = await this.#db
+      .updateTable('relays')
+      .set({ load, last_heartbeat_at: this.#clock.now() })
+      .where('id', '=', relayId)
+      .where('deleted_at', 'is', null)
+      .returning(COLUMNS)
+      .executeTakeFirst();
+    if (!row) throw new AppError('not_found', RELAY_NOT_FOUND);
+    await this.#serialize('update', async () => () => this.#put(row.id, row));
+    await this.#announce(row.id);
+    return this.#view(toRecord(row), this.#clock.now());
+  }
+}

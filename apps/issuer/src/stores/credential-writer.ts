@@ -1,0 +1,106 @@
+/**
+ * Records issued credentials durably, in micro-batches.
+ *
+ * Rows waiting while a batch is being written go out together in the next statement, one
+ * `INSERT … SELECT * FROM unnest(…)` of at most `maxBatch` rows, started as soon as the
+ * previous one ends (no timer). Each caller's promise settles when the statement holding its
+ * row has committed (or failed): a credential is answered only after its jti is stored.
+ */
+import { type Kysely, sql } from 'kysely';
+import type { IssuerDatabase } from '../db/schema.ts';
+
+export interface CredentialRow {
+  jti: string;
+  tenantId: string;
+  projectId: string;
+  apiKeyId: string;
+  kid: string;
+  mode: 'live' | 'test';
+  /** Space-separated. */
+  scopes: string;
+  issuedAt: Date;
+  expiresAt: Date;
+}
+
+interface Pending {
+  row: CredentialRow;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export const MAX_CREDENTIAL_BATCH = 256;
+
+export class CredentialWriter {
+  readonly #db: Kysely<IssuerDatabase>;
+  readonly #maxBatch: number;
+  #queue: Pending[] = [];
+  #flushing = false;
+  #idle: Promise<void> = Promise.resolve();
+  /** Statements executed so far (tests read it to see batching happen). */
+  statements = 0;
+
+  constructor(db: Kysely<IssuerDatabase>, options: { maxBatch?: number } = {}) {
+    this.#db = db;
+    this.#maxBatch = options.maxBatch ?? MAX_CREDENTIAL_BATCH;
+  }
+
+  /** Resolves once `row` is committed; rejects when its batch failed (nothing of it is stored). */
+  write(row: CredentialRow): Promise<void> {
+    const done = new Promise<void>((resolve, reject) => this.#queue.push({ row, resolve, reject }));
+    if (!this.#flushing) {
+      this.#flushing = true;
+      // A microtask, not a timer: rows queued by the same turn of the event loop share the first batch.
+      this.#idle = new Promise<void>((resolve) => queueMicrotask(() => this.#drain().then(resolve)));
+    }
+    return done;
+  }
+
+  /** Resolves when everything queued so far has been written (or failed). */
+  async flushed(): Promise<void> {
+    await this.#idle;
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#queue.length > 0) {
+        const batch = this.#queue.splice(0, this.#maxBatch);
+        try {
+          await this.insert(batch.map((p) => p.row));
+          for (const p of batch) p.resolve();
+        } catch (err) {
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      this.#flushing = false;
+    }
+  }
+
+  /** One statement for the whole batch (public so fault-injection tests can replace it). */
+  async insert(rows: readonly CredentialRow[]): Promise<void> {
+    this.statements++;
+    const col = <K extends keyof CredentialRow>(k: K) => rows.map((r) => r[k]);
+    const iso = (k: 'issuedAt' | 'expiresAt') => rows.map((r) => r[k].toISOString());
+    await this.#db
+      .insertInto('credentials')
+      .columns([
+        'jti',
+        'tenant_id',
+        'project_id',
+        'api_key_id',
+        'kid',
+        'mode',
+        'scopes',
+        'issued_at',
+        'expires_at',
+      ])
+      .expression(
+        sql`select * from unnest(
+          ${col('jti')}::text[], ${col('tenantId')}::text[], ${col('projectId')}::text[],
+          ${col('apiKeyId')}::text[], ${col('kid')}::text[], ${col('mode')}::text[],
+          ${col('scopes')}::text[], ${iso('issuedAt')}::timestamptz[], ${iso('expiresAt')}::timestamptz[]
+        )`,
+      )
+      .execute();
+  }
+}

@@ -1,0 +1,168 @@
+import { ManualClock } from '@relayplane/shared/clock';
+import { newId } from '@relayplane/shared/ids';
+import { createTestRedis } from '@relayplane/testing/storage';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { newJti } from '../src/credentials/jwt.ts';
+import { redisKeys } from '../src/redis/keys.ts';
+import { RedisSlotStore } from '../src/slots/redis-slot-store.ts';
+import { MemorySlotStore, type SlotStore } from '../src/slots/slot-store.ts';
+
+/** One implementation under test plus the way to make its leases expire. */
+interface Harness {
+  store: SlotStore;
+  /** Makes every current lease of `tenant` expire (the next reservation prunes them). */
+  expireAll(tenant: string): Promise<void>;
+}
+
+const testRedis = createTestRedis('slot_store');
+const admin = new Redis(testRedis.url);
+const keys = redisKeys(testRedis.prefix);
+
+afterAll(async () => {
+  await testRedis.clean();
+  admin.disconnect();
+});
+
+const implementations: Array<[string, () => Harness]> = [
+  [
+    'RedisSlotStore (Lua script, Redis server time)',
+    () => ({
+      store: new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true }),
+      // Rewrites the scores into the past: only the script's own TIME-based pruning frees them.
+      async expireAll(tenant) {
+        const key = keys.slots(tenant);
+        const members = await admin.zrange(key, '0', '-1');
+        for (const m of members) await admin.zadd(key, 'XX', 1, m);
+      },
+    }),
+  ],
+  [
+    'MemorySlotStore (embedded mode)',
+    () => {
+      const clock = new ManualClock(Date.now());
+      return {
+        store: new MemorySlotStore(() => clock.now().getTime()),
+        async expireAll() {
+          clock.advance(3_600_001);
+        },
+      };
+    },
+  ],
+];
+
+describe.each(implementations)('slot store conformance: %s', (_name, make) => {
+  const harness = make();
+  const { store } = harness;
+  const ttl = 600_000;
+
+  afterAll(async () => {
+    await store.close();
+  });
+
+  it('grants up to the cap and refuses beyond it', async () => {
+    const tenant = newId('tenant');
+    const jtis = Array.from({ length: 4 }, () => newJti());
+    const results = [];
+    for (const jti of jtis) results.push(await store.reserve(tenant, jti, ttl, 3));
+    expect(results.map((r) => r.granted)).toEqual([true, true, true, false]);
+    expect(results.map((r) => r.inUse)).toEqual([1, 2, 3, 3]);
+    expect(await store.leases(tenant)).toEqual(jtis.slice(0, 3).sort());
+  });
+
+  it('never admits more than the cap under concurrent reservations', async () => {
+    for (let round = 0; round < 5; round++) {
+      const tenant = newId('tenant');
+      const results = await Promise.all(
+        Array.from({ length: 40 }, () => store.reserve(tenant, newJti(), ttl, 7)),
+      );
+      expect(results.filter((r) => r.granted)).toHaveLength(7);
+      expect(await store.leases(tenant)).toHaveLength(7);
+    }
+  });
+
+  it('is idempotent per lease: reserving a held jti again neither fails nor counts twice', async () => {
+    const tenant = newId('tenant');
+    const jti = newJti();
+    expect(await store.reserve(tenant, jti, ttl, 2)).toEqual({ granted: true, inUse: 1 });
+    expect(await store.reserve(tenant, jti, ttl, 2)).toEqual({ granted: true, inUse: 1 });
+    expect(await store.reserve(tenant, newJti(), ttl, 2)).toEqual({ granted: true, inUse: 2 });
+    // At the cap, the held lease is still granted (a retry), a new one is not.
+    expect(await store.reserve(tenant, jti, ttl, 2)).toEqual({ granted: true, inUse: 2 });
+    expect((await store.reserve(tenant, newJti(), ttl, 2)).granted).toBe(false);
+  });
+
+  it('frees a slot on release', async () => {
+    const tenant = newId('tenant');
+    const a = newJti();
+    const b = newJti();
+    await store.reserve(tenant, a, ttl, 2);
+    await store.reserve(tenant, b, ttl, 2);
+    expect((await store.reserve(tenant, newJti(), ttl, 2)).granted).toBe(false);
+    await store.release(tenant, a);
+    expect(await store.leases(tenant)).toEqual([b]);
+    const c = newJti();
+    expect(await store.reserve(tenant, c, ttl, 2)).toEqual({ granted: true, inUse: 2 });
+    // Releasing an unknown lease is harmless.
+    await store.release(tenant, newJti());
+    expect(await store.leases(tenant)).toEqual([b, c].sort());
+  });
+
+  it('frees slots whose lease expired, with no one releasing them', async () => {
+    const tenant = newId('tenant');
+    for (let i = 0; i < 3; i++) expect((await store.reserve(tenant, newJti(), ttl, 3)).granted).toBe(true);
+    expect((await store.reserve(tenant, newJti(), ttl, 3)).granted).toBe(false);
+    await harness.expireAll(tenant);
+    expect(await store.leases(tenant)).toEqual([]);
+    const fresh = newJti();
+    expect(await store.reserve(tenant, fresh, ttl, 3)).toEqual({ granted: true, inUse: 1 });
+    expect(await store.leases(tenant)).toEqual([fresh]);
+  });
+
+  it('keeps tenants apart, and a cap of 0 refuses everything', async () => {
+    const a = newId('tenant');
+    const b = newId('tenant');
+    expect((await store.reserve(a, newJti(), ttl, 1)).granted).toBe(true);
+    expect((await store.reserve(a, newJti(), ttl, 1)).granted).toBe(false);
+    expect((await store.reserve(b, newJti(), ttl, 1)).granted).toBe(true);
+    expect(await store.reserve(newId('tenant'), newJti(), ttl, 0)).toEqual({ granted: false, inUse: 0 });
+  });
+});
+
+describe('RedisSlotStore specifics', () => {
+  it('gives the tenant key a TTL equal to its longest lease, in Redis time', async () => {
+    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
+    try {
+      const tenant = newId('tenant');
+      await store.reserve(tenant, newJti(), 60_000, 5);
+      await store.reserve(tenant, newJti(), 600_000, 5);
+      await store.reserve(tenant, newJti(), 120_000, 5);
+      const pttl = await admin.pttl(keys.slots(tenant));
+      expect(pttl).toBeGreaterThan(590_000);
+      expect(pttl).toBeLessThanOrEqual(600_000);
+      const [, maxScore] = await admin.zrange(keys.slots(tenant), '-1', '-1', 'WITHSCORES');
+      const [seconds] = await admin.time();
+      expect(Number(maxScore) - Number(seconds) * 1000).toBeGreaterThan(590_000);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('fails (throws) rather than answering when Redis is unreachable', async () => {
+    const dead = new Redis('redis://127.0.0.1:1', {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 1_000,
+      lazyConnect: true,
+    });
+    dead.on('error', () => {});
+    const store = new RedisSlotStore(dead, keys, { ownsConnection: true });
+    try {
+      const started = performance.now();
+      await expect(store.reserve(newId('tenant'), newJti(), 60_000, 5)).rejects.toThrow();
+      expect(performance.now() - started).toBeLessThan(1_000);
+    } finally {
+      await store.close();
+    }
+  });
+});

@@ -1,0 +1,3 @@
+export type { CredentialMode, VerifiedCredential } from './claims.ts';
+export { VerificationError, type VerificationErrorCode } from './errors.ts';
+export { createVerifier, type Verifier, type VerifierOptions, type VerifyOptions } from './verifier.ts';

@@ -29,6 +29,28 @@ describe('readAdminConfig', () => {
     });
   });
 
+  it('reads the login limits, defaulting to 10 per account and 50 per IP in a 900 s window', () => {
+    expect(readAdminConfig(base).loginLimits).toEqual({
+      maxPerAccount: 10,
+      maxPerIp: 50,
+      windowSeconds: 900,
+    });
+    expect(
+      readAdminConfig({
+        ...base,
+        ADMIN_LOGIN_MAX_PER_ACCOUNT: '5',
+        ADMIN_LOGIN_MAX_PER_IP: '100',
+        ADMIN_LOGIN_WINDOW_SECONDS: '60',
+      }).loginLimits,
+    ).toEqual({ maxPerAccount: 5, maxPerIp: 100, windowSeconds: 60 });
+    expect(configError({ ...base, ADMIN_LOGIN_MAX_PER_ACCOUNT: '0' }).message).toMatch(
+      /ADMIN_LOGIN_MAX_PER_ACCOUNT/,
+    );
+    expect(configError({ ...base, ADMIN_LOGIN_WINDOW_SECONDS: 'soon' }).message).toMatch(
+      /ADMIN_LOGIN_WINDOW_SECONDS/,
+    );
+  });
+
   it('falls back to DATABASE_URL', () => {
     expect(readAdminConfig({ DATABASE_URL: 'postgres://db/all' }).database).toMatchObject({
       url: 'postgres://db/all',

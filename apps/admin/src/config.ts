@@ -30,7 +30,16 @@ export interface AdminConfig {
   signupEnabled: boolean;
   /** Undefined: no bootstrap owner is configured. */
   bootstrap: BootstrapConfig | undefined;
+  /** Login attempt limits (per account and per client IP, fixed window). */
+  loginLimits: LoginLimits;
   logLevel: LogLevel;
+}
+
+/** Attempts allowed per window; one more answers `rate_limited` with the time left in the window. */
+export interface LoginLimits {
+  maxPerAccount: number;
+  maxPerIp: number;
+  windowSeconds: number;
 }
 
 export const SESSION_TTL_RANGE = { min: 300, max: 2_592_000 } as const;
@@ -96,6 +105,11 @@ export function readAdminConfig(
       overrides.sessionTtlSeconds ?? r.int('ADMIN_SESSION_TTL_SECONDS', 43_200, SESSION_TTL_RANGE),
     signupEnabled: overrides.signupEnabled ?? r.bool('RELAYPLANE_SIGNUP_ENABLED', true),
     bootstrap: 'bootstrap' in overrides ? overrides.bootstrap : readBootstrap(r),
+    loginLimits: overrides.loginLimits ?? {
+      maxPerAccount: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT', 10, { min: 1, max: 100_000 }),
+      maxPerIp: r.int('ADMIN_LOGIN_MAX_PER_IP', 50, { min: 1, max: 1_000_000 }),
+      windowSeconds: r.int('ADMIN_LOGIN_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
+    },
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

@@ -15,8 +15,15 @@ import { adminHandlers } from './grpc/admin-handlers.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
 import { ApiKeyStore } from './stores/api-keys.ts';
+import {
+  FallbackLoginThrottle,
+  type LoginThrottle,
+  MemoryLoginThrottle,
+  RedisLoginThrottle,
+} from './stores/login-throttle.ts';
 import { ProjectStore } from './stores/projects.ts';
 import { SessionStore } from './stores/sessions.ts';
+import { createThrottleRedis, waitReady } from './throttle-redis.ts';
 
 export interface AdminOverrides {
   logger?: Logger;
@@ -49,6 +56,24 @@ function createBus(config: AdminConfig, logger: Logger, given: Bus | undefined):
   return { bus: new RedisBus(pub, sub, config.redis.prefix), owned: true, connections: [pub, sub] };
 }
 
+/** The login throttle: Redis with the in-memory limits as fallback, or memory alone without Redis. */
+interface ThrottleSetup {
+  throttle: LoginThrottle;
+  connection: RedisConnection | undefined;
+}
+
+function createLoginThrottle(config: AdminConfig, logger: Logger, clock: Clock): ThrottleSetup {
+  const windowMs = config.loginLimits.windowSeconds * 1000;
+  const memory = new MemoryLoginThrottle(clock, windowMs);
+  if (!config.redis) return { throttle: memory, connection: undefined };
+  const redis = createThrottleRedis(config.redis, logger);
+  const primary = new RedisLoginThrottle(redis, config.redis.prefix, windowMs);
+  return { throttle: new FallbackLoginThrottle(primary, memory, logger), connection: redis };
+}
+
+/** How long start() waits for the throttle's Redis; past it, login uses the in-memory limits until Redis answers. */
+const THROTTLE_READY_WAIT_MS = 1_000;
+
 const SESSION_SWEEP_INTERVAL_MS = 10 * 60_000;
 
 /** The admin service: tenants, users, sessions, projects, API keys. */
@@ -62,6 +87,9 @@ export class AdminService {
   readonly apiKeys: ApiKeyStore;
   /** Where revoked API keys are announced (`API_KEYS_REVOKED_CHANNEL`). */
   readonly bus: Bus;
+  /** Counts login attempts (per account and per client IP). */
+  readonly loginThrottle: LoginThrottle;
+  readonly #throttleConnection: RedisConnection | undefined;
   readonly #busSetup: BusSetup;
   readonly #billing: ServiceClient<typeof BillingRpc>;
   readonly #ownsBilling: boolean;
@@ -94,6 +122,9 @@ export class AdminService {
     this.apiKeys = new ApiKeyStore(database.db);
     this.#busSetup = busSetup;
     this.bus = busSetup.bus;
+    const throttle = createLoginThrottle(config, logger, this.#clock);
+    this.loginThrottle = throttle.throttle;
+    this.#throttleConnection = throttle.connection;
     this.rpc = new RpcServer(logger);
     this.rpc.add(
       AdminRpc,
@@ -107,6 +138,8 @@ export class AdminService {
         bus: this.bus,
         clock: this.#clock,
         logger,
+        loginThrottle: this.loginThrottle,
+        loginLimits: config.loginLimits,
         sessionTtlSeconds: config.sessionTtlSeconds,
         signupEnabled: config.signupEnabled,
       }),
@@ -143,6 +176,7 @@ export class AdminService {
       });
       this.#bootstrapped = outcome === 'created';
     }
+    if (this.#throttleConnection) await waitReady(this.#throttleConnection, THROTTLE_READY_WAIT_MS);
     const watch = watchDatabase(this.rpc.health, [AdminRpc.typeName], this.database, this.logger);
     this.#watch = watch;
     await watch.check();
@@ -181,6 +215,7 @@ export class AdminService {
     if (this.#ownsBilling) this.#billing.close();
     if (this.#busSetup.owned) await this.bus.close();
     for (const connection of this.#busSetup.connections) connection.disconnect();
+    this.#throttleConnection?.disconnect();
     await this.database.destroy();
   }
 

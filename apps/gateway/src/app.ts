@@ -2,7 +2,7 @@ import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Logger } from '@relayplane/shared/logger';
 import { requestIdFrom, runWithRequestContext } from '@relayplane/shared/request-context';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { GatewayClients } from './clients.ts';
 import type { GatewayConfig } from './config.ts';
 import { EntitlementCache, PLAN_CHANGED } from './entitlements.ts';
@@ -55,6 +55,14 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     requestIdHeader: false,
     trustProxy: false,
     return503OnClosing: true,
+    // Errors Fastify raises before routing (a malformed URL, …) get the same envelope.
+    frameworkErrors: (error, _request, rawReply) => {
+      const reply = rawReply as unknown as FastifyReply;
+      reply
+        .code(error.statusCode && error.statusCode < 500 ? error.statusCode : 400)
+        .type('application/json; charset=utf-8')
+        .send(JSON.stringify({ error: error.code === 'FST_ERR_BAD_URL' ? 'malformed URL' : 'bad request' }));
+    },
     ajv: {
       // Unknown fields are rejected (not stripped) and types are not coerced: "1" is not 1.
       customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true, useDefaults: true },
@@ -63,9 +71,18 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   app.decorateRequest('auth', null);
   app.decorateRequest('apiKey', null);
   app.decorateRequest('relay', null);
-  // RFC 7662 introspection is form-encoded.
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
-    done(null, Object.fromEntries(new URLSearchParams(body as string)));
+  // JSON bodies: Fastify's parser (prototype poisoning refused), plus no NUL characters —
+  // PostgreSQL cannot store them, and a 500 must never answer bad input.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (/\\u0000/i.test(body as string)) {
+      done(
+        Object.assign(new Error('request body must not contain NUL characters'), { statusCode: 400 }),
+        undefined,
+      );
+      return;
+    }
+    parseJson(request, body as string, done);
   });
   // JSON only: any other body (text/plain included) is answered 415.
   app.removeContentTypeParser('text/plain');

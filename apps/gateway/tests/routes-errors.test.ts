@@ -153,6 +153,34 @@ describe('gateway routes: bad input', () => {
         expectError(res, 415);
       });
 
+      it('rejects a NUL character in any string with 400 (never a 500 from the database)', async () => {
+        for (const [field, value] of Object.entries(route.body ?? {})) {
+          if (typeof value !== 'string') continue;
+          const payload = JSON.stringify({ ...route.body, [field]: `a\u0000b` });
+          const res = await stack.app.inject({
+            method: route.method,
+            url: route.url,
+            headers: headers(),
+            payload,
+          });
+          expect(expectError(res, 400)).toMatch(/NUL/);
+        }
+      });
+
+      if (route.url !== '/v1/credentials/introspect') {
+        it('rejects a form-encoded body with 415 (JSON only)', async () => {
+          const res = await stack.app.inject({
+            method: route.method,
+            url: route.url,
+            headers: { ...headers(), 'content-type': 'application/x-www-form-urlencoded' },
+            payload: new URLSearchParams(
+              Object.entries(route.body ?? {}).map(([k, v]): [string, string] => [k, String(v)]),
+            ).toString(),
+          });
+          expectError(res, 415);
+        });
+      }
+
       it('rejects __proto__ pollution attempts with 400', async () => {
         const payload = `{"__proto__": {"admin": true}, ${JSON.stringify(route.body).slice(1)}`;
         const res = await stack.app.inject({
@@ -185,6 +213,15 @@ describe('gateway routes: bad input', () => {
       });
       expect(expectError(res, 400)).toMatch(pattern);
     }
+  });
+
+  it('answers a malformed URL with 400 {error}', async () => {
+    const res = await stack.app.inject({
+      method: 'GET',
+      url: '/admin/v1/projects/%E0%A4%A/api-keys',
+      headers: auth,
+    });
+    expect(expectError(res, 400)).toBe('malformed URL');
   });
 
   it('answers an unknown route with 404 {error}', async () => {

@@ -3,9 +3,11 @@ import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
+import type { LoginLimits } from '../config.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
 import type { ApiKeyStore } from '../stores/api-keys.ts';
+import type { LoginThrottle } from '../stores/login-throttle.ts';
 import type { ProjectStore } from '../stores/projects.ts';
 import type { SessionStore } from '../stores/sessions.ts';
 
@@ -22,6 +24,9 @@ export interface AdminDeps {
   bus: Bus;
   clock: Clock;
   logger: Logger;
+  /** Counts login attempts per account and per client IP. */
+  loginThrottle: LoginThrottle;
+  loginLimits: LoginLimits;
   sessionTtlSeconds: number;
   signupEnabled: boolean;
 }

@@ -4,21 +4,47 @@ import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { normaliseEmail } from '../domain/validation.ts';
+import { throttleKeys } from '../stores/login-throttle.ts';
 import type { AdminDeps } from './deps.ts';
 import { sessionMessage } from './messages.ts';
 
 export const INVALID_CREDENTIALS_MESSAGE = 'invalid email or password';
+export const LOGIN_RATE_LIMITED_MESSAGE = 'too many login attempts; retry later';
+
+/**
+ * Counts the attempt against the account and the client IP (none when the IP is unknown);
+ * over either limit answers `rate_limited` with the seconds left in the longest-running window.
+ */
+async function countAttempt(deps: AdminDeps, email: string, clientIp: string): Promise<void> {
+  const limits = [{ key: throttleKeys.account(email), max: deps.loginLimits.maxPerAccount }];
+  if (clientIp !== '') limits.push({ key: throttleKeys.ip(clientIp), max: deps.loginLimits.maxPerIp });
+  const hits = await Promise.all(limits.map((l) => deps.loginThrottle.hit(l.key)));
+  let retryAfterMs = 0;
+  hits.forEach((hit, i) => {
+    const limit = limits[i];
+    if (limit && hit.count > limit.max) retryAfterMs = Math.max(retryAfterMs, hit.resetInMs);
+  });
+  if (retryAfterMs > 0) {
+    throw new AppError('rate_limited', LOGIN_RATE_LIMITED_MESSAGE, {
+      retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+    });
+  }
+}
 
 /**
  * Login: checks the password and opens a session in the user's first tenant. An unknown
  * email costs one argon2 verification like a wrong password, and both answer the same.
+ * Every attempt is counted first: a throttled attempt answers `rate_limited` without any
+ * password verification, and a successful login clears its account's count.
  */
 export function login(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'] {
   return async (req) => {
     if (req.email.trim() === '' || req.password === '') {
       throw new AppError('invalid_request', 'email and password are required');
     }
-    const user = await deps.accounts.findUserByEmail(normaliseEmail(req.email));
+    const email = normaliseEmail(req.email);
+    await countAttempt(deps, email, req.clientIp.trim());
+    const user = await deps.accounts.findUserByEmail(email);
     const verified = user
       ? await deps.passwords.verify(user.passwordHash, req.password)
       : await deps.passwords.verifyNobody(req.password);
@@ -47,6 +73,7 @@ export function login(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
       createdAt: session.createdAt,
       expiresAt: session.expiresAt,
     });
+    await deps.loginThrottle.clear(throttleKeys.account(email));
     deps.logger.info({ userId: user.id, sessionId: session.id, clientIp: req.clientIp }, 'user logged in');
     return { token, session: sessionMessage(session) };
   };

@@ -60,7 +60,8 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         summary: 'Log in with email and password',
         description:
           'Answers a bearer session token (prefix `rpu_`), shown only here and stored hashed. Send it as ' +
-          '`Authorization: Bearer <token>`. Wrong email and wrong password get the same 401.',
+          '`Authorization: Bearer <token>`. Wrong email and wrong password get the same 401. Attempts are ' +
+          'limited per account and per client IP: 429 with `Retry-After`.',
         tags: ['auth'],
         security: [],
         body: {
@@ -83,6 +84,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           },
           ...BODY_ERRORS,
           401: errorResponse('Invalid email or password.'),
+          429: errorResponse('Too many login attempts: retry after `Retry-After` seconds.'),
           ...COMMON_ERRORS,
         },
       },

@@ -222,72 +222,83 @@ export function registerCredentials(
     },
   );
 
-  app.post<{ Body: { token: string } }>(
-    '/v1/credentials/introspect',
-    {
-      onRequest: guards.relayNode,
-      schema: {
-        operationId: 'introspectCredential',
-        summary: 'Introspect a relay credential (RFC 7662)',
-        description:
-          'Body `token=<credential>` as `application/x-www-form-urlencoded` (RFC 7662) or JSON `{"token": …}`. ' +
-          'Answers the claims with `active: true` for a valid credential, and exactly `{"active": false}` for an ' +
-          'expired, revoked, forged or malformed one.',
-        tags: ['relays'],
-        security: RELAY_AUTH,
-        body: {
-          type: 'object',
-          required: ['token'],
-          additionalProperties: false,
-          properties: { token: { type: 'string', maxLength: 8192 }, token_type_hint: { type: 'string' } },
-        },
-        response: {
-          200: {
+  // RFC 7662 introspection takes a form body: that parser exists only in this route's scope,
+  // so every other route stays JSON-only (415).
+  app.register(async (scope) => {
+    scope.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string' },
+      (_req, body, done) => {
+        done(null, Object.fromEntries(new URLSearchParams(body as string)));
+      },
+    );
+    scope.post<{ Body: { token: string } }>(
+      '/v1/credentials/introspect',
+      {
+        onRequest: guards.relayNode,
+        schema: {
+          operationId: 'introspectCredential',
+          summary: 'Introspect a relay credential (RFC 7662)',
+          description:
+            'Body `token=<credential>` as `application/x-www-form-urlencoded` (RFC 7662) or JSON `{"token": …}`. ' +
+            'Answers the claims with `active: true` for a valid credential, and exactly `{"active": false}` for an ' +
+            'expired, revoked, forged or malformed one.',
+          tags: ['relays'],
+          security: RELAY_AUTH,
+          body: {
             type: 'object',
-            required: ['active'],
+            required: ['token'],
             additionalProperties: false,
-            properties: {
-              active: { type: 'boolean' },
-              scope: { type: 'string' },
-              client_id: { type: 'string' },
-              token_type: { type: 'string' },
-              sub: { type: 'string' },
-              aud: { type: 'string' },
-              iss: { type: 'string' },
-              jti: { type: 'string' },
-              exp: { type: 'integer' },
-              iat: { type: 'integer' },
-              nbf: { type: 'integer' },
-              tid: { type: 'string' },
-              pid: { type: 'string' },
-              mode: { type: 'string' },
-            },
+            properties: { token: { type: 'string', maxLength: 8192 }, token_type_hint: { type: 'string' } },
           },
-          ...BODY_ERRORS,
-          401: errorResponse('Missing or invalid relay node token.'),
-          ...COMMON_ERRORS,
+          response: {
+            200: {
+              type: 'object',
+              required: ['active'],
+              additionalProperties: false,
+              properties: {
+                active: { type: 'boolean' },
+                scope: { type: 'string' },
+                client_id: { type: 'string' },
+                token_type: { type: 'string' },
+                sub: { type: 'string' },
+                aud: { type: 'string' },
+                iss: { type: 'string' },
+                jti: { type: 'string' },
+                exp: { type: 'integer' },
+                iat: { type: 'integer' },
+                nbf: { type: 'integer' },
+                tid: { type: 'string' },
+                pid: { type: 'string' },
+                mode: { type: 'string' },
+              },
+            },
+            ...BODY_ERRORS,
+            401: errorResponse('Missing or invalid relay node token.'),
+            ...COMMON_ERRORS,
+          },
         },
       },
-    },
-    async (request) => {
-      const res = await clients.issuer.introspectCredential({ token: request.body.token });
-      if (!res.active) return { active: false };
-      return {
-        active: true,
-        scope: res.scopes.join(' '),
-        client_id: res.clientId,
-        token_type: 'Bearer',
-        sub: res.sub,
-        aud: res.aud,
-        iss: res.iss,
-        jti: res.jti,
-        exp: Number(res.exp),
-        iat: Number(res.iat),
-        nbf: Number(res.nbf),
-        tid: res.tenantId,
-        pid: res.projectId,
-        mode: res.mode,
-      };
-    },
-  );
+      async (request) => {
+        const res = await clients.issuer.introspectCredential({ token: request.body.token });
+        if (!res.active) return { active: false };
+        return {
+          active: true,
+          scope: res.scopes.join(' '),
+          client_id: res.clientId,
+          token_type: 'Bearer',
+          sub: res.sub,
+          aud: res.aud,
+          iss: res.iss,
+          jti: res.jti,
+          exp: Number(res.exp),
+          iat: Number(res.iat),
+          nbf: Number(res.nbf),
+          tid: res.tenantId,
+          pid: res.projectId,
+          mode: res.mode,
+        };
+      },
+    );
+  });
 }

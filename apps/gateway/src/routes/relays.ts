@@ -147,7 +147,14 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
     async (request) => {
       const relay = request.relay;
       if (!relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-      const res = await clients.issuer.heartbeat({ relayId: relay.id, load: request.body.load });
+      // A relay removed a moment ago may still pass the token cache: its token no longer works.
+      const res = await clients.issuer
+        .heartbeat({ relayId: relay.id, load: request.body.load })
+        .catch((err: unknown) => {
+          if (err instanceof AppError && err.code === 'not_found')
+            throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+          throw err;
+        });
       if (!res.relay) throw new AppError('internal', 'heartbeat returned no relay');
       return { relay: presentRegisteredRelay(res.relay) };
     },

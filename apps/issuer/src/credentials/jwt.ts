@@ -10,7 +10,11 @@ export type CredentialScope = (typeof CREDENTIAL_SCOPES)[number];
 export const CREDENTIAL_MODES = ['live', 'test'] as const;
 export type CredentialMode = (typeof CREDENTIAL_MODES)[number];
 
-/** Clock skew accepted on `exp` and `nbf` when verifying. */
+/**
+ * Clock skew accepted on `nbf` when verifying. None on `exp`: the service that issued a
+ * credential shares its clock, and the contract says a credential stops being valid at its
+ * `expires_at` (relays, on other clocks, use the verifier's documented leeway).
+ */
 export const VERIFY_LEEWAY_SECONDS = 30;
 /** Longer inputs are refused before any parsing. */
 export const MAX_TOKEN_LENGTH = 8192;
@@ -117,7 +121,7 @@ export function verifyCredential(token: string, options: VerifyOptions): Credent
   if (!c) return undefined;
   if (c.iss !== options.issuer || c.aud !== options.audience) return undefined;
   if (!isSeconds(c.exp) || !isSeconds(c.nbf) || !isSeconds(c.iat)) return undefined;
-  if (c.exp <= options.now - VERIFY_LEEWAY_SECONDS) return undefined;
+  if (c.exp <= options.now) return undefined;
   if (c.nbf > options.now + VERIFY_LEEWAY_SECONDS) return undefined;
   if (!isString(c.jti) || !isJti(c.jti)) return undefined;
   if (!isString(c.sub) || !isString(c.tid) || !isString(c.pid) || !isString(c.akid)) return undefined;

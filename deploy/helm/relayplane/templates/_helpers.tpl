@@ -248,6 +248,13 @@ seccompProfile:
 {{- end }}
 {{- end }}
 {{- if eq .component "admin" }}
+- name: ADMIN_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.redisSecretName" $root }}
+      key: {{ include "relayplane.redisSecretKey" $root }}
+- name: ADMIN_REDIS_PREFIX
+  value: {{ $v.redis.prefix | quote }}
 - name: ADMIN_BILLING_ADDRESS
   value: {{ include "relayplane.address" (dict "root" $root "component" "billing") | quote }}
 - name: RELAYPLANE_SIGNUP_ENABLED

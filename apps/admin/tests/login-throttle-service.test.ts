@@ -1,0 +1,236 @@
+/**
+ * Login throttling over real gRPC: per account, per client IP, reset by a successful login,
+ * windows that end, shared across replicas through Redis, and in-memory limits when Redis is down.
+ */
+import { createHash } from 'node:crypto';
+import type { BillingService } from '@relayplane/billing';
+import { AdminService as AdminRpc } from '@relayplane/proto/admin';
+import { ManualClock } from '@relayplane/shared/clock';
+import { AppError } from '@relayplane/shared/errors';
+import { connect, type ServiceClient } from '@relayplane/shared/rpc';
+import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { INVALID_CREDENTIALS_MESSAGE, LOGIN_RATE_LIMITED_MESSAGE } from '../src/grpc/login.ts';
+import type { AdminService } from '../src/service.ts';
+import { captureLogs, createAdmin, startBilling } from './harness.ts';
+
+const PASSWORD = 'a long enough password';
+const WRONG = 'not the password at all';
+const WINDOW_SECONDS = 900;
+
+async function outcome(call: Promise<unknown>): Promise<AppError | 'ok'> {
+  try {
+    await call;
+    return 'ok';
+  } catch (err) {
+    if (err instanceof AppError) return err;
+    throw err;
+  }
+}
+
+async function expectRateLimited(call: Promise<unknown>): Promise<void> {
+  const err = await outcome(call);
+  expect(err).toBeInstanceOf(AppError);
+  const appError = err as AppError;
+  expect(appError.code).toBe('rate_limited');
+  expect(appError.message).toBe(LOGIN_RATE_LIMITED_MESSAGE);
+  expect(appError.retryAfterSeconds).toBeGreaterThan(0);
+  expect(appError.retryAfterSeconds).toBeLessThanOrEqual(WINDOW_SECONDS);
+}
+
+async function expectInvalidCredentials(call: Promise<unknown>): Promise<void> {
+  const err = await outcome(call);
+  expect(err).toBeInstanceOf(AppError);
+  expect((err as AppError).code).toBe('unauthenticated');
+  expect((err as AppError).message).toBe(INVALID_CREDENTIALS_MESSAGE);
+}
+
+async function waitUntil(what: string, condition: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe('login throttling over gRPC', () => {
+  let database: TestDatabase;
+  let billing: BillingService;
+  const open: { admin: AdminService; client: ServiceClient<typeof AdminRpc> }[] = [];
+  let seq = 0;
+  const uniqueEmail = (label: string) => `${label}-${++seq}@example.com`;
+  let ipSeq = 0;
+  const uniqueIp = () => `198.51.100.${++ipSeq}`;
+
+  async function startAdmin(env: Record<string, string>, overrides: Parameters<typeof createAdmin>[3] = {}) {
+    const admin = await createAdmin(database.url, `127.0.0.1:${billing.port}`, env, overrides);
+    await admin.start();
+    const client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
+    open.push({ admin, client });
+    return { admin, client };
+  }
+
+  async function signUp(client: ServiceClient<typeof AdminRpc>, label: string): Promise<string> {
+    const email = uniqueEmail(label);
+    await client.signup({ email, password: PASSWORD, tenantName: `${label} inc` });
+    return email;
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase('adminthrottle');
+    billing = await startBilling(database.url);
+  });
+
+  afterAll(async () => {
+    for (const { admin, client } of open) {
+      client.close();
+      await admin.destroy();
+    }
+    await billing?.destroy();
+    await database?.drop();
+  });
+
+  describe('in memory (no Redis), default account limit', () => {
+    const clock = new ManualClock(Date.parse('2026-11-22T12:00:00Z'));
+    let client: ServiceClient<typeof AdminRpc>;
+
+    beforeAll(async () => {
+      ({ client } = await startAdmin({ ADMIN_LOGIN_MAX_PER_IP: '12' }, { clock }));
+    });
+
+    it('answers rate_limited on the 11th attempt for one account, from different IPs too, even with the right password', async () => {
+      const email = await signUp(client, 'acct');
+      for (let i = 0; i < 10; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      }
+      await expectRateLimited(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      // Counted before any verification: the right password does not get through either.
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      // The same account however the email is written; another account is unaffected.
+      await expectRateLimited(
+        client.login({ email: ` ${email.toUpperCase()} `, password: PASSWORD, clientIp: '' }),
+      );
+      const other = await signUp(client, 'acct-other');
+      expect(await outcome(client.login({ email: other, password: PASSWORD, clientIp: uniqueIp() }))).toBe(
+        'ok',
+      );
+    });
+
+    it('throttles unknown emails exactly like known ones', async () => {
+      const unknown = uniqueEmail('nobody');
+      for (let i = 0; i < 10; i++) {
+        await expectInvalidCredentials(
+          client.login({ email: unknown, password: WRONG, clientIp: uniqueIp() }),
+        );
+      }
+      await expectRateLimited(client.login({ email: unknown, password: WRONG, clientIp: uniqueIp() }));
+    });
+
+    it('limits one client IP across different accounts, and other IPs and unknown IPs are not affected', async () => {
+      const ip = uniqueIp();
+      for (let i = 0; i < 12; i++) {
+        await expectInvalidCredentials(
+          client.login({ email: uniqueEmail('spray'), password: WRONG, clientIp: ip }),
+        );
+      }
+      const victim = await signUp(client, 'victim');
+      await expectRateLimited(client.login({ email: victim, password: PASSWORD, clientIp: ip }));
+      expect(await outcome(client.login({ email: victim, password: PASSWORD, clientIp: uniqueIp() }))).toBe(
+        'ok',
+      );
+      expect(await outcome(client.login({ email: victim, password: PASSWORD, clientIp: '' }))).toBe('ok');
+    });
+
+    it('clears the account count on a successful login', async () => {
+      const email = await signUp(client, 'reset');
+      for (let i = 0; i < 9; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      }
+      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
+      for (let i = 0; i < 10; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      }
+      await expectRateLimited(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+    });
+
+    it('allows attempts again once the window has passed, with Retry-After counting down', async () => {
+      const email = await signUp(client, 'window');
+      for (let i = 0; i < 10; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      }
+      const first = (await outcome(client.login({ email, password: WRONG, clientIp: '' }))) as AppError;
+      expect(first.retryAfterSeconds).toBe(WINDOW_SECONDS);
+      clock.advance(600_000);
+      const later = (await outcome(client.login({ email, password: WRONG, clientIp: '' }))) as AppError;
+      expect(later.code).toBe('rate_limited');
+      expect(later.retryAfterSeconds).toBe(300);
+      clock.advance(300_000);
+      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
+    });
+  });
+
+  describe('on Redis', () => {
+    const testRedis = createTestRedis('adminthrottle');
+    const inspector = new Redis(testRedis.url);
+    let a: ServiceClient<typeof AdminRpc>;
+    let b: ServiceClient<typeof AdminRpc>;
+    const env = { ADMIN_REDIS_URL: testRedis.url, ADMIN_REDIS_PREFIX: testRedis.prefix };
+    const accountKey = (email: string) =>
+      `${testRedis.prefix}login:acct:${createHash('sha256').update(email).digest('hex')}`;
+
+    beforeAll(async () => {
+      ({ client: a } = await startAdmin(env));
+      ({ client: b } = await startAdmin(env));
+    });
+
+    afterAll(async () => {
+      await testRedis.clean();
+      inspector.disconnect();
+    });
+
+    it('shares the counts between replicas and stores them under the documented keys', async () => {
+      const email = await signUp(a, 'redis');
+      const ip = uniqueIp();
+      for (let i = 0; i < 10; i++) {
+        const replica = i % 2 === 0 ? a : b;
+        await expectInvalidCredentials(replica.login({ email, password: WRONG, clientIp: ip }));
+      }
+      expect(await inspector.get(accountKey(email))).toBe('10');
+      expect(await inspector.get(`${testRedis.prefix}login:ip:${ip}`)).toBe('10');
+      const ttl = await inspector.pttl(accountKey(email));
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(WINDOW_SECONDS * 1000);
+      await expectRateLimited(a.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      await expectRateLimited(b.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+
+      // The window ends (its TTL rewritten to 1 ms): attempts are allowed again, and success clears the key.
+      await inspector.pexpire(accountKey(email), 1);
+      await waitUntil(
+        'the account window to expire',
+        async () => (await inspector.exists(accountKey(email))) === 0,
+      );
+      expect(await outcome(b.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
+      expect(await inspector.exists(accountKey(email))).toBe(0);
+    });
+  });
+
+  describe('with Redis unreachable', () => {
+    it('still applies the limits in memory, warning once', async () => {
+      const logs = captureLogs();
+      const { client } = await startAdmin(
+        { ADMIN_REDIS_URL: 'redis://127.0.0.1:1', ADMIN_REDIS_PREFIX: 'dead:' },
+        { logger: logs.logger },
+      );
+      const email = await signUp(client, 'dead');
+      for (let i = 0; i < 10; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      }
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      const fallbacks = logs.lines.filter(
+        (l) => JSON.parse(l).msg === 'login throttle falling back to in-memory limits',
+      );
+      expect(fallbacks).toHaveLength(1);
+    });
+  });
+});

@@ -664,6 +664,13 @@ export declare type VerifyApiKeyResponse = Message<"relayplane.admin.v1.VerifyAp
    * @generated from field: string project_environment = 2;
    */
   projectEnvironment: string;
+
+  /**
+   * The project's IP allowlist (normalised CIDRs). Empty: any client IP is allowed.
+   *
+   * @generated from field: repeated string allowlist = 3;
+   */
+  allowlist: string[];
 };
 
 /**
@@ -671,6 +678,156 @@ export declare type VerifyApiKeyResponse = Message<"relayplane.admin.v1.VerifyAp
  * Use `create(VerifyApiKeyResponseSchema)` to create a new message.
  */
 export declare const VerifyApiKeyResponseSchema: GenMessage<VerifyApiKeyResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.AllowlistEntry
+ */
+export declare type AllowlistEntry = Message<"relayplane.admin.v1.AllowlistEntry"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * Normalised: the network address with its prefix length, e.g. "10.1.0.0/16", "2001:db8::/32".
+   *
+   * @generated from field: string cidr = 3;
+   */
+  cidr: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.AllowlistEntry.
+ * Use `create(AllowlistEntrySchema)` to create a new message.
+ */
+export declare const AllowlistEntrySchema: GenMessage<AllowlistEntry>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateAllowlistEntryRequest
+ */
+export declare type CreateAllowlistEntryRequest = Message<"relayplane.admin.v1.CreateAllowlistEntryRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string cidr = 3;
+   */
+  cidr: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateAllowlistEntryRequest.
+ * Use `create(CreateAllowlistEntryRequestSchema)` to create a new message.
+ */
+export declare const CreateAllowlistEntryRequestSchema: GenMessage<CreateAllowlistEntryRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateAllowlistEntryResponse
+ */
+export declare type CreateAllowlistEntryResponse = Message<"relayplane.admin.v1.CreateAllowlistEntryResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.AllowlistEntry entry = 1;
+   */
+  entry?: AllowlistEntry | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateAllowlistEntryResponse.
+ * Use `create(CreateAllowlistEntryResponseSchema)` to create a new message.
+ */
+export declare const CreateAllowlistEntryResponseSchema: GenMessage<CreateAllowlistEntryResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListAllowlistEntriesRequest
+ */
+export declare type ListAllowlistEntriesRequest = Message<"relayplane.admin.v1.ListAllowlistEntriesRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListAllowlistEntriesRequest.
+ * Use `create(ListAllowlistEntriesRequestSchema)` to create a new message.
+ */
+export declare const ListAllowlistEntriesRequestSchema: GenMessage<ListAllowlistEntriesRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListAllowlistEntriesResponse
+ */
+export declare type ListAllowlistEntriesResponse = Message<"relayplane.admin.v1.ListAllowlistEntriesResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.AllowlistEntry entries = 1;
+   */
+  entries: AllowlistEntry[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListAllowlistEntriesResponse.
+ * Use `create(ListAllowlistEntriesResponseSchema)` to create a new message.
+ */
+export declare const ListAllowlistEntriesResponseSchema: GenMessage<ListAllowlistEntriesResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.DeleteAllowlistEntryRequest
+ */
+export declare type DeleteAllowlistEntryRequest = Message<"relayplane.admin.v1.DeleteAllowlistEntryRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string entry_id = 3;
+   */
+  entryId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DeleteAllowlistEntryRequest.
+ * Use `create(DeleteAllowlistEntryRequestSchema)` to create a new message.
+ */
+export declare const DeleteAllowlistEntryRequestSchema: GenMessage<DeleteAllowlistEntryRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.DeleteAllowlistEntryResponse
+ */
+export declare type DeleteAllowlistEntryResponse = Message<"relayplane.admin.v1.DeleteAllowlistEntryResponse"> & {
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DeleteAllowlistEntryResponse.
+ * Use `create(DeleteAllowlistEntryResponseSchema)` to create a new message.
+ */
+export declare const DeleteAllowlistEntryResponseSchema: GenMessage<DeleteAllowlistEntryResponse>;
 
 /**
  * @generated from enum relayplane.admin.v1.TenantRole
@@ -819,6 +976,34 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof VerifyApiKeyRequestSchema;
     output: typeof VerifyApiKeyResponseSchema;
+  },
+  /**
+   * IP allowlist of a project: CIDR entries, normalised. Duplicate: ALREADY_EXISTS (409);
+   * invalid CIDR: FAILED_PRECONDITION with code unprocessable (422); the plan's entry limit:
+   * unprocessable (422) with a message naming the limit.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.CreateAllowlistEntry
+   */
+  createAllowlistEntry: {
+    methodKind: "unary";
+    input: typeof CreateAllowlistEntryRequestSchema;
+    output: typeof CreateAllowlistEntryResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ListAllowlistEntries
+   */
+  listAllowlistEntries: {
+    methodKind: "unary";
+    input: typeof ListAllowlistEntriesRequestSchema;
+    output: typeof ListAllowlistEntriesResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.DeleteAllowlistEntry
+   */
+  deleteAllowlistEntry: {
+    methodKind: "unary";
+    input: typeof DeleteAllowlistEntryRequestSchema;
+    output: typeof DeleteAllowlistEntryResponseSchema;
   },
 }>;
 

@@ -11,6 +11,7 @@ import { JwksCache } from './jwks-cache.ts';
 import { registerOpenApi } from './openapi.ts';
 import { API_KEYS_REVOKED, type ApiKeyAuth, authGuards } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
+import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAuth } from './routes/auth.ts';
 import { registerCredentials } from './routes/credentials.ts';
@@ -26,7 +27,7 @@ import { TtlCache } from './ttl-cache.ts';
 
 export interface AppDeps {
   config: Pick<GatewayConfig, 'bodyLimitBytes' | 'jwksCacheMs'> &
-    Partial<Pick<GatewayConfig, 'authCacheMs' | 'rpcTimeoutMs'>>;
+    Partial<Pick<GatewayConfig, 'authCacheMs' | 'rpcTimeoutMs' | 'trustedProxies'>>;
   clients: GatewayClients;
   logger: Logger;
   bus?: Bus;
@@ -53,7 +54,8 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     bodyLimit: deps.config.bodyLimitBytes,
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
     requestIdHeader: false,
-    trustProxy: false,
+    // X-Forwarded-For is believed only from configured proxies (proxy-addr semantics).
+    trustProxy: deps.config.trustedProxies?.length ? deps.config.trustedProxies : false,
     return503OnClosing: true,
     // Errors Fastify raises before routing (a malformed URL, …) get the same envelope.
     frameworkErrors: (error, _request, rawReply) => {
@@ -147,6 +149,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerProjects(app, routeDeps);
   registerSigningKeys(app, routeDeps);
   registerApiKeys(app, routeDeps);
+  registerAllowlist(app, routeDeps);
   registerCredentials(app, routeDeps);
   registerRelays(app, routeDeps);
 

@@ -1,4 +1,5 @@
-import { EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
+import { isIP } from 'node:net';
+import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
 
 export interface GatewayConfig {
   host: string;
@@ -7,6 +8,11 @@ export interface GatewayConfig {
   services: { admin: string; issuer: string; billing: string };
   /** Redis for cross-replica cache invalidation; absent in embedded mode (an in-process bus is passed instead). */
   redis: { url: string; prefix: string } | undefined;
+  /**
+   * Proxies (addresses or CIDRs) whose X-Forwarded-For is believed: the client IP is the first
+   * address, from the right, that is not one of them. Empty: X-Forwarded-For is ignored.
+   */
+  trustedProxies: string[];
   /** Largest accepted request body, in bytes. */
   bodyLimitBytes: number;
   /** Deadline of each call to a service, in milliseconds. */
@@ -49,6 +55,20 @@ export function readGatewayConfig(
                 r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:',
               ),
             },
+    trustedProxies:
+      overrides.trustedProxies ??
+      (r.optional('GATEWAY_TRUSTED_PROXIES') ?? '')
+        .split(',')
+        .map((v) => v.trim())
+        .filter(Boolean)
+        .map((v) => {
+          const [address = '', prefix] = v.split('/');
+          const bits = isIP(address) === 4 ? 32 : 128;
+          if (!isIP(address) || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))) {
+            throw new ConfigError('GATEWAY_TRUSTED_PROXIES', `has an invalid address or CIDR "${v}"`);
+          }
+          return v;
+        }),
     bodyLimitBytes:
       overrides.bodyLimitBytes ??
       r.int('GATEWAY_BODY_LIMIT_BYTES', 64 * 1024, { min: 1024, max: 10 * 1024 * 1024 }),

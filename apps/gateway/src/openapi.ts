@@ -26,6 +26,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'projects', description: 'Projects of the active tenant' },
         { name: 'credentials', description: 'Relay credentials and their verification keys' },
         { name: 'api-keys', description: 'Project API keys' },
+        { name: 'allowlist', description: 'Project IP allowlists (enforced on API-key requests)' },
         { name: 'relays', description: 'Relay registry, heartbeats, assignment, revocation feed' },
         { name: 'signing-keys', description: 'Signing key life cycle (platform administrators)' },
         { name: 'billing', description: 'Plans and prices' },

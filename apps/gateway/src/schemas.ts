@@ -200,6 +200,18 @@ export const SHARED_SCHEMAS = [
     },
   },
   {
+    $id: 'AllowlistEntry',
+    type: 'object',
+    required: ['id', 'project_id', 'cidr', 'created_at'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string' },
+      project_id: { type: 'string' },
+      cidr: { type: 'string', description: 'Normalised network, e.g. `10.1.0.0/16` or `2001:db8::/32`.' },
+      created_at: dateTime,
+    },
+  },
+  {
     $id: 'Relay',
     type: 'object',
     required: ['id', 'region', 'host', 'port', 'url', 'status'],

@@ -147,7 +147,8 @@ describe('gateway routes: authentication and authorization', () => {
           .replace(/prj_0+/, ':project_id')
           .replace(/key_0+/, ':key_id')
           .replace(/crd_0+/, ':jti')
-          .replace(/rly_0+/, ':relay_id')}`,
+          .replace(/rly_0+/, ':relay_id')
+          .replace(/alw_0+/, ':entry_id')}`,
     );
     expect(served.sort()).toEqual(covered.sort());
   });

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { BlockList, isIPv4 } from 'node:net';
 import type { ApiKey, Principal, Session } from '@relayplane/proto/admin';
 import type { Relay } from '@relayplane/proto/issuer';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
@@ -15,6 +16,26 @@ export interface Authenticated {
 export interface ApiKeyAuth {
   apiKey: ApiKey;
   projectEnvironment: string;
+  /** The project's IP allowlist, built once per verification; undefined: any IP. */
+  allowlist: BlockList | undefined;
+}
+
+/** A BlockList of normalised CIDRs (as admin stores them). */
+export function allowlistOf(cidrs: readonly string[]): BlockList | undefined {
+  if (cidrs.length === 0) return undefined;
+  const list = new BlockList();
+  for (const cidr of cidrs) {
+    const [address = '', prefix = ''] = cidr.split('/');
+    list.addSubnet(address, Number(prefix), isIPv4(address) ? 'ipv4' : 'ipv6');
+  }
+  return list;
+}
+
+/** The client address as a family-tagged pair; IPv4-mapped IPv6 is treated as IPv4. */
+function clientAddress(ip: string): [string, 'ipv4' | 'ipv6'] {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped?.[1]) return [mapped[1], 'ipv4'];
+  return [ip, isIPv4(ip) ? 'ipv4' : 'ipv6'];
 }
 
 declare module 'fastify' {
@@ -91,8 +112,16 @@ export function authGuards(
       request.apiKey = await caches.apiKeys.get(apiKeyHash(header), async (keyHash) => {
         const res = await admin.verifyApiKey({ keyHash });
         if (!res.apiKey) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-        return { apiKey: res.apiKey, projectEnvironment: res.projectEnvironment };
+        return {
+          apiKey: res.apiKey,
+          projectEnvironment: res.projectEnvironment,
+          allowlist: allowlistOf(res.allowlist),
+        };
       });
+      const allowlist = request.apiKey.allowlist;
+      if (allowlist && !allowlist.check(...clientAddress(request.ip))) {
+        throw new AppError('forbidden', "your IP address is not in this project's allowlist");
+      }
     },
     async relayNode(request) {
       const token = bearerToken(request);

@@ -45,7 +45,9 @@ export function registerCredentials(
           ...BODY_ERRORS,
           401: errorResponse('No API key, or an invalid, unknown or revoked one.'),
           402: errorResponse("The plan's concurrent connection cap is reached: upgrade the plan."),
-          403: errorResponse('A requested scope is not granted to the API key.'),
+          403: errorResponse(
+            "A requested scope is not granted to the API key, or the client IP is not in the project's allowlist.",
+          ),
           ...COMMON_ERRORS,
         },
       },

@@ -28,7 +28,7 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-export async function startStack(label: string): Promise<Stack> {
+export async function startStack(label: string, options: { trustedProxies?: string[] } = {}): Promise<Stack> {
   const database = await createTestDatabase(label);
   const redis = createTestRedis(label);
   const logger = testLogger('gateway');
@@ -76,7 +76,11 @@ export async function startStack(label: string): Promise<Stack> {
     );
     closers.push(() => bus.close());
     const { app, routes } = await buildApp({
-      config: { bodyLimitBytes: 64 * 1024, jwksCacheMs: 10_000 },
+      config: {
+        bodyLimitBytes: 64 * 1024,
+        jwksCacheMs: 10_000,
+        trustedProxies: options.trustedProxies ?? [],
+      },
       clients,
       logger,
       bus,

@@ -14,6 +14,7 @@ import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
+import { AllowlistStore } from './stores/allowlist.ts';
 import { ApiKeyStore } from './stores/api-keys.ts';
 import {
   FallbackLoginThrottle,
@@ -76,7 +77,7 @@ const THROTTLE_READY_WAIT_MS = 1_000;
 
 const SESSION_SWEEP_INTERVAL_MS = 10 * 60_000;
 
-/** The admin service: tenants, users, sessions, projects, API keys. */
+/** The admin service: tenants, users, sessions, projects, API keys, IP allowlists. */
 export class AdminService {
   readonly config: AdminConfig;
   readonly logger: Logger;
@@ -133,6 +134,7 @@ export class AdminService {
         sessions: this.sessions,
         projects: new ProjectStore(database.db),
         apiKeys: this.apiKeys,
+        allowlist: new AllowlistStore(database.db),
         passwords,
         billing: this.#billing,
         bus: this.bus,

@@ -54,6 +54,17 @@ describe('gateway routes: IP allowlists', () => {
       headers: { 'x-api-key': apiKey, ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}) },
       payload: {},
     });
+  /** Passes the API-key and allowlist checks but fails validation: 400 = allowed, 403 = refused (no slot used). */
+  const probe = async (remoteAddress: string, forwardedFor?: string) =>
+    (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/api/v1/credentials',
+        remoteAddress,
+        headers: { 'x-api-key': apiKey, ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}) },
+        payload: { ttl_seconds: 1 },
+      })
+    ).statusCode;
   /** The gateway caches key verification for ≤ 1 s: wait (bounded) for a change to show. */
   async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {
     const deadline = Date.now() + 2_000;
@@ -87,17 +98,18 @@ describe('gateway routes: IP allowlists', () => {
   });
 
   it('enforces the allowlist on API-key requests: 403 outside, 201 inside (v4, v6, and through a trusted proxy)', async () => {
-    await eventually(async () => (await issue('192.0.2.7')).statusCode === 403, 'the allowlist to apply');
+    await eventually(async () => (await probe('192.0.2.7')) === 403, 'the allowlist to apply');
     const denied = await issue('192.0.2.7');
+    expect(denied.statusCode).toBe(403);
     expect(denied.json()).toEqual({ error: "your IP address is not in this project's allowlist" });
     expect((await issue('10.9.8.7')).statusCode).toBe(201);
-    expect((await issue('2001:db8::5')).statusCode).toBe(201);
-    expect((await issue('::ffff:10.0.0.1')).statusCode).toBe(201);
+    expect(await probe('2001:db8::5')).toBe(400);
+    expect(await probe('::ffff:10.0.0.1')).toBe(400);
     // Through the trusted proxy (127.0.0.1): the forwarded client address counts.
-    expect((await issue('127.0.0.1', '10.1.1.1')).statusCode).toBe(201);
-    expect((await issue('127.0.0.1', '192.0.2.9')).statusCode).toBe(403);
+    expect(await probe('127.0.0.1', '10.1.1.1')).toBe(400);
+    expect(await probe('127.0.0.1', '192.0.2.9')).toBe(403);
     // From an untrusted peer, X-Forwarded-For is ignored.
-    expect((await issue('192.0.2.7', '10.1.1.1')).statusCode).toBe(403);
+    expect(await probe('192.0.2.7', '10.1.1.1')).toBe(403);
   });
 
   it("answers 422 with the plan's limit once the free plan's entries are used up, and frees room on delete", async () => {

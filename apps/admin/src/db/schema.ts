@@ -61,6 +61,15 @@ export interface ApiKeysTable {
   revoked_at: Date | null;
 }
 
+export interface AllowlistEntriesTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  /** Normalised CIDR (network address, canonical text); unique per project. */
+  cidr: string;
+  created_at: Date;
+}
+
 export interface AdminDatabase {
   tenants: TenantsTable;
   users: UsersTable;
@@ -68,4 +77,5 @@ export interface AdminDatabase {
   sessions: SessionsTable;
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
+  allowlist_entries: AllowlistEntriesTable;
 }

@@ -1,9 +1,12 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { authenticate } from './authenticate.ts';
+import { createAllowlistEntry } from './create-allowlist-entry.ts';
 import { createApiKey } from './create-api-key.ts';
 import { createProject } from './create-project.ts';
+import { deleteAllowlistEntry } from './delete-allowlist-entry.ts';
 import type { AdminDeps } from './deps.ts';
+import { listAllowlistEntries } from './list-allowlist-entries.ts';
 import { listApiKeys } from './list-api-keys.ts';
 import { listProjects } from './list-projects.ts';
 import { login } from './login.ts';
@@ -24,5 +27,8 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     listApiKeys: listApiKeys(deps),
     revokeApiKey: revokeApiKey(deps),
     verifyApiKey: verifyApiKey(deps),
+    createAllowlistEntry: createAllowlistEntry(deps),
+    listAllowlistEntries: listAllowlistEntries(deps),
+    deleteAllowlistEntry: deleteAllowlistEntry(deps),
   };
 }

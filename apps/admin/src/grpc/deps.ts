@@ -6,6 +6,7 @@ import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { LoginLimits } from '../config.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
+import type { AllowlistStore } from '../stores/allowlist.ts';
 import type { ApiKeyStore } from '../stores/api-keys.ts';
 import type { LoginThrottle } from '../stores/login-throttle.ts';
 import type { ProjectStore } from '../stores/projects.ts';
@@ -17,8 +18,9 @@ export interface AdminDeps {
   sessions: SessionStore;
   projects: ProjectStore;
   apiKeys: ApiKeyStore;
+  allowlist: AllowlistStore;
   passwords: PasswordHasher;
-  /** Plan limits (project and API key counts). */
+  /** Plan limits (project, API key and allowlist entry counts). */
   billing: ServiceClient<typeof BillingRpc>;
   /** Announces revoked API keys to every gateway. */
   bus: Bus;

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
+  type AllowlistEntrySchema,
   type ApiKeySchema,
   PrincipalKind,
   type PrincipalSchema,
@@ -12,6 +13,7 @@ import {
 } from '@relayplane/proto/admin';
 import type { Role } from '../domain/roles.ts';
 import type {
+  AllowlistEntryRecord,
   ApiKeyRecord,
   ProjectRecord,
   SessionRecord,
@@ -88,5 +90,16 @@ export function apiKeyMessage(key: ApiKeyRecord): MessageInitShape<typeof ApiKey
     createdAt: timestampFromDate(key.createdAt),
     lastUsedAt: key.lastUsedAt ? timestampFromDate(key.lastUsedAt) : undefined,
     revokedAt: key.revokedAt ? timestampFromDate(key.revokedAt) : undefined,
+  };
+}
+
+export function allowlistEntryMessage(
+  entry: AllowlistEntryRecord,
+): MessageInitShape<typeof AllowlistEntrySchema> {
+  return {
+    id: entry.id,
+    projectId: entry.projectId,
+    cidr: entry.cidr,
+    createdAt: timestampFromDate(entry.createdAt),
   };
 }

@@ -6,6 +6,8 @@ import type { AdminDeps } from './deps.ts';
 export const PROJECT_NOT_FOUND_MESSAGE = 'project not found';
 export const API_KEY_NOT_FOUND_MESSAGE = 'API key not found';
 export const API_KEY_ROLE_MESSAGE = 'your role does not allow managing API keys';
+export const ALLOWLIST_ROLE_MESSAGE = 'your role does not allow managing the allowlist';
+export const ALLOWLIST_ENTRY_NOT_FOUND_MESSAGE = 'allowlist entry not found';
 
 /**
  * The project in the session's active tenant. Another tenant's project answers exactly like

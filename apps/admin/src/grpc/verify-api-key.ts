@@ -13,7 +13,8 @@ export const API_KEY_LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
  * VerifyApiKey: the gateway's lookup on a cache miss (its cache lives at most a second).
- * An active key answers with its project's environment; an unknown or revoked one is
+ * An active key answers with its project's environment and IP allowlist (normalised CIDRs,
+ * empty when any client IP is allowed; the gateway enforces it); an unknown or revoked one is
  * unauthenticated with the contract's wording.
  */
 export function verifyApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['verifyApiKey'] {
@@ -23,7 +24,7 @@ export function verifyApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
     }
     const found = await deps.apiKeys.findActiveByHash(req.keyHash);
     if (!found) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-    const { apiKey, projectEnvironment } = found;
+    const { apiKey, projectEnvironment, allowlist } = found;
     const now = deps.clock.now();
     const since = new Date(now.getTime() - API_KEY_LAST_USED_RESOLUTION_MS);
     if (!apiKey.lastUsedAt || apiKey.lastUsedAt < since) {
@@ -35,6 +36,6 @@ export function verifyApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
         deps.logger.warn({ err, apiKeyId: apiKey.id }, 'could not record API key use');
       }
     }
-    return { apiKey: apiKeyMessage(apiKey), projectEnvironment };
+    return { apiKey: apiKeyMessage(apiKey), projectEnvironment, allowlist };
   };
 }

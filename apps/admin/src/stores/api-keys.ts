@@ -11,6 +11,8 @@ export interface NewApiKey extends ApiKeyRecord {
 export interface VerifiedApiKey {
   apiKey: ApiKeyRecord;
   projectEnvironment: string;
+  /** The project's IP allowlist (normalised CIDRs), oldest entry first; empty when none. */
+  allowlist: string[];
 }
 
 const COLUMNS = [
@@ -130,16 +132,27 @@ export class ApiKeyStore {
     return row && { apiKey: toRecord(row), keyHash: row.key_hash };
   }
 
-  /** The active key with this hash and its project's environment: one lookup by unique index. */
+  /**
+   * The active key with this hash, its project's environment and IP allowlist: one query
+   * (a lookup by unique index, the allowlist a subselect on its per-project unique index).
+   */
   async findActiveByHash(keyHash: string): Promise<VerifiedApiKey | undefined> {
     const row = await this.#db
       .selectFrom('api_keys as k')
       .innerJoin('projects as p', 'p.id', 'k.project_id')
       .select([...COLUMNS, 'p.environment'])
+      .select((eb) =>
+        sql<string[]>`array(${eb
+          .selectFrom('allowlist_entries as a')
+          .select('a.cidr')
+          .whereRef('a.project_id', '=', 'k.project_id')
+          .orderBy('a.created_at')
+          .orderBy('a.id')})`.as('allowlist'),
+      )
       .where('k.key_hash', '=', keyHash)
       .where('k.revoked_at', 'is', null)
       .executeTakeFirst();
-    return row && { apiKey: toRecord(row), projectEnvironment: row.environment };
+    return row && { apiKey: toRecord(row), projectEnvironment: row.environment, allowlist: row.allowlist };
   }
 
   /**

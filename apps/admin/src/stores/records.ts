@@ -37,6 +37,16 @@ export interface ApiKeyRecord {
   revokedAt: Date | null;
 }
 
+/** One CIDR block of a project's IP allowlist. */
+export interface AllowlistEntryRecord {
+  id: string;
+  tenantId: string;
+  projectId: string;
+  /** Normalised: network address and prefix length in canonical text. */
+  cidr: string;
+  createdAt: Date;
+}
+
 /** True when `err` is PostgreSQL's foreign_key_violation on the named constraint. */
 export function isForeignKeyViolation(err: unknown, constraint: string): boolean {
   if (typeof err !== 'object' || err === null) return false;

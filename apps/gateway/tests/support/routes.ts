@@ -48,6 +48,9 @@ export const ROUTES: RouteCase[] = [
     optionalBody: true,
   },
   { method: 'DELETE', url: `/admin/v1/projects/${P}/api-keys/key_00000000000000000000`, auth: 'session' },
+  { method: 'GET', url: `/admin/v1/projects/${P}/allowlist`, auth: 'session' },
+  { method: 'POST', url: `/admin/v1/projects/${P}/allowlist`, auth: 'session', body: { cidr: '10.0.0.0/8' } },
+  { method: 'DELETE', url: `/admin/v1/projects/${P}/allowlist/alw_00000000000000000000`, auth: 'session' },
   {
     method: 'POST',
     url: '/api/v1/credentials',

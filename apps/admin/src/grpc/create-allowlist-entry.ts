@@ -1,0 +1,62 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { newId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { parseCidr } from '../domain/cidr.ts';
+import { canManageApiKeys } from '../domain/roles.ts';
+import type { AdminDeps } from './deps.ts';
+import { allowlistEntryMessage } from './messages.ts';
+import { requireUserSession } from './principal.ts';
+import { ALLOWLIST_ROLE_MESSAGE, PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
+
+/**
+ * CreateAllowlistEntry: one CIDR block for a project of the principal's active tenant, stored
+ * normalised (network address, canonical text), so one network written two ways is a duplicate
+ * (conflict). Within the plan's limit on entries per project. Managing the allowlist takes the
+ * same role as managing API keys: it guards the same requests.
+ */
+export function createAllowlistEntry(
+  deps: AdminDeps,
+): ServiceImpl<typeof AdminService>['createAllowlistEntry'] {
+  return async (req) => {
+    const session = await requireUserSession(deps, req.principal);
+    if (!canManageApiKeys(session.role)) throw new AppError('forbidden', ALLOWLIST_ROLE_MESSAGE);
+    const project = await requireProject(deps, session, req.projectId);
+    const parsed = parseCidr(req.cidr);
+    if (!parsed.ok) throw new AppError('unprocessable', parsed.message);
+    const cidr = parsed.value.text;
+
+    // Billing owns the plan; without a reachable billing the limit is unknown, so the call fails (503).
+    const { plan, subscription } = await deps.billing.getSubscription({ tenantId: project.tenantId });
+    const max = plan?.limits?.maxAllowlistEntries ?? 0;
+    const planId = plan?.id || subscription?.planId || 'current';
+
+    const entry = {
+      id: newId('allowlistEntry'),
+      tenantId: project.tenantId,
+      projectId: project.id,
+      cidr,
+      createdAt: deps.clock.now(),
+    };
+    const outcome = await deps.allowlist.create(entry, max);
+    if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
+    if (outcome === 'duplicate') throw new AppError('conflict', `${cidr} is already in the allowlist`);
+    if (outcome === 'limit_reached') {
+      throw new AppError(
+        'unprocessable',
+        `the ${planId} plan allows at most ${max} allowlist entr${max === 1 ? 'y' : 'ies'} per project; upgrade the plan for more`,
+      );
+    }
+    deps.logger.info(
+      {
+        allowlistEntryId: entry.id,
+        projectId: project.id,
+        tenantId: project.tenantId,
+        userId: session.user.id,
+        cidr,
+      },
+      'allowlist entry created',
+    );
+    return { entry: allowlistEntryMessage(entry) };
+  };
+}

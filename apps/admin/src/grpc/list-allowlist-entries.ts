@@ -1,0 +1,18 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { AdminDeps } from './deps.ts';
+import { allowlistEntryMessage } from './messages.ts';
+import { requireUserSession } from './principal.ts';
+import { requireProject } from './project-access.ts';
+
+/** ListAllowlistEntries: a project's IP allowlist, oldest entry first. Every role may list. */
+export function listAllowlistEntries(
+  deps: AdminDeps,
+): ServiceImpl<typeof AdminService>['listAllowlistEntries'] {
+  return async (req) => {
+    const session = await requireUserSession(deps, req.principal);
+    const project = await requireProject(deps, session, req.projectId);
+    const entries = await deps.allowlist.list(project.tenantId, project.id);
+    return { entries: entries.map(allowlistEntryMessage) };
+  };
+}

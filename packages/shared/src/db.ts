@@ -50,8 +50,12 @@ export async function createDatabase<DB>(
       keepAlive: true,
       application_name: `relayplane-${schema}`,
     });
-    // Idle clients report a lost server here; without a listener the process would crash.
+    // Idle clients report a lost server on the pool; checked-out ones on themselves. Without a
+    // listener either would crash the process (the query in flight fails on its own).
     pool.on('error', (err) => logger.warn({ err: { message: err.message } }, 'postgres connection lost'));
+    pool.on('connect', (client) => {
+      client.on('error', (err) => logger.warn({ err: { message: err.message } }, 'postgres connection lost'));
+    });
     root = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   } else {
     mkdirSync(config.dataDir, { recursive: true });

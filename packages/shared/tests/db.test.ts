@@ -1,5 +1,5 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type Server, type Socket } from 'node:net';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { testLogger } from '@relayplane/testing/logger';
@@ -237,6 +237,45 @@ describe('createDatabase: PostgreSQL replicas and outages', () => {
     } finally {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => blackhole.close(() => resolve()));
+    }
+  });
+
+  it('survives a connection reset while a client is checked out: the transaction fails, the process does not crash', async () => {
+    const test = await createTestDatabase('dbreset');
+    const target = new URL(test.url);
+    const sockets = new Set<Socket>();
+    const proxy: Server = createServer((client) => {
+      const upstream = createConnection(Number(target.port || 5432), target.hostname);
+      sockets.add(client).add(upstream);
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => {});
+      upstream.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const address = proxy.address();
+    if (address === null || typeof address === 'string') throw new Error('proxy did not bind');
+    const viaProxy = new URL(test.url);
+    viaProxy.hostname = '127.0.0.1';
+    viaProxy.port = String(address.port);
+    const database = await createDatabase<Tables>(
+      { kind: 'postgres', url: viaProxy.toString() },
+      'svc_reset',
+      logger,
+    );
+    try {
+      const transaction = database.db.transaction().execute(async (trx) => {
+        await sql`select 1`.execute(trx);
+        // The connection is checked out and idle between statements when the server goes away.
+        for (const socket of sockets) socket.resetAndDestroy();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await sql`select 2`.execute(trx);
+      });
+      await expect(transaction).rejects.toThrow();
+      expect(await database.ping(500)).toBe(true);
+    } finally {
+      await database.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+      await test.drop();
     }
   });
 });

@@ -67,7 +67,7 @@ export class AllowlistStore {
     }
   }
 
-  /** The project's entries, oldest first. */
+  /** The project's entries, oldest first; entries of the same instant by network (ids are random). */
   async list(tenantId: string, projectId: string): Promise<AllowlistEntryRecord[]> {
     const rows = await this.#db
       .selectFrom('allowlist_entries')
@@ -75,7 +75,7 @@ export class AllowlistStore {
       .where('project_id', '=', projectId)
       .where('tenant_id', '=', tenantId)
       .orderBy('created_at', 'asc')
-      .orderBy('id', 'asc')
+      .orderBy('cidr', 'asc')
       .execute();
     return rows.map(toRecord);
   }

@@ -5,7 +5,7 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { watchDatabase } from '@relayplane/shared/readiness';
-import { createRedis } from '@relayplane/shared/redis';
+import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { bootstrapOwner } from './bootstrap.ts';
 import type { AdminConfig } from './config.ts';
@@ -24,7 +24,6 @@ import {
 } from './stores/login-throttle.ts';
 import { ProjectStore } from './stores/projects.ts';
 import { SessionStore } from './stores/sessions.ts';
-import { createThrottleRedis, waitReady } from './throttle-redis.ts';
 
 export interface AdminOverrides {
   logger?: Logger;
@@ -67,7 +66,10 @@ function createLoginThrottle(config: AdminConfig, logger: Logger, clock: Clock):
   const windowMs = config.loginLimits.windowSeconds * 1000;
   const memory = new MemoryLoginThrottle(clock, windowMs);
   if (!config.redis) return { throttle: memory, connection: undefined };
-  const redis = createThrottleRedis(config.redis, logger);
+  const redis = createRequestPathRedis(config.redis, logger, {
+    name: 'admin-throttle',
+    commandTimeoutMs: 500,
+  });
   const primary = new RedisLoginThrottle(redis, config.redis.prefix, windowMs);
   return { throttle: new FallbackLoginThrottle(primary, memory, logger), connection: redis };
 }

@@ -6,7 +6,7 @@ import { ConfigError } from '@relayplane/shared/config';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { watchDatabase } from '@relayplane/shared/readiness';
-import { createRedis } from '@relayplane/shared/redis';
+import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { RpcServer } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import type { IssuerConfig } from './config.ts';
@@ -20,7 +20,6 @@ import { issuerHandlers, type SigningKeyListing } from './grpc/issuer-handlers.t
 import { KeyMaintenance, type MaintenanceResult } from './keys/key-maintenance.ts';
 import { kekFingerprint, openPrivateKey } from './keys/key-material.ts';
 import { type ActiveSigningKey, type JwksDocument, KeyRing } from './keys/key-ring.ts';
-import { createRequestPathRedis, waitReady } from './redis/client.ts';
 import { redisKeys } from './redis/keys.ts';
 import { RedisRevocationMarks } from './redis/revocation-marks.ts';
 import { RelayDirectory } from './relays/relay-directory.ts';
@@ -175,6 +174,7 @@ export class IssuerService {
       ? createRequestPathRedis(config.redis, logger, {
           name: 'issuer-slots',
           commandTimeoutMs: config.redisCommandTimeoutMs,
+          enableAutoPipelining: true,
         })
       : null;
     if (slotRedis) redis.push(slotRedis);

@@ -1,4 +1,10 @@
-import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
+import {
+  ConfigError,
+  EnvReader,
+  LOG_LEVELS,
+  type LogLevel,
+  readMaxConnectionAgeMs,
+} from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
@@ -18,6 +24,8 @@ export interface BootstrapConfig {
 export interface AdminConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
   listen: string;
+  /** gRPC server max connection age (ms); 0: never. */
+  maxConnectionAgeMs: number;
   database: DatabaseConfig;
   /**
    * Redis for the bus that announces revoked API keys to the gateways. Undefined: an
@@ -94,13 +102,14 @@ export function readAdminConfig(
   const r = new EnvReader(env);
   return {
     listen: overrides.listen ?? r.address('ADMIN_LISTEN_ADDRESS', '127.0.0.1:50052'),
+    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ADMIN_GRPC_MAX_CONNECTION_AGE_MS'),
     database: overrides.database ?? {
       kind: 'postgres',
       url: r.url('ADMIN_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),
       poolMax: r.int('ADMIN_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
     },
     redis: 'redis' in overrides ? overrides.redis : readRedis(r),
-    billingAddress: overrides.billingAddress ?? r.address('ADMIN_BILLING_ADDRESS', '127.0.0.1:50053'),
+    billingAddress: overrides.billingAddress ?? r.target('ADMIN_BILLING_ADDRESS', '127.0.0.1:50053'),
     sessionTtlSeconds:
       overrides.sessionTtlSeconds ?? r.int('ADMIN_SESSION_TTL_SECONDS', 43_200, SESSION_TTL_RANGE),
     signupEnabled: overrides.signupEnabled ?? r.bool('RELAYPLANE_SIGNUP_ENABLED', true),

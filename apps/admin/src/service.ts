@@ -128,7 +128,7 @@ export class AdminService {
     const throttle = createLoginThrottle(config, logger, this.#clock);
     this.loginThrottle = throttle.throttle;
     this.#throttleConnection = throttle.connection;
-    this.rpc = new RpcServer(logger);
+    this.rpc = new RpcServer(logger, { maxConnectionAgeMs: config.maxConnectionAgeMs });
     this.rpc.add(
       AdminRpc,
       adminHandlers({

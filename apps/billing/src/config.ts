@@ -1,5 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
+import {
+  ConfigError,
+  EnvReader,
+  LOG_LEVELS,
+  type LogLevel,
+  readMaxConnectionAgeMs,
+} from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_PLANS, type Plan, type PlanId, resolvePlans } from './domain/plans.ts';
@@ -7,6 +13,8 @@ import { DEFAULT_PLANS, type Plan, type PlanId, resolvePlans } from './domain/pl
 export interface BillingConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
   listen: string;
+  /** gRPC server max connection age (ms); 0: never. */
+  maxConnectionAgeMs: number;
   database: DatabaseConfig;
   plans: Record<PlanId, Plan>;
   logLevel: LogLevel;
@@ -41,6 +49,7 @@ export function readBillingConfig(
   const r = new EnvReader(env);
   return {
     listen: overrides.listen ?? r.address('BILLING_LISTEN_ADDRESS', '127.0.0.1:50053'),
+    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'BILLING_GRPC_MAX_CONNECTION_AGE_MS'),
     database: overrides.database ?? {
       kind: 'postgres',
       url: r.url('BILLING_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),

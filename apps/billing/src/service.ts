@@ -32,7 +32,7 @@ export class BillingService {
     this.config = config;
     this.logger = logger;
     this.database = database;
-    this.rpc = new RpcServer(logger);
+    this.rpc = new RpcServer(logger, { maxConnectionAgeMs: config.maxConnectionAgeMs });
     this.rpc.add(
       BillingRpc,
       billingHandlers({ plans: config.plans, subscriptions: new SubscriptionStore(database.db), clock }),

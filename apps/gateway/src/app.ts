@@ -27,7 +27,12 @@ import { TtlCache } from './ttl-cache.ts';
 
 export interface AppDeps {
   config: Pick<GatewayConfig, 'bodyLimitBytes' | 'jwksCacheMs'> &
-    Partial<Pick<GatewayConfig, 'authCacheMs' | 'rpcTimeoutMs' | 'trustedProxies'>>;
+    Partial<
+      Pick<
+        GatewayConfig,
+        'authCacheMs' | 'rpcTimeoutMs' | 'trustedProxies' | 'issuanceStreams' | 'issuanceStreamMaxAgeMs'
+      >
+    >;
   clients: GatewayClients;
   logger: Logger;
   bus?: Bus;
@@ -117,7 +122,15 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   const apiKeys = new TtlCache<string, ApiKeyAuth>(authCacheMs);
   const relays = new TtlCache<string, Relay>(authCacheMs);
   const entitlements = new EntitlementCache(deps.clients.billing, authCacheMs);
-  const issuance = new IssuanceClient(deps.clients.issuer, deps.config.rpcTimeoutMs ?? 5_000, deps.logger);
+  const issuance = new IssuanceClient(
+    deps.clients.issuer,
+    {
+      timeoutMs: deps.config.rpcTimeoutMs ?? 5_000,
+      streams: deps.config.issuanceStreams,
+      maxAgeMs: deps.config.issuanceStreamMaxAgeMs,
+    },
+    deps.logger,
+  );
   const unsubscribe: (() => Promise<void>)[] = [];
   if (deps.bus) {
     unsubscribe.push(await deps.bus.subscribe(API_KEYS_REVOKED, (hash) => apiKeys.delete(hash)));

@@ -21,15 +21,18 @@ export const SERVICE_NAMES = {
 export function connectClients(
   addresses: { admin: string; issuer: string; billing: string },
   timeoutMs: number,
+  dnsMinIntervalMs?: number,
 ): GatewayClients {
+  const options = { timeoutMs, dnsMinIntervalMs };
+  const health = { timeoutMs: 1_000, dnsMinIntervalMs };
   return {
-    admin: connect(AdminService, addresses.admin, { timeoutMs }),
-    issuer: connect(IssuerService, addresses.issuer, { timeoutMs }),
-    billing: connect(BillingService, addresses.billing, { timeoutMs }),
+    admin: connect(AdminService, addresses.admin, options),
+    issuer: connect(IssuerService, addresses.issuer, options),
+    billing: connect(BillingService, addresses.billing, options),
     health: {
-      admin: connect(HealthService, addresses.admin, { timeoutMs: 1_000 }),
-      issuer: connect(HealthService, addresses.issuer, { timeoutMs: 1_000 }),
-      billing: connect(HealthService, addresses.billing, { timeoutMs: 1_000 }),
+      admin: connect(HealthService, addresses.admin, health),
+      issuer: connect(HealthService, addresses.issuer, health),
+      billing: connect(HealthService, addresses.billing, health),
     },
   };
 }

@@ -4,7 +4,10 @@ import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/s
 export interface GatewayConfig {
   host: string;
   port: number;
-  /** gRPC addresses (host:port) of the services behind the gateway. */
+  /**
+   * gRPC targets of the services behind the gateway: host:port, dns:///name:port (every
+   * replica the name resolves to) or a static ipv4:/ipv6: list; calls go round-robin.
+   */
   services: { admin: string; issuer: string; billing: string };
   /** Redis for cross-replica cache invalidation; absent in embedded mode (an in-process bus is passed instead). */
   redis: { url: string; prefix: string } | undefined;
@@ -17,6 +20,12 @@ export interface GatewayConfig {
   bodyLimitBytes: number;
   /** Deadline of each call to a service, in milliseconds. */
   rpcTimeoutMs: number;
+  /** Long-lived issuance streams kept to the issuers; each opens on the next replica (round-robin). */
+  issuanceStreams: number;
+  /** A stream is replaced after about this age (×0.5–1, jittered), so new replicas get their share. */
+  issuanceStreamMaxAgeMs: number;
+  /** Shortest time between DNS re-resolutions of a dns: target. */
+  grpcDnsMinIntervalMs: number;
   /** How long shutdown waits for in-flight requests before closing the remaining connections. */
   shutdownDrainMs: number;
   /** Longest an API key / relay token verification or a tenant's plan limits are cached. */
@@ -39,9 +48,9 @@ export function readGatewayConfig(
     host: overrides.host ?? r.string('HOST', '127.0.0.1'),
     port: overrides.port ?? r.int('PORT', 8080, { min: 0, max: 65535 }),
     services: overrides.services ?? {
-      admin: r.address('GATEWAY_ADMIN_ADDRESS', '127.0.0.1:50052'),
-      issuer: r.address('GATEWAY_ISSUER_ADDRESS', '127.0.0.1:50051'),
-      billing: r.address('GATEWAY_BILLING_ADDRESS', '127.0.0.1:50053'),
+      admin: r.target('GATEWAY_ADMIN_ADDRESS', '127.0.0.1:50052'),
+      issuer: r.target('GATEWAY_ISSUER_ADDRESS', '127.0.0.1:50051'),
+      billing: r.target('GATEWAY_BILLING_ADDRESS', '127.0.0.1:50053'),
     },
     redis:
       'redis' in overrides
@@ -73,6 +82,13 @@ export function readGatewayConfig(
       overrides.bodyLimitBytes ??
       r.int('GATEWAY_BODY_LIMIT_BYTES', 64 * 1024, { min: 1024, max: 10 * 1024 * 1024 }),
     rpcTimeoutMs: overrides.rpcTimeoutMs ?? r.int('GATEWAY_RPC_TIMEOUT_MS', 5_000, { min: 100, max: 60_000 }),
+    issuanceStreams: overrides.issuanceStreams ?? r.int('GATEWAY_ISSUANCE_STREAMS', 8, { min: 1, max: 64 }),
+    issuanceStreamMaxAgeMs:
+      overrides.issuanceStreamMaxAgeMs ??
+      r.int('GATEWAY_ISSUANCE_STREAM_MAX_AGE_MS', 60_000, { min: 1_000, max: 3_600_000 }),
+    grpcDnsMinIntervalMs:
+      overrides.grpcDnsMinIntervalMs ??
+      r.int('GATEWAY_GRPC_DNS_MIN_INTERVAL_MS', 5_000, { min: 100, max: 300_000 }),
     shutdownDrainMs:
       overrides.shutdownDrainMs ?? r.int('GATEWAY_SHUTDOWN_DRAIN_MS', 5_000, { min: 0, max: 120_000 }),
     authCacheMs: overrides.authCacheMs ?? r.int('GATEWAY_AUTH_CACHE_MS', 1_000, { min: 0, max: 1_000 }),

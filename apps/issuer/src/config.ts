@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
+import {
+  ConfigError,
+  EnvReader,
+  LOG_LEVELS,
+  type LogLevel,
+  readMaxConnectionAgeMs,
+} from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { JWKS_MAX_AGE_SECONDS, type RotationPolicy } from './domain/key-lifecycle.ts';
@@ -24,6 +30,8 @@ export interface CredentialsConfig {
 export interface IssuerConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
   listen: string;
+  /** gRPC server max connection age (ms); 0: never. */
+  maxConnectionAgeMs: number;
   database: DatabaseConfig;
   /** Redis for the bus and the job scheduler; null in embedded mode (in-process twins). */
   redis: RedisConfig | null;
@@ -80,6 +88,7 @@ export function readIssuerConfig(
   };
   return {
     listen: overrides.listen ?? r.address('ISSUER_LISTEN_ADDRESS', '127.0.0.1:50051'),
+    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ISSUER_GRPC_MAX_CONNECTION_AGE_MS'),
     database: overrides.database ?? {
       kind: 'postgres',
       url: r.url('ISSUER_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),

@@ -144,7 +144,7 @@ export class IssuerService {
       relays: this.relayDirectory,
       sign: deps.sign,
     });
-    this.rpc = new RpcServer(deps.logger);
+    this.rpc = new RpcServer(deps.logger, { maxConnectionAgeMs: deps.config.maxConnectionAgeMs });
     this.rpc.add(
       IssuerRpc,
       issuerHandlers(this, {

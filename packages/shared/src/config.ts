@@ -94,6 +94,24 @@ export class EnvReader {
     return raw;
   }
 
+  /**
+   * A gRPC client target: `host:port`, `dns:///host:port` (every address the name resolves
+   * to, e.g. a Kubernetes headless Service; `dns://resolver-ip:port/host:port` asks that DNS
+   * server), or a static list `ipv4:a:port,b:port` / `ipv6:[a]:port,[b]:port`. The client
+   * balances round-robin over all of them.
+   */
+  target(name: string, fallback?: string): string {
+    const raw = this.#raw(name) ?? fallback;
+    if (raw === undefined) throw new ConfigError(name, 'is required but not set');
+    if (!isGrpcTarget(raw)) {
+      throw new ConfigError(
+        name,
+        `must be host:port, dns:///host:port or ipv4:/ipv6: followed by a comma-separated host:port list (got "${raw}")`,
+      );
+    }
+    return raw;
+  }
+
   /** A base64 value that must decode to exactly `bytes` bytes. */
   base64Key(name: string, bytes: number): Buffer | undefined {
     const raw = this.#raw(name);
@@ -109,3 +127,37 @@ export class EnvReader {
 /** A log level shared by every service's config. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+
+const HOST_PORT = /^[A-Za-z0-9.\-]+:\d{1,5}$/;
+const IPV4_PORT = /^\d{1,3}(\.\d{1,3}){3}:\d{1,5}$/;
+const IPV6_PORT = /^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/;
+
+/** Whether `raw` is a gRPC target this platform supports (see `EnvReader.target`). */
+export function isGrpcTarget(raw: string): boolean {
+  if (HOST_PORT.test(raw) || IPV6_PORT.test(raw)) return true;
+  const dns = /^dns:(?:\/\/([A-Za-z0-9.\-:[\]]*))?\/([^/]+)$/.exec(raw);
+  if (dns) {
+    const [, authority, hostPort = ''] = dns;
+    if (authority && !(HOST_PORT.test(authority) || IPV6_PORT.test(authority))) return false;
+    return HOST_PORT.test(hostPort);
+  }
+  const list = /^(ipv4|ipv6):(.+)$/.exec(raw);
+  if (list) {
+    const pattern = list[1] === 'ipv4' ? IPV4_PORT : IPV6_PORT;
+    return (list[2] ?? '').split(',').every((a) => pattern.test(a));
+  }
+  return false;
+}
+
+/** Default max connection age of the services' gRPC servers, in milliseconds. */
+export const DEFAULT_GRPC_MAX_CONNECTION_AGE_MS = 120_000;
+
+/**
+ * `<PREFIX>_GRPC_MAX_CONNECTION_AGE_MS`: 0 (connections live until closed) or 1 s to 1 day.
+ * Clients reconnect after it and re-resolve DNS, which is how they find new replicas.
+ */
+export function readMaxConnectionAgeMs(r: EnvReader, name: string): number {
+  const value = r.int(name, DEFAULT_GRPC_MAX_CONNECTION_AGE_MS, { min: 0, max: 86_400_000 });
+  if (value !== 0 && value < 1_000) throw new ConfigError(name, 'must be 0 (never) or at least 1000 ms');
+  return value;
+}

@@ -83,6 +83,12 @@ function fromStatus(err: grpc.ServiceError, method: DescMethod): Error {
 export interface RpcClientOptions {
   /** Default deadline for calls that set none. */
   timeoutMs?: number;
+  /**
+   * Shortest time between two DNS resolutions of a `dns:` target (default 5 s). grpc-js
+   * re-resolves when a connection closes, e.g. at a server's max connection age, so a new
+   * replica behind the name is found within about that age plus this interval.
+   */
+  dnsMinIntervalMs?: number;
 }
 
 export function connect<S extends DescService>(
@@ -108,22 +114,42 @@ export function connect<S extends DescService>(
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
+    'grpc.dns_min_time_between_resolutions_ms': options.dnsMinIntervalMs ?? 5_000,
   });
 }
 
 export type { ServiceClient, ServiceImpl };
 
 /** A gRPC server with the health service and a lifecycle. */
+export interface RpcServerOptions {
+  /**
+   * Each client connection gets a GOAWAY after about this age (grpc-js adds ±10 % jitter) and
+   * reconnects, re-resolving the service's DNS name: clients balancing over a headless
+   * Service learn of new replicas this way. 0 or absent: connections live until closed.
+   * Calls in flight get `graceMs` to finish on the old connection.
+   */
+  maxConnectionAgeMs?: number;
+  maxConnectionAgeGraceMs?: number;
+}
+
 export class RpcServer {
-  readonly #server = new grpc.Server({
-    'grpc.keepalive_permit_without_calls': 1,
-    'grpc.keepalive_time_ms': 30_000,
-  });
+  readonly #server: grpc.Server;
   readonly #hooks: ServerHooks;
   readonly health = healthImpl();
   #port = 0;
 
-  constructor(logger: Logger) {
+  constructor(logger: Logger, options: RpcServerOptions = {}) {
+    const age = options.maxConnectionAgeMs ?? 0;
+    this.#server = new grpc.Server({
+      'grpc.keepalive_permit_without_calls': 1,
+      'grpc.keepalive_time_ms': 30_000,
+      ...(age > 0
+        ? {
+            'grpc.max_connection_age_ms': age,
+            'grpc.max_connection_age_grace_ms': options.maxConnectionAgeGraceMs ?? 90_000,
+          }
+        : {}),
+    });
     this.#hooks = serverHooks(logger);
     addService(this.#server, HealthService, this.health.impl, this.#hooks);
   }

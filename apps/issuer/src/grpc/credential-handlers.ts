@@ -63,6 +63,9 @@ export function credentialHandlers(
    */
   const issueCredentials: IssueCredentialsHandler = async (stream, call) => {
     const inFlight = new Set<Promise<void>>();
+    // One line per stream (never per request): operators see how issuance spreads over replicas.
+    const startedAt = Date.now();
+    const counts = { issued: 0, refused: 0 };
     const answer = async (requestId: bigint, req: IssueCredentialRequest | undefined) => {
       let res: MessageInitShape<typeof IssueCredentialsResponseSchema>;
       try {
@@ -73,8 +76,10 @@ export function credentialHandlers(
           return;
         }
         res = { requestId, result: { case: 'credential', value: issueResponse(issued) } };
+        counts.issued++;
       } catch (err) {
         res = { requestId, result: { case: 'error', value: streamError(err, logger) } };
+        counts.refused++;
       }
       await stream.send(res);
     };
@@ -92,6 +97,7 @@ export function credentialHandlers(
       }
     } finally {
       await Promise.all(inFlight);
+      logger.info({ ...counts, ms: Date.now() - startedAt }, 'issuance stream ended');
     }
   };
 

@@ -85,7 +85,14 @@ export class IssuanceClient {
     if (this.#closed) return Promise.reject(shuttingDown());
     return new Promise((resolve, reject) => {
       const requestId = this.#nextId++;
-      const pending: Pending = { lane: this.#lane(), request, retried: false, timedOut: false, resolve, reject };
+      const pending: Pending = {
+        lane: this.#lane(),
+        request,
+        retried: false,
+        timedOut: false,
+        resolve,
+        reject,
+      };
       pending.timer = setTimeout(() => {
         pending.timedOut = true;
         for (const [id, p] of this.#pending) {
@@ -144,11 +151,11 @@ export class IssuanceClient {
       } catch (err) {
         if (!this.#closed)
           this.#logger.warn({ err: { message: (err as Error).message } }, 'issuance stream broke');
+        // Whatever ended the stream (UNAVAILABLE, or INTERNAL "RST_STREAM without status"
+        // when the replica's process died), it is not an answer to any request on it.
         this.#broken(
           lane,
-          err instanceof AppError && err.code !== 'unavailable'
-            ? err
-            : new AppError('unavailable', 'the issuer is unavailable', { retryAfterSeconds: 1 }),
+          new AppError('unavailable', 'the issuer is unavailable', { retryAfterSeconds: 1 }),
         );
       }
     })();

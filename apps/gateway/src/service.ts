@@ -38,7 +38,8 @@ export class GatewayService {
 
   static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'gateway' });
-    const clients = overrides.clients ?? connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs);
+    const clients =
+      overrides.clients ?? connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs);
     let bus = overrides.bus;
     let ownsBus: Bus | undefined;
     if (!bus && config.redis) {

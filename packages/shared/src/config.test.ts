@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, EnvReader } from './config.ts';
+import {
+  ConfigError,
+  DEFAULT_GRPC_MAX_CONNECTION_AGE_MS,
+  EnvReader,
+  readMaxConnectionAgeMs,
+} from './config.ts';
 
 /** Runs `fn`, expecting a ConfigError that names `variable`; returns its message. */
 function configError(variable: string, fn: () => unknown): string {
@@ -101,6 +106,44 @@ describe('EnvReader', () => {
     expect(configError('NOPORT', () => env.address('NOPORT'))).toMatch(/host:port/);
     configError('URLISH', () => env.address('URLISH'));
     configError('MISSING', () => env.address('MISSING'));
+  });
+
+  it('target: accepts host:port, dns:/// names (with or without a resolver authority) and static ipv4:/ipv6: lists', () => {
+    const ok = [
+      'issuer:50051',
+      '[::1]:50051',
+      'dns:///relayplane-issuer-headless.prod.svc.cluster.local:50051',
+      'dns://127.0.0.1:5353/issuers.test:50051',
+      'ipv4:127.0.0.1:50051',
+      'ipv4:10.0.0.1:50051,10.0.0.2:50051',
+      'ipv6:[::1]:50051,[fd00::2]:50051',
+    ];
+    const bad = [
+      'issuer',
+      'http://issuer:50051',
+      'dns:///issuer',
+      'dns://not a server/issuer:1',
+      'ipv4:issuer:50051',
+      'ipv4:10.0.0.1:50051,',
+      'ipv6:::1:50051',
+      'unix:/tmp/socket',
+    ];
+    const env = new EnvReader(Object.fromEntries([...ok, ...bad].map((v, i) => [`T${i}`, v])));
+    for (const [i, v] of ok.entries()) expect(env.target(`T${i}`)).toBe(v);
+    bad.forEach((_, i) => {
+      expect(configError(`T${ok.length + i}`, () => env.target(`T${ok.length + i}`))).toMatch(/dns:\/\/\//);
+    });
+    expect(env.target('MISSING', 'localhost:1')).toBe('localhost:1');
+  });
+
+  it('max connection age: defaults, 0 for never, at least one second otherwise', () => {
+    expect(readMaxConnectionAgeMs(new EnvReader({}), 'AGE')).toBe(DEFAULT_GRPC_MAX_CONNECTION_AGE_MS);
+    expect(readMaxConnectionAgeMs(new EnvReader({ AGE: '0' }), 'AGE')).toBe(0);
+    expect(readMaxConnectionAgeMs(new EnvReader({ AGE: '1500' }), 'AGE')).toBe(1500);
+    expect(configError('AGE', () => readMaxConnectionAgeMs(new EnvReader({ AGE: '999' }), 'AGE'))).toMatch(
+      /at least 1000/,
+    );
+    configError('AGE', () => readMaxConnectionAgeMs(new EnvReader({ AGE: '-1' }), 'AGE'));
   });
 
   it('base64Key: decodes exactly the requested length, is absent when unset, rejects wrong size or junk', () => {

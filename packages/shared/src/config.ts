@@ -97,7 +97,7 @@ export class EnvReader {
   /**
    * A gRPC client target: `host:port`, `dns:///host:port` (every address the name resolves
    * to, e.g. a Kubernetes headless Service; `dns://resolver-ip:port/host:port` asks that DNS
-   * server), or a static list `ipv4:a:port,b:port` / `ipv6:[a]:port,[b]:port`. The client
+   * server, which grpc-js does only with GRPC_NODE_USE_ALTERNATIVE_RESOLVER=true), or a static list `ipv4:a:port,b:port` / `ipv6:[a]:port,[b]:port`. The client
    * balances round-robin over all of them.
    */
   target(name: string, fallback?: string): string {
@@ -128,7 +128,7 @@ export class EnvReader {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-const HOST_PORT = /^[A-Za-z0-9.\-]+:\d{1,5}$/;
+const HOST_PORT = /^[A-Za-z0-9.-]+:\d{1,5}$/;
 const IPV4_PORT = /^\d{1,3}(\.\d{1,3}){3}:\d{1,5}$/;
 const IPV6_PORT = /^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/;
 

@@ -7,6 +7,7 @@ import {
   envOf,
   exampleFiles,
   examplesDir,
+  INVALID_FIXTURES,
   invalidDir,
   invalidFiles,
   type K8sObject,
@@ -14,6 +15,7 @@ import {
   named,
   podSpec,
   REQUIRED_SETS,
+  readYaml,
   render,
   template,
   WORKLOAD_KINDS,
@@ -62,10 +64,30 @@ describe('helm lint --strict', () => {
     expect(r.code, r.stderr + r.stdout).toBe(0);
   });
 
-  it.each(invalidFiles())('fails on the schema for tests/invalid/%s', async (file) => {
-    const r = await lint({ valuesFiles: [join(invalidDir, file)] });
-    expect(r.code).not.toBe(0);
-    expect(r.stderr + r.stdout).toMatch(/values don't meet the specifications of the schema/);
+  it('passes with only the required secrets referenced (so a fixture below fails for its own reason)', async () => {
+    const r = await lint({ set: REQUIRED_SETS });
+    expect(r.code, r.stderr + r.stdout).toBe(0);
+    expect((await template({ set: REQUIRED_SETS })).code).toBe(0);
+  });
+
+  it.each(invalidFiles())('rejects tests/invalid/%s naming the offending value', async (file) => {
+    const fixture = INVALID_FIXTURES[file];
+    if (!fixture) throw new Error(`${file} is not listed in INVALID_FIXTURES`);
+    const opts = { set: REQUIRED_SETS, valuesFiles: [join(invalidDir, file)] };
+    const linted = await lint(opts);
+    const rendered = await template(opts);
+    // helm template (and so install/upgrade) refuses the file with a message naming the value.
+    expect(rendered.code).not.toBe(0);
+    expect(rendered.stderr).toContain(fixture.message);
+    if (fixture.by === 'schema') {
+      expect(rendered.stderr).toContain("values don't meet the specifications of the schema");
+      expect(linted.code).not.toBe(0);
+      expect(linted.stdout + linted.stderr).toContain(fixture.message);
+    } else {
+      expect(rendered.stderr).toContain('Relayplane chart values are invalid');
+      // helm lint runs templates in lint mode, where `fail` only logs: the message must show up.
+      expect(linted.stdout + linted.stderr).toContain(fixture.message);
+    }
   });
 });
 
@@ -73,7 +95,9 @@ describe('helm template', () => {
   it.each(exampleFiles())('renders examples/%s into valid Kubernetes objects', async (file) => {
     const objects = await renderExample(file);
     expect(byKind(objects, 'Deployment')).toHaveLength(4);
-    expect(byKind(objects, 'Service')).toHaveLength(4);
+    // One Service per app plus a headless one per gRPC service.
+    expect(byKind(objects, 'Service')).toHaveLength(7);
+    expect(byKind(objects, 'Job')).toHaveLength(3);
     for (const o of objects)
       await expect(validateK8s(o), `${o.kind}/${o.metadata.name}`).resolves.toBeUndefined();
   });
@@ -173,8 +197,44 @@ describe.each(exampleFiles())('workloads rendered from examples/%s', (file) => {
   });
 });
 
+describe('secret hygiene', () => {
+  it('inline secrets land only in Secrets: never in a ConfigMap, an env literal or any other object', async () => {
+    const values = readYaml(join(examplesDir, 'minimal.yaml')) as {
+      database: { url: string };
+      redis: { url: string };
+      kek: { value: string };
+      admin: { bootstrap: { password: string } };
+    };
+    const secrets = [
+      values.database.url,
+      values.redis.url,
+      values.kek.value,
+      values.admin.bootstrap.password,
+    ];
+    expect(secrets.every((v) => typeof v === 'string' && v.length >= 8)).toBe(true);
+    const objects = await renderExample('minimal.yaml');
+    expect(byKind(objects, 'Secret').length).toBeGreaterThan(0);
+    for (const o of objects) {
+      if (o.kind === 'Secret') continue;
+      const text = JSON.stringify(o);
+      for (const secret of secrets) {
+        expect(text.includes(secret), `${o.kind}/${o.metadata.name} contains a secret value`).toBe(false);
+        expect(
+          text.includes(Buffer.from(secret).toString('base64')),
+          `${o.kind}/${o.metadata.name} contains a base64 secret value`,
+        ).toBe(false);
+      }
+    }
+    // And the Secrets do hold them (base64), so the check above is not vacuous.
+    const stored = byKind(objects, 'Secret').flatMap((s) =>
+      Object.values(dataOf(s)).map((v) => Buffer.from(v, 'base64').toString()),
+    );
+    expect(stored).toEqual(expect.arrayContaining(secrets));
+  });
+});
+
 describe('service wiring', () => {
-  it('binds every gRPC service to 0.0.0.0 and points the gateway and admin at the in-cluster Services', async () => {
+  it('binds every gRPC service to 0.0.0.0 and points the gateway and admin at the headless Services', async () => {
     const objects = await renderExample('minimal.yaml');
     const container = (component: string): Container => {
       const d = byKind(objects, 'Deployment').find((o) => o.metadata.name === `rp-relayplane-${component}`);
@@ -185,10 +245,19 @@ describe('service wiring', () => {
     const gateway = envOf(container('gateway'));
     expect(gateway.get('HOST')?.value).toBe('0.0.0.0');
     expect(gateway.get('PORT')?.value).toBe('8080');
-    expect(gateway.get('GATEWAY_ISSUER_ADDRESS')?.value).toBe('rp-relayplane-issuer:50051');
-    expect(gateway.get('GATEWAY_ADMIN_ADDRESS')?.value).toBe('rp-relayplane-admin:50052');
-    expect(gateway.get('GATEWAY_BILLING_ADDRESS')?.value).toBe('rp-relayplane-billing:50053');
-    expect(envOf(container('admin')).get('ADMIN_BILLING_ADDRESS')?.value).toBe('rp-relayplane-billing:50053');
+    // dns:/// + the headless Service: the client resolves every replica and round-robins over them.
+    expect(gateway.get('GATEWAY_ISSUER_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-issuer-headless.relay.svc.cluster.local:50051',
+    );
+    expect(gateway.get('GATEWAY_ADMIN_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-admin-headless.relay.svc.cluster.local:50052',
+    );
+    expect(gateway.get('GATEWAY_BILLING_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-billing-headless.relay.svc.cluster.local:50053',
+    );
+    expect(envOf(container('admin')).get('ADMIN_BILLING_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-billing-headless.relay.svc.cluster.local:50053',
+    );
     expect(envOf(container('admin')).get('RELAYPLANE_SIGNUP_ENABLED')?.value).toBe('false');
     for (const [component, port] of [
       ['issuer', 50051],
@@ -197,7 +266,6 @@ describe('service wiring', () => {
     ] as const) {
       const c = container(component);
       expect(envOf(c).get(`${component.toUpperCase()}_LISTEN_ADDRESS`)?.value).toBe(`0.0.0.0:${port}`);
-      expect(c.args).toEqual([`apps/${component}/src/main.ts`]);
       expect(c.livenessProbe).toMatchObject({ grpc: { port, service: '' } });
       expect(c.readinessProbe).toMatchObject({
         grpc: {
@@ -205,42 +273,141 @@ describe('service wiring', () => {
           service: `relayplane.${component}.v1.${component[0]?.toUpperCase()}${component.slice(1)}Service`,
         },
       });
-      const svc = byKind(objects, 'Service').find((s) => s.metadata.name === `rp-relayplane-${component}`);
-      expect(svc?.spec).toMatchObject({
+      const svc = named(objects, 'Service', `rp-relayplane-${component}`);
+      expect(svc.spec).toMatchObject({
         type: 'ClusterIP',
         ports: [{ name: 'grpc', port, targetPort: 'grpc' }],
       });
+      expect(svc.spec?.clusterIP).toBeUndefined();
+      const headless = named(objects, 'Service', `rp-relayplane-${component}-headless`);
+      expect(headless.spec).toMatchObject({
+        clusterIP: 'None',
+        ports: [{ name: 'grpc', port, targetPort: 'grpc' }],
+      });
+      expect(headless.spec?.selector).toEqual(svc.spec?.selector);
     }
+    expect(byKind(objects, 'Service').find((s) => s.metadata.name.startsWith('rp-relayplane-gateway-'))).toBe(
+      undefined,
+    );
     expect(container('gateway').readinessProbe).toMatchObject({ httpGet: { path: '/readyz', port: 'http' } });
     expect(container('gateway').livenessProbe).toMatchObject({ httpGet: { path: '/healthz', port: 'http' } });
   });
 
-  it('runs all three migrations in a pre-install/pre-upgrade hook Job that can read its database URL', async () => {
+  it('addresses follow the release namespace and clusterDomain', async () => {
+    const objects = await render({ set: [...REQUIRED_SETS, 'clusterDomain=k8s.example'] });
+    const gateway = podSpec(named(objects, 'Deployment', 'rp-relayplane-gateway')).containers[0];
+    expect(gateway && envOf(gateway).get('GATEWAY_ISSUER_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-issuer-headless.relay.svc.k8s.example:50051',
+    );
+  });
+
+  it('runs one image per app with its own CMD: <repository>/<app>:<appVersion>, digest when given', async () => {
     const objects = await renderExample('minimal.yaml');
-    const [job] = byKind(objects, 'Job');
-    expect(job?.metadata.annotations?.['helm.sh/hook']).toBe('pre-install,pre-upgrade');
-    const containers = job ? containersOf(job) : [];
-    expect(containers.map((c) => c.args?.[0]).sort()).toEqual([
-      'apps/admin/src/migrate.ts',
-      'apps/billing/src/migrate.ts',
-      'apps/issuer/src/migrate.ts',
+    for (const component of COMPONENTS) {
+      const c = podSpec(named(objects, 'Deployment', `rp-relayplane-${component}`)).containers[0];
+      expect(c?.image).toBe(`ghcr.io/relayplane/${component}:1.0.0`);
+      // The image's CMD (node --conditions=relayplane-dist dist/main.js) runs the app.
+      expect(c?.command).toBeUndefined();
+      expect(c?.args).toBeUndefined();
+    }
+    const pinned = await renderExample('production-ha.yaml');
+    const digests = (
+      readYaml(join(examplesDir, 'production-ha.yaml')) as { image: { digests: Record<string, string> } }
+    ).image.digests;
+    for (const component of COMPONENTS) {
+      const c = podSpec(named(pinned, 'Deployment', `rp-relayplane-${component}`)).containers[0];
+      expect(c?.image).toBe(`registry.example.com/relayplane/${component}:1.0.0@${digests[component]}`);
+    }
+    const tagged = await render({
+      set: [...REQUIRED_SETS, 'image.repository=reg.local:5000/rp/', 'image.tag=2.0.1'],
+    });
+    const issuer = podSpec(named(tagged, 'Deployment', 'rp-relayplane-issuer')).containers[0];
+    expect(issuer?.image).toBe('reg.local:5000/rp/issuer:2.0.1');
+  });
+
+  it('runs one pre-install/pre-upgrade hook Job per schema, in that service image, that can read its database URL', async () => {
+    const objects = await renderExample('minimal.yaml');
+    const jobs = byKind(objects, 'Job');
+    expect(jobs.map((j) => j.metadata.name).sort()).toEqual([
+      'rp-relayplane-migrate-admin',
+      'rp-relayplane-migrate-billing',
+      'rp-relayplane-migrate-issuer',
     ]);
     // Hooks run before the release's Secret exists: the Job's Secret must itself be a hook
     // that is created earlier (lower weight).
     const hookSecrets = byKind(objects, 'Secret').filter((s) => s.metadata.annotations?.['helm.sh/hook']);
-    for (const c of containers) {
-      const ref = c.env?.find((e) => e.name.endsWith('_DATABASE_URL'))?.valueFrom?.secretKeyRef;
+    for (const job of jobs) {
+      const service = job.metadata.name.replace('rp-relayplane-migrate-', '');
+      expect(job.metadata.annotations?.['helm.sh/hook']).toBe('pre-install,pre-upgrade');
+      expect(podSpec(job).automountServiceAccountToken).toBe(false);
+      const containers = containersOf(job);
+      expect(containers).toHaveLength(1);
+      const [c] = containers;
+      if (!c) continue;
+      expect(c.image).toBe(`ghcr.io/relayplane/${service}:1.0.0`);
+      expect(c.command).toEqual(['node', '--conditions=relayplane-dist', 'dist/migrate.js']);
+      expect(c.args).toBeUndefined();
+      const ref = c.env?.find((e) => e.name === `${service.toUpperCase()}_DATABASE_URL`)?.valueFrom
+        ?.secretKeyRef;
       const secret = hookSecrets.find((s) => s.metadata.name === ref?.name);
       expect(secret, c.name).toBeDefined();
       expect(Number(secret?.metadata.annotations?.['helm.sh/hook-weight'])).toBeLessThan(
-        Number(job?.metadata.annotations?.['helm.sh/hook-weight']),
+        Number(job.metadata.annotations?.['helm.sh/hook-weight']),
       );
       expect(Object.keys(dataOf(secret))).toContain(ref?.key);
     }
+    // With existingSecret, each Job reads its own service's key and no hook Secret is rendered.
+    const external = await renderExample('production-ha.yaml');
+    expect(byKind(external, 'Secret')).toEqual([]);
+    const issuerJob = containersOf(named(external, 'Job', 'rp-relayplane-migrate-issuer'))[0];
+    expect(issuerJob?.env?.find((e) => e.name === 'ISSUER_DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'relayplane-database',
+      key: 'issuer-url',
+    });
+  });
+
+  it('renders the scaling and proxy settings as env only when set, and the issuer max connection age by default', async () => {
+    const defaults = await render({ set: REQUIRED_SETS });
+    const env = (objects: K8sObject[], component: string) => {
+      const c = podSpec(named(objects, 'Deployment', `rp-relayplane-${component}`)).containers[0];
+      if (!c) throw new Error(`no ${component} container`);
+      return envOf(c);
+    };
+    const gw = env(defaults, 'gateway');
+    for (const name of [
+      'GATEWAY_TRUSTED_PROXIES',
+      'GATEWAY_ISSUANCE_STREAMS',
+      'GATEWAY_ISSUANCE_STREAM_MAX_AGE_MS',
+      'GATEWAY_GRPC_DNS_MIN_INTERVAL_MS',
+    ])
+      expect(gw.has(name), name).toBe(false);
+    expect(env(defaults, 'issuer').get('ISSUER_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('60000');
+    expect(env(defaults, 'admin').has('ADMIN_GRPC_MAX_CONNECTION_AGE_MS')).toBe(false);
+    expect(env(defaults, 'billing').has('BILLING_GRPC_MAX_CONNECTION_AGE_MS')).toBe(false);
+
+    const tuned = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'gateway.trustedProxies={10.0.0.0/8,192.168.1.7}',
+        'gateway.issuanceStreams=16',
+        'gateway.issuanceStreamMaxAgeMs=30000',
+        'gateway.grpcDnsMinIntervalMs=1000',
+        'admin.maxConnectionAgeMs=300000',
+        'billing.maxConnectionAgeMs=0',
+      ],
+    });
+    const tgw = env(tuned, 'gateway');
+    expect(tgw.get('GATEWAY_TRUSTED_PROXIES')?.value).toBe('10.0.0.0/8,192.168.1.7');
+    expect(tgw.get('GATEWAY_ISSUANCE_STREAMS')?.value).toBe('16');
+    expect(tgw.get('GATEWAY_ISSUANCE_STREAM_MAX_AGE_MS')?.value).toBe('30000');
+    expect(tgw.get('GATEWAY_GRPC_DNS_MIN_INTERVAL_MS')?.value).toBe('1000');
+    expect(env(tuned, 'admin').get('ADMIN_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('300000');
+    // 0 means "never" and must still be rendered.
+    expect(env(tuned, 'billing').get('BILLING_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('0');
   });
 
   it('mounts the plans file into billing and the relays file into the issuer when given', async () => {
-    const objects = await renderExample('production.yaml');
+    const objects = await renderExample('production-ha.yaml');
     const [cm] = byKind(objects, 'ConfigMap');
     const data = dataOf(cm);
     expect(data['plans.yaml']).toContain('max_concurrent_connections: 2000');
@@ -254,19 +421,73 @@ describe('service wiring', () => {
 });
 
 describe('availability objects', () => {
-  it('renders a PodDisruptionBudget only for components with more than one replica', async () => {
-    const minimal = await renderExample('minimal.yaml');
-    expect(byKind(minimal, 'PodDisruptionBudget')).toEqual([]);
-    const two = await render({ set: [...REQUIRED_SETS, 'issuer.replicaCount=1'] });
-    expect(
-      byKind(two, 'PodDisruptionBudget')
+  it('renders a PodDisruptionBudget only for components with more than one replica or an HPA', async () => {
+    const pdbNames = (objects: K8sObject[]) =>
+      byKind(objects, 'PodDisruptionBudget')
         .map((p) => p.metadata.name)
-        .sort(),
-    ).toEqual(['rp-relayplane-admin', 'rp-relayplane-billing', 'rp-relayplane-gateway']);
+        .sort();
+    expect(pdbNames(await renderExample('minimal.yaml'))).toEqual([]);
+    const single = await render({
+      set: [...REQUIRED_SETS, 'issuer.autoscaling.enabled=false', 'issuer.replicaCount=1'],
+    });
+    expect(pdbNames(single)).toEqual([
+      'rp-relayplane-admin',
+      'rp-relayplane-billing',
+      'rp-relayplane-gateway',
+    ]);
+    // An HPA (even with minReplicas 1) gets a PDB: it can add a pod during a drain.
+    const hpaOfOne = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'gateway.replicaCount=1',
+        'gateway.autoscaling.enabled=true',
+        'gateway.autoscaling.minReplicas=1',
+      ],
+    });
+    expect(pdbNames(hpaOfOne)).toContain('rp-relayplane-gateway');
+    const pdb = named(hpaOfOne, 'PodDisruptionBudget', 'rp-relayplane-gateway');
+    expect(pdb.spec).toMatchObject({ maxUnavailable: 1 });
+  });
+
+  it('autoscales the issuer by default (autoscaling/v2 HPA on CPU) and nothing else', async () => {
+    const objects = await render({ set: REQUIRED_SETS });
+    const hpas = byKind(objects, 'HorizontalPodAutoscaler');
+    expect(hpas.map((h) => h.metadata.name)).toEqual(['rp-relayplane-issuer']);
+    expect(hpas[0]?.apiVersion).toBe('autoscaling/v2');
+    expect(hpas[0]?.spec).toMatchObject({
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'rp-relayplane-issuer' },
+      minReplicas: 2,
+      maxReplicas: 10,
+    });
+    expect(named(objects, 'Deployment', 'rp-relayplane-issuer').spec?.replicas).toBeUndefined();
+  });
+
+  it('production-ha runs issuer ×4 under an HPA and gateway ×3 against external PostgreSQL and Redis', async () => {
+    const objects = await renderExample('production-ha.yaml');
+    expect(named(objects, 'HorizontalPodAutoscaler', 'rp-relayplane-issuer').spec).toMatchObject({
+      minReplicas: 4,
+    });
+    expect(named(objects, 'HorizontalPodAutoscaler', 'rp-relayplane-gateway').spec).toMatchObject({
+      minReplicas: 3,
+    });
+    const issuer = podSpec(named(objects, 'Deployment', 'rp-relayplane-issuer')).containers[0];
+    const env = issuer ? envOf(issuer) : new Map();
+    expect(env.get('ISSUER_DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'relayplane-database',
+      key: 'issuer-url',
+    });
+    expect(env.get('ISSUER_REDIS_URL')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'relayplane-redis',
+      key: 'url',
+    });
+    expect(env.get('RELAYPLANE_KEK')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'relayplane-kek',
+      key: 'kek',
+    });
   });
 
   it('with autoscaling, renders an autoscaling/v2 HPA and leaves replicas to it', async () => {
-    const objects = await renderExample('production.yaml');
+    const objects = await renderExample('production-ha.yaml');
     const hpas = byKind(objects, 'HorizontalPodAutoscaler');
     expect(hpas.map((h) => h.apiVersion)).toEqual(['autoscaling/v2', 'autoscaling/v2']);
     const gateway = byKind(objects, 'Deployment').find((d) => d.metadata.name.endsWith('-gateway'));
@@ -278,7 +499,17 @@ describe('availability objects', () => {
   it('NetworkPolicy lets only the gateway (and admin, for billing) reach the gRPC services', async () => {
     const objects = await renderExample('minimal.yaml');
     const policies = byKind(objects, 'NetworkPolicy');
-    expect(policies).toHaveLength(5);
+    expect(policies).toHaveLength(6);
+    // Default deny for every pod of the release; the per-component policies add the allowed paths.
+    const deny = named(policies, 'NetworkPolicy', 'rp-relayplane-default-deny');
+    expect(deny.spec).toEqual({
+      podSelector: {
+        matchLabels: { 'app.kubernetes.io/name': 'relayplane', 'app.kubernetes.io/instance': 'rp' },
+      },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [],
+      egress: [],
+    });
     const callers = (component: string): string[] => {
       const p = named(policies, 'NetworkPolicy', `rp-relayplane-${component}`);
       const ingress = (
@@ -293,6 +524,29 @@ describe('availability objects', () => {
     expect(callers('billing')).toEqual(['gateway', 'admin']);
     const migrate = named(policies, 'NetworkPolicy', 'rp-relayplane-migrate');
     expect((migrate.spec as { ingress: unknown[] }).ingress).toEqual([]);
+
+    type Egress = {
+      ports: { port: number; protocol: string }[];
+      to?: { podSelector?: { matchLabels: Record<string, string> } }[];
+    };
+    const egressPorts = (component: string): number[] =>
+      (named(policies, 'NetworkPolicy', `rp-relayplane-${component}`).spec as { egress: Egress[] }).egress
+        .flatMap((r) => r.ports.map((p) => p.port))
+        .sort((a, b) => a - b);
+    // DNS everywhere; gateway → the three gRPC ports and Redis; services → PostgreSQL (+ Redis).
+    expect(egressPorts('gateway')).toEqual([53, 53, 6379, 50051, 50052, 50053]);
+    expect(egressPorts('issuer')).toEqual([53, 53, 5432, 6379]);
+    expect(egressPorts('admin')).toEqual([53, 53, 5432, 6379, 50053]);
+    expect(egressPorts('billing')).toEqual([53, 53, 5432]);
+    expect(egressPorts('migrate')).toEqual([53, 53, 5432]);
+    // The migration Jobs' pods are the ones that policy selects.
+    for (const job of byKind(objects, 'Job')) {
+      const labels = (job.spec as { template: { metadata: { labels: Record<string, string> } } }).template
+        .metadata.labels;
+      expect(labels).toMatchObject(
+        (migrate.spec as { podSelector: { matchLabels: Record<string, string> } }).podSelector.matchLabels,
+      );
+    }
   });
 });
 

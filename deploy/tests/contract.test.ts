@@ -14,6 +14,14 @@ import { chartDir, deployDir } from './support/helm.ts';
 
 const repoRoot = resolve(deployDir, '..');
 const COMPONENTS = ['gateway', 'issuer', 'admin', 'billing'] as const;
+/** The CMD of every app image (deploy/docker/Dockerfile). */
+const IMAGE_CMD = ['node', '--conditions=relayplane-dist', 'dist/main.js'];
+const DEFAULT_PORTS: Record<(typeof COMPONENTS)[number], number> = {
+  gateway: 8080,
+  issuer: 50051,
+  admin: 50052,
+  billing: 50053,
+};
 
 /** Variables the chart sets that an app does not read yet; each entry must still be unread. */
 const NOT_YET_READ: Record<string, string> = {
@@ -40,10 +48,50 @@ async function renderedContainers(): Promise<{ component: string; container: Con
 }
 
 describe('chart ↔ apps contract', () => {
-  it('every script the chart runs exists in the repository', async () => {
-    const scripts = new Set((await renderedContainers()).map(({ container }) => container.args?.[0] ?? ''));
-    expect(scripts.size).toBe(7);
-    for (const script of scripts) expect(existsSync(join(repoRoot, script)), script).toBe(true);
+  it('every command the chart runs is a built entry point of that app (dist/<x>.js from src/<x>.ts)', async () => {
+    const objects = await render({ valuesFiles: [join(examplesDir, 'minimal.yaml')] });
+    const commands = new Map<string, string[]>();
+    for (const component of COMPONENTS) {
+      const d = byKind(objects, 'Deployment').find((o) => o.metadata.name.endsWith(`-${component}`));
+      const c = d && podSpec(d).containers[0];
+      // Deployments run the image's CMD, which start:dist mirrors.
+      expect(c?.command, component).toBeUndefined();
+      expect(c?.args, component).toBeUndefined();
+      commands.set(`${component} main`, IMAGE_CMD);
+    }
+    for (const job of byKind(objects, 'Job')) {
+      const c = podSpec(job).containers[0];
+      const component = c?.name.replace(/^migrate-/, '') ?? '';
+      expect(c?.image, job.metadata.name).toMatch(new RegExp(`/${component}:`));
+      commands.set(`${component} migrate`, c?.command ?? []);
+    }
+    expect([...commands.keys()].sort()).toEqual([
+      'admin main',
+      'admin migrate',
+      'billing main',
+      'billing migrate',
+      'gateway main',
+      'issuer main',
+      'issuer migrate',
+    ]);
+    for (const [key, command] of commands) {
+      const [component = '', kind = ''] = key.split(' ');
+      const appDir = join(repoRoot, 'apps', component);
+      const pkg = JSON.parse(readFileSync(join(appDir, 'package.json'), 'utf8')) as {
+        scripts: Record<string, string>;
+      };
+      // The app's own script runs the bundle exactly as the chart does.
+      expect(pkg.scripts[`${kind === 'main' ? 'start' : 'migrate'}:dist`], key).toBe(command.join(' '));
+      const build = JSON.parse(readFileSync(join(appDir, 'tsconfig.build.json'), 'utf8')) as {
+        compilerOptions: { rootDir: string; outDir: string };
+      };
+      const entry = command.at(-1) ?? '';
+      expect(entry.startsWith(`${build.compilerOptions.outDir}/`), key).toBe(true);
+      const source = entry
+        .replace(`${build.compilerOptions.outDir}/`, `${build.compilerOptions.rootDir}/`)
+        .replace(/\.js$/, '.ts');
+      expect(existsSync(join(appDir, source)), `apps/${component}/${source}`).toBe(true);
+    }
   });
 
   it("every environment variable the chart sets is read by that app's config", async () => {
@@ -82,22 +130,42 @@ describe('chart ↔ apps contract', () => {
   });
 });
 
-describe('container image', () => {
+describe('container images ↔ chart', () => {
   const dockerfile = readFileSync(join(deployDir, 'docker/Dockerfile'), 'utf8');
+  const values = readYaml(join(chartDir, 'values.yaml')) as Record<string, { port?: number }> & {
+    podSecurityContext: { runAsUser: number };
+  };
 
-  it('builds on node:24-bookworm-slim from the frozen lockfile and prunes to production dependencies', () => {
+  /** The lines of the `FROM … AS <target>` stage. */
+  function stage(target: string): string {
+    const start = dockerfile.search(new RegExp(`^FROM \\S+ AS ${target}$`, 'm'));
+    if (start < 0) return '';
+    const rest = dockerfile.slice(start);
+    const next = rest.slice(1).search(/^FROM /m);
+    return next < 0 ? rest : rest.slice(0, next + 1);
+  }
+
+  it('builds on node:24-bookworm-slim from the frozen lockfile', () => {
     expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:24-bookworm-slim$/m);
-    expect(dockerfile.match(/^FROM \$\{NODE_IMAGE\}/gm)).toHaveLength(2);
-    expect(dockerfile).toContain('corepack pnpm install --frozen-lockfile --prod=false');
-    expect(dockerfile).toContain('corepack pnpm install --frozen-lockfile --prod --offline');
+    expect(dockerfile).toContain('pnpm install --frozen-lockfile');
   });
 
-  it('runs as the same non-root UID the chart declares, with node as the entrypoint', () => {
+  it.each(COMPONENTS)('has a %s target that runs its CMD on the port the chart declares', (component) => {
+    const body = stage(component);
+    expect(body, `FROM … AS ${component}`).not.toBe('');
+    const cmd = /^CMD (\[.*\])$/m.exec(body)?.[1];
+    expect(cmd && JSON.parse(cmd)).toEqual(IMAGE_CMD);
+    expect(body).toMatch(new RegExp(`^EXPOSE ${DEFAULT_PORTS[component]}$`, 'm'));
+    expect(values[component]?.port).toBe(DEFAULT_PORTS[component]);
+  });
+
+  it('runs as the non-root UID the chart declares, with no ENTRYPOINT in front of the CMD', () => {
     const user = /^USER (\d+):(\d+)$/m.exec(dockerfile);
-    const values = readYaml(join(chartDir, 'values.yaml')) as { podSecurityContext: { runAsUser: number } };
     expect(Number(user?.[1])).toBe(values.podSecurityContext.runAsUser);
     expect(Number(user?.[1])).toBeGreaterThan(0);
-    expect(dockerfile).toMatch(/^ENTRYPOINT \["node"\]$/m);
+    // Only an empty ENTRYPOINT (clearing the base image's) is allowed: the chart's Job command
+    // and the image CMD are complete commands.
+    for (const m of dockerfile.matchAll(/^ENTRYPOINT (.*)$/gm)) expect(m[1]).toBe('[]');
   });
 
   it('the ignore file BuildKit uses equals .dockerignore and keeps every workspace manifest', () => {

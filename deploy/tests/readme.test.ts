@@ -1,11 +1,22 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
 import { readYaml } from './support/chart.ts';
-import { chartDir } from './support/helm.ts';
+import { chartDir, deployDir } from './support/helm.ts';
 
-const COMPONENTS = ['gateway', 'issuer', 'admin', 'billing'];
+const run = promisify(execFile);
 
+const valuesPath = join(chartDir, 'values.yaml');
+const readmePath = join(chartDir, 'README.md');
+/** The real binary (pnpm's shell shim around the package's bin script). */
+const generator = join(deployDir, 'node_modules/.bin/readme-generator');
+const REGENERATE =
+  'cd deploy && node_modules/.bin/readme-generator -v helm/relayplane/values.yaml -r helm/relayplane/README.md';
+
+/** Dotted paths of the leaves of values.yaml (an empty map or any list is a leaf). */
 function leafPaths(value: unknown, prefix = ''): string[] {
   if (typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length > 0) {
     return Object.entries(value).flatMap(([k, v]) => leafPaths(v, prefix ? `${prefix}.${k}` : k));
@@ -13,40 +24,54 @@ function leafPaths(value: unknown, prefix = ''): string[] {
   return [prefix];
 }
 
-/** `a.b.c` is documented by a README table row naming it or one of its ancestors. */
-function documented(readme: string, path: string): boolean {
-  const parts = path.split('.');
-  const candidates: string[] = [];
-  for (let i = parts.length; i > 0; i--) {
-    const p = parts.slice(0, i).join('.');
-    candidates.push(p);
-    if (COMPONENTS.includes(parts[0] ?? ''))
-      candidates.push(`<component>${p.slice((parts[0] ?? '').length)}`);
-  }
-  const rows = new Set(documentedRows(readme));
-  return candidates.some((c) => rows.has(c));
+/** First-column `code` of every row of the generated `## Parameters` tables. */
+function parameterRows(readme: string): string[] {
+  const section = readme.slice(readme.indexOf('\n## Parameters\n'));
+  return [...section.matchAll(/^\|\s*`([^`]+)`\s*\|/gm)].map((m) => m[1] ?? '');
 }
 
-/** First-column `code` of every Markdown table row. */
-function documentedRows(readme: string): string[] {
-  return [...readme.matchAll(/^\|\s*`([^`]+)`\s*\|/gm)].map((m) => m[1] ?? '');
-}
+describe('chart README parameters table', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'relayplane-readme-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-describe('chart README', () => {
-  const readme = readFileSync(join(chartDir, 'README.md'), 'utf8');
-  const paths = leafPaths(readYaml(join(chartDir, 'values.yaml')));
-
-  it('documents every value in values.yaml', () => {
-    expect(paths.length).toBeGreaterThan(100);
-    expect(paths.filter((p) => !documented(readme, p))).toEqual([]);
+  it('is exactly what readme-generator produces from values.yaml (no drift)', async () => {
+    const copy = join(tmp, 'README.md');
+    copyFileSync(readmePath, copy);
+    const { stdout } = await run(generator, ['-v', valuesPath, '-r', copy], {
+      cwd: tmp,
+      // The shim runs `node` from PATH: make that this Node.
+      env: { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}` },
+    }).catch((err: { stdout?: string; stderr?: string }) => {
+      // The generator exits non-zero when a value has no `## @param` (or a @param names no value).
+      throw new Error(
+        `readme-generator rejected values.yaml: document every value with "## @param <path> <description>".\n${err.stdout ?? ''}${err.stderr ?? ''}`,
+      );
+    });
+    // Strict: no value may escape the metadata check through a modifier or @skip.
+    expect(stdout).toContain('INFO: Metadata is correct!');
+    expect(stdout).not.toContain('Skipping check for');
+    const committed = readFileSync(readmePath, 'utf8');
+    const regenerated = readFileSync(copy, 'utf8');
+    if (regenerated !== committed) {
+      expect.fail(
+        `deploy/helm/relayplane/README.md is out of date with values.yaml. Regenerate it with:\n  ${REGENERATE}\n`,
+      );
+    }
   });
 
-  it('documents no value that values.yaml does not have', () => {
-    const rows = documentedRows(readme);
-    const expanded = rows.flatMap((r) =>
-      r.startsWith('<component>') ? COMPONENTS.map((c) => c + r.slice('<component>'.length)) : [r],
-    );
-    const known = (row: string) => paths.some((p) => p === row || p.startsWith(`${row}.`));
-    expect(expanded.filter((r) => !known(r))).toEqual([]);
+  it('has one row per value of values.yaml and none for values that do not exist', () => {
+    const readme = readFileSync(readmePath, 'utf8');
+    const paths = leafPaths(readYaml(valuesPath));
+    const rows = parameterRows(readme);
+    expect(paths.length).toBeGreaterThan(100);
+    expect(paths.filter((p) => !rows.includes(p))).toEqual([]);
+    expect(rows.filter((r) => !paths.includes(r))).toEqual([]);
+    expect(new Set(rows).size).toBe(rows.length);
+  });
+
+  it('has no `## @param` without a description', () => {
+    const params = readFileSync(valuesPath, 'utf8').match(/^\s*## @param .*$/gm) ?? [];
+    expect(params.length).toBeGreaterThan(100);
+    expect(params.filter((line) => !/^\s*## @param \S+ \S.{8,}$/.test(line))).toEqual([]);
   });
 });

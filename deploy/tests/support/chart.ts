@@ -24,6 +24,91 @@ export const invalidFiles = (): string[] =>
     .filter((f) => f.endsWith('.yaml'))
     .sort();
 
+export type InvalidFixture =
+  /** Rejected by values.schema.json: helm reports `at '<instancePath>': …`. */
+  | { by: 'schema'; instancePath: string; message: string }
+  /** Valid for the schema, rejected by templates/validate.yaml with `message`. */
+  | { by: 'template'; message: string };
+
+/**
+ * Every file in tests/invalid/, why it must be rejected, and the text helm must print, which
+ * names the offending value (so a file cannot pass for another reason).
+ */
+export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
+  'bad-database-url.yaml': { by: 'schema', instancePath: '/database/url', message: "at '/database/url'" },
+  'bad-digest.yaml': {
+    by: 'schema',
+    instancePath: '/image/digests/issuer',
+    message: "at '/image/digests/issuer'",
+  },
+  'bad-kek.yaml': { by: 'schema', instancePath: '/kek/value', message: "at '/kek/value'" },
+  'bad-log-level.yaml': {
+    by: 'schema',
+    instancePath: '/logLevel',
+    message: "at '/logLevel': value must be one of",
+  },
+  'bad-service-type.yaml': {
+    by: 'schema',
+    instancePath: '/gateway/service/type',
+    message: "at '/gateway/service/type': value must be one of",
+  },
+  'hpa-min-above-max.yaml': {
+    by: 'template',
+    message: 'issuer.autoscaling: maxReplicas (3) is below minReplicas (6)',
+  },
+  'issuance-streams-out-of-range.yaml': {
+    by: 'schema',
+    instancePath: '/gateway/issuanceStreams',
+    message: "at '/gateway/issuanceStreams': maximum",
+  },
+  'latest-tag.yaml': { by: 'schema', instancePath: '/image/tag', message: "at '/image/tag'" },
+  'max-connection-age-out-of-range.yaml': {
+    by: 'schema',
+    instancePath: '/issuer/maxConnectionAgeMs',
+    message: "at '/issuer/maxConnectionAgeMs'",
+  },
+  'negative-replicas.yaml': {
+    by: 'schema',
+    instancePath: '/gateway/replicaCount',
+    message: "at '/gateway/replicaCount': minimum",
+  },
+  'port-out-of-range.yaml': {
+    by: 'schema',
+    instancePath: '/billing/port',
+    message: "at '/billing/port': maximum",
+  },
+  'resources-wrong-type.yaml': {
+    by: 'schema',
+    instancePath: '/billing/resources',
+    message: "at '/billing/resources': got string, want object",
+  },
+  'trusted-proxies-not-list.yaml': {
+    by: 'schema',
+    instancePath: '/gateway/trustedProxies',
+    message: "at '/gateway/trustedProxies': got string, want array",
+  },
+  'unknown-key.yaml': {
+    by: 'schema',
+    instancePath: '/gateway',
+    message: "at '/gateway': additional properties 'replicas' not allowed",
+  },
+  'unknown-nested-key.yaml': {
+    by: 'schema',
+    instancePath: '/admin/autoscaling',
+    message: "at '/admin/autoscaling': additional properties 'targetCPU' not allowed",
+  },
+  'unknown-plan.yaml': {
+    by: 'schema',
+    instancePath: '/plans',
+    message: "at '/plans': additional properties 'gold' not allowed",
+  },
+  'wrong-type.yaml': {
+    by: 'schema',
+    instancePath: '/issuer/replicaCount',
+    message: "at '/issuer/replicaCount': got string, want integer",
+  },
+};
+
 export function readYaml(path: string): unknown {
   return parseYaml(readFileSync(path, 'utf8'));
 }
@@ -71,6 +156,7 @@ export const byKind = (objects: readonly K8sObject[], kind: string): K8sObject[]
 export interface Container {
   name: string;
   image: string;
+  command?: string[];
   args?: string[];
   env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
   ports?: { name: string; containerPort: number }[];

@@ -56,12 +56,19 @@ helm.sh/chart: {{ include "relayplane.chart" .root }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+One image per app: <image.repository>/<component>:<tag or appVersion>[@digest].
+Call with (dict "root" $ "component" "issuer").
+*/}}
 {{- define "relayplane.image" -}}
-{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest -}}
+{{- $image := .root.Values.image -}}
+{{- $tag := default .root.Chart.AppVersion $image.tag -}}
+{{- $ref := printf "%s/%s:%s" (trimSuffix "/" $image.repository) .component $tag -}}
+{{- $digest := index (default dict $image.digests) .component -}}
+{{- if $digest -}}
+{{- printf "%s@%s" $ref $digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- $ref -}}
 {{- end -}}
 {{- end -}}
 
@@ -132,6 +139,13 @@ bootstrap-password: {{ $v.admin.bootstrap.password | b64enc | quote }}
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when the component gets a PodDisruptionBudget: enabled and replicas > 1 or an HPA. */}}
+{{- define "relayplane.pdbRendered" -}}
+{{- if and .pdb.enabled (or .autoscaling.enabled (gt (int .replicaCount) 1)) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* Pod Security "restricted" container securityContext; not configurable on purpose. */}}
 {{- define "relayplane.containerSecurityContext" -}}
 runAsNonRoot: true
@@ -160,10 +174,13 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* host:port of a gRPC service inside the cluster. */}}
+{{/*
+gRPC target of a service: its headless Service through the dns resolver, so the client's
+round_robin balancer connects to every replica the name resolves to.
+*/}}
 {{- define "relayplane.address" -}}
 {{- $c := index .root.Values .component -}}
-{{- printf "%s:%d" (include "relayplane.componentName" .) (int $c.port) -}}
+{{- printf "dns:///%s-headless.%s.svc.%s:%d" (include "relayplane.componentName" .) .root.Release.Namespace .root.Values.clusterDomain (int $c.port) -}}
 {{- end -}}
 
 {{/* Environment for one component. Call with (dict "root" $ "component" "issuer"). */}}
@@ -205,6 +222,22 @@ seccompProfile:
 - name: GATEWAY_JWKS_CACHE_MS
   value: {{ $c.jwksCacheMs | int64 | quote }}
 {{- end }}
+{{- with $c.trustedProxies }}
+- name: GATEWAY_TRUSTED_PROXIES
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with $c.issuanceStreams }}
+- name: GATEWAY_ISSUANCE_STREAMS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.issuanceStreamMaxAgeMs }}
+- name: GATEWAY_ISSUANCE_STREAM_MAX_AGE_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.grpcDnsMinIntervalMs }}
+- name: GATEWAY_GRPC_DNS_MIN_INTERVAL_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
 {{- else }}
 {{- $prefix := upper .component }}
 - name: {{ $prefix }}_LISTEN_ADDRESS
@@ -216,6 +249,10 @@ seccompProfile:
       key: {{ include "relayplane.databaseSecretKey" . }}
 - name: {{ $prefix }}_DATABASE_POOL_MAX
   value: {{ $v.database.poolMax | int | quote }}
+{{- if not (kindIs "invalid" $c.maxConnectionAgeMs) }}
+- name: {{ $prefix }}_GRPC_MAX_CONNECTION_AGE_MS
+  value: {{ $c.maxConnectionAgeMs | int64 | quote }}
+{{- end }}
 {{- end }}
 {{- if eq .component "issuer" }}
 - name: ISSUER_REDIS_URL

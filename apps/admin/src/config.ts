@@ -102,7 +102,8 @@ export function readAdminConfig(
   const r = new EnvReader(env);
   return {
     listen: overrides.listen ?? r.address('ADMIN_LISTEN_ADDRESS', '127.0.0.1:50052'),
-    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ADMIN_GRPC_MAX_CONNECTION_AGE_MS'),
+    maxConnectionAgeMs:
+      overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ADMIN_GRPC_MAX_CONNECTION_AGE_MS'),
     database: overrides.database ?? {
       kind: 'postgres',
       url: r.url('ADMIN_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),

@@ -49,7 +49,8 @@ export function readBillingConfig(
   const r = new EnvReader(env);
   return {
     listen: overrides.listen ?? r.address('BILLING_LISTEN_ADDRESS', '127.0.0.1:50053'),
-    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'BILLING_GRPC_MAX_CONNECTION_AGE_MS'),
+    maxConnectionAgeMs:
+      overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'BILLING_GRPC_MAX_CONNECTION_AGE_MS'),
     database: overrides.database ?? {
       kind: 'postgres',
       url: r.url('BILLING_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),

@@ -88,7 +88,8 @@ export function readIssuerConfig(
   };
   return {
     listen: overrides.listen ?? r.address('ISSUER_LISTEN_ADDRESS', '127.0.0.1:50051'),
-    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ISSUER_GRPC_MAX_CONNECTION_AGE_MS'),
+    maxConnectionAgeMs:
+      overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ISSUER_GRPC_MAX_CONNECTION_AGE_MS'),
     database: overrides.database ?? {
       kind: 'postgres',
       url: r.url('ISSUER_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),

@@ -109,13 +109,47 @@ export function connect<S extends DescService>(
     fromStatus,
   };
   return createClient(service, address, hooks, {
-    // With a DNS name of several replicas (a headless Service), spread calls over all of them.
-    'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
+    'grpc.service_config': JSON.stringify(serviceConfig(service)),
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.dns_min_time_between_resolutions_ms': options.dnsMinIntervalMs ?? 5_000,
   });
+}
+
+/**
+ * The client's gRPC service config:
+ * - round-robin over every address the target resolves to (all replicas behind a headless
+ *   Service or a static list);
+ * - unary calls answered UNAVAILABLE are tried once more, after 20–100 ms (on another
+ *   replica, round-robin). This covers the race of a call sent on a connection the server is
+ *   just closing at its max connection age (the server refuses it; grpc-js retries such a
+ *   call only once by itself, which two replicas closing at once defeats) and a replica that
+ *   died. UNAVAILABLE means "not done" across this platform, so a retry never doubles an
+ *   effect. A token bucket stops retries when most calls fail (an outage, not a race).
+ *   Streaming calls are not retried by the channel: the issuance stream retries per request.
+ */
+function serviceConfig(service: DescService): object {
+  const streaming = service.methods
+    .filter((m) => m.methodKind !== 'unary')
+    .map((m) => ({ service: service.typeName, method: m.name }));
+  return {
+    loadBalancingConfig: [{ round_robin: {} }],
+    methodConfig: [
+      {
+        name: [{}],
+        retryPolicy: {
+          maxAttempts: 2,
+          initialBackoff: '0.02s',
+          maxBackoff: '0.1s',
+          backoffMultiplier: 2,
+          retryableStatusCodes: ['UNAVAILABLE'],
+        },
+      },
+      ...(streaming.length ? [{ name: streaming }] : []),
+    ],
+    retryThrottling: { maxTokens: 10, tokenRatio: 0.1 },
+  };
 }
 
 export type { ServiceClient, ServiceImpl };

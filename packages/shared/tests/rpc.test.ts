@@ -361,3 +361,83 @@ describe('rpc: health and shutdown', () => {
     }
   });
 });
+
+describe('rpc: several replicas behind one target', () => {
+  const logger = createLogger({ level: 'silent', service: 'rpc-test' });
+
+  async function replicas(n: number, handler: (replica: number) => GetSubscription, maxConnectionAgeMs = 0) {
+    const servers: RpcServer[] = [];
+    for (let i = 0; i < n; i++) {
+      const server = new RpcServer(logger, { maxConnectionAgeMs });
+      server.add(BillingService, fakeBilling({ getSubscription: handler(i) }));
+      await server.listen('127.0.0.1:0');
+      servers.push(server);
+    }
+    const target = `ipv4:${servers.map((s) => `127.0.0.1:${s.port}`).join(',')}`;
+    return { servers, target };
+  }
+
+  it('unary calls go round-robin over every replica, and none fails while replicas recycle connections at their max connection age', async () => {
+    const calls = [0, 0, 0];
+    const { servers, target } = await replicas(
+      3,
+      (i) => async (req) => {
+        calls[i] = (calls[i] ?? 0) + 1;
+        return { subscription: { tenantId: req.tenantId, planId: 'free' } };
+      },
+      1_000,
+    );
+    const client = connect(BillingService, target, { timeoutMs: 2_000 });
+    const failures: string[] = [];
+    let ok = 0;
+    try {
+      const end = Date.now() + 3_500;
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (Date.now() < end) {
+            try {
+              await client.getSubscription({ tenantId: 'ten_1' });
+              ok++;
+            } catch (err) {
+              failures.push((err as Error).message);
+            }
+          }
+        }),
+      );
+    } finally {
+      client.close();
+      await Promise.all(servers.map((s) => s.close(0)));
+    }
+    // Each replica closed every connection about three times meanwhile (GOAWAY at ~1 s).
+    expect(failures).toEqual([]);
+    expect(ok).toBeGreaterThan(1_000);
+    for (const n of calls) expect(n).toBeGreaterThan(ok / 6);
+  });
+
+  it('a call answered unavailable is tried once more on another replica; other errors are not retried', async () => {
+    const calls = [0, 0];
+    const { servers, target } = await replicas(2, (i) => async (req) => {
+      calls[i] = (calls[i] ?? 0) + 1;
+      if (req.tenantId === 'ten_gone' && i === 0) throw new AppError('unavailable', 'replica 0 is draining');
+      if (req.tenantId === 'ten_bad') throw new AppError('invalid_request', 'bad tenant');
+      return { subscription: { tenantId: req.tenantId, planId: `from-${i}` } };
+    });
+    const client = connect(BillingService, target, { timeoutMs: 2_000 });
+    try {
+      // Whichever replica comes first, the answer is replica 1's.
+      for (let n = 0; n < 4; n++) {
+        const res = await client.getSubscription({ tenantId: 'ten_gone' });
+        expect(res.subscription?.planId).toBe('from-1');
+      }
+      expect((calls[0] ?? 0) + (calls[1] ?? 0)).toBeGreaterThan(4);
+      calls.fill(0);
+      await expect(client.getSubscription({ tenantId: 'ten_bad' })).rejects.toMatchObject({
+        code: 'invalid_request',
+      });
+      expect((calls[0] ?? 0) + (calls[1] ?? 0)).toBe(1);
+    } finally {
+      client.close();
+      await Promise.all(servers.map((s) => s.close(0)));
+    }
+  });
+});

@@ -18,6 +18,7 @@ import {
   readYaml,
   render,
   template,
+  validateK8s,
   WORKLOAD_KINDS,
 } from './support/chart.ts';
 
@@ -32,19 +33,6 @@ function renderExample(file: string): Promise<K8sObject[]> {
     exampleRenders.set(file, p);
   }
   return p;
-}
-
-/** Validates one object against the Kubernetes OpenAPI schemas shipped in kubernetes-models. */
-async function validateK8s(o: K8sObject): Promise<void> {
-  const mod = (await import(/* @vite-ignore */ `kubernetes-models/${o.apiVersion}/${o.kind}`)) as Record<
-    string,
-    new (
-      data: unknown,
-    ) => { validate(): void }
-  >;
-  const Model = mod[o.kind];
-  if (!Model) throw new Error(`kubernetes-models has no ${o.apiVersion} ${o.kind}`);
-  new Model(o).validate();
 }
 
 function containersOf(o: K8sObject): Container[] {
@@ -276,7 +264,8 @@ describe('service wiring', () => {
       const svc = named(objects, 'Service', `rp-relayplane-${component}`);
       expect(svc.spec).toMatchObject({
         type: 'ClusterIP',
-        ports: [{ name: 'grpc', port, targetPort: 'grpc' }],
+        // gRPC first; the metrics port (by default) is checked in 'metrics' below.
+        ports: [{ name: 'grpc', port, targetPort: 'grpc' }, { name: 'metrics' }],
       });
       expect(svc.spec?.clusterIP).toBeUndefined();
       const headless = named(objects, 'Service', `rp-relayplane-${component}-headless`);
@@ -510,12 +499,21 @@ describe('availability objects', () => {
       ingress: [],
       egress: [],
     });
+    const APP_PORTS: Record<string, number> = { issuer: 50051, admin: 50052, billing: 50053 };
+    // Callers of the gRPC port (the metrics port has its own rule, checked in 'metrics' below).
     const callers = (component: string): string[] => {
       const p = named(policies, 'NetworkPolicy', `rp-relayplane-${component}`);
       const ingress = (
-        p.spec as { ingress: { from?: { podSelector: { matchLabels: Record<string, string> } }[] }[] }
+        p.spec as {
+          ingress: {
+            ports: { port: number }[];
+            from?: { podSelector: { matchLabels: Record<string, string> } }[];
+          }[];
+        }
       ).ingress;
-      return ingress.flatMap((r) =>
+      const rules = ingress.filter((r) => r.ports.some((port) => port.port === APP_PORTS[component]));
+      expect(rules, component).toHaveLength(1);
+      return rules.flatMap((r) =>
         (r.from ?? []).map((f) => f.podSelector.matchLabels['app.kubernetes.io/component'] ?? ''),
       );
     };
@@ -547,6 +545,206 @@ describe('availability objects', () => {
         (migrate.spec as { podSelector: { matchLabels: Record<string, string> } }).podSelector.matchLabels,
       );
     }
+  });
+});
+
+describe('metrics', () => {
+  type Port = { name: string; port: number; targetPort?: string | number; protocol?: string };
+  type IngressRule = { ports: { port: number; protocol: string }[]; from?: Record<string, unknown>[] };
+  const MONITORING = [
+    { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+  ];
+
+  const appContainer = (objects: K8sObject[], component: string): Container => {
+    const c = podSpec(named(objects, 'Deployment', `rp-relayplane-${component}`)).containers[0];
+    if (!c) throw new Error(`no ${component} container`);
+    return c;
+  };
+  const servicePorts = (objects: K8sObject[], name: string): Port[] =>
+    (named(objects, 'Service', name).spec as { ports: Port[] }).ports;
+  const ingressRules = (objects: K8sObject[], component: string): IngressRule[] =>
+    (named(objects, 'NetworkPolicy', `rp-relayplane-${component}`).spec as { ingress: IngressRule[] })
+      .ingress;
+
+  it('by default every app serves metrics on 9464: env, container port, Service port and a NetworkPolicy rule from the monitoring namespace', async () => {
+    const objects = await render({ set: REQUIRED_SETS });
+    for (const component of COMPONENTS) {
+      const c = appContainer(objects, component);
+      expect(envOf(c).get(`${component.toUpperCase()}_METRICS_ADDRESS`)?.value, component).toBe(
+        '0.0.0.0:9464',
+      );
+      expect(c.ports, component).toContainEqual({ name: 'metrics', containerPort: 9464, protocol: 'TCP' });
+      const svc = named(objects, 'Service', `rp-relayplane-${component}`);
+      expect(svc.spec?.ports, component).toContainEqual({
+        name: 'metrics',
+        port: 9464,
+        targetPort: 'metrics',
+        protocol: 'TCP',
+        appProtocol: 'http',
+      });
+      expect(svc.metadata.labels?.['relayplane.dev/metrics']).toBe('true');
+      // The app port keeps its own rule; scrapers get exactly the metrics port.
+      const rules = ingressRules(objects, component);
+      expect(rules, component).toHaveLength(2);
+      expect(rules, component).toContainEqual({ ports: [{ port: 9464, protocol: 'TCP' }], from: MONITORING });
+    }
+    // The headless Services (client-side balancing) carry only gRPC, and no metrics label.
+    for (const component of ['issuer', 'admin', 'billing']) {
+      const headless = named(objects, 'Service', `rp-relayplane-${component}-headless`);
+      expect(servicePorts(objects, headless.metadata.name).map((p) => p.name)).toEqual(['grpc']);
+      expect(headless.metadata.labels?.['relayplane.dev/metrics']).toBeUndefined();
+    }
+    // The migration Jobs serve nothing, and the default deny stays.
+    expect(ingressRules(objects, 'migrate')).toEqual([]);
+    expect(named(objects, 'NetworkPolicy', 'rp-relayplane-default-deny').spec).toMatchObject({
+      ingress: [],
+      egress: [],
+    });
+    expect(byKind(objects, 'ServiceMonitor')).toEqual([]);
+  });
+
+  it('keeps the metrics port out of the Ingress', async () => {
+    const objects = await renderExample('production-ha.yaml');
+    const [ingress] = byKind(objects, 'Ingress');
+    const backends = JSON.stringify(ingress?.spec);
+    expect(backends).toContain('"name":"http"');
+    expect(backends).not.toContain('metrics');
+    expect(backends).not.toContain('9464');
+  });
+
+  it('metrics.enabled=false removes the env, the container and Service ports and the NetworkPolicy rule', async () => {
+    const objects = await render({ set: [...REQUIRED_SETS, 'metrics.enabled=false'] });
+    for (const component of COMPONENTS) {
+      const c = appContainer(objects, component);
+      expect(
+        [...envOf(c).keys()].filter((name) => name.includes('METRICS')),
+        component,
+      ).toEqual([]);
+      expect(
+        c.ports?.map((p) => p.name),
+        component,
+      ).toEqual([component === 'gateway' ? 'http' : 'grpc']);
+      expect(
+        servicePorts(objects, `rp-relayplane-${component}`).map((p) => p.name),
+        component,
+      ).toEqual([component === 'gateway' ? 'http' : 'grpc']);
+      const rules = ingressRules(objects, component);
+      expect(rules, component).toHaveLength(1);
+      expect(JSON.stringify(rules)).not.toContain('9464');
+      expect(named(objects, 'Service', `rp-relayplane-${component}`).metadata.labels).not.toHaveProperty(
+        'relayplane.dev/metrics',
+      );
+    }
+    expect(byKind(objects, 'ServiceMonitor')).toEqual([]);
+  });
+
+  it('follows metrics.port and metrics.networkPolicy.from', async () => {
+    const objects = await render({
+      set: [...REQUIRED_SETS, 'metrics.port=9100', 'metrics.networkPolicy.from[0].ipBlock.cidr=10.8.0.0/16'],
+    });
+    for (const component of COMPONENTS) {
+      const c = appContainer(objects, component);
+      expect(envOf(c).get(`${component.toUpperCase()}_METRICS_ADDRESS`)?.value).toBe('0.0.0.0:9100');
+      expect(c.ports).toContainEqual({ name: 'metrics', containerPort: 9100, protocol: 'TCP' });
+      expect(servicePorts(objects, `rp-relayplane-${component}`)).toContainEqual(
+        expect.objectContaining({ name: 'metrics', port: 9100, targetPort: 'metrics' }),
+      );
+      expect(ingressRules(objects, component)).toContainEqual({
+        ports: [{ port: 9100, protocol: 'TCP' }],
+        from: [{ ipBlock: { cidr: '10.8.0.0/16' } }],
+      });
+    }
+    for (const o of objects) await validateK8s(o);
+  });
+
+  it('renders no ServiceMonitor unless enabled (minimal keeps it off)', async () => {
+    expect(byKind(await renderExample('minimal.yaml'), 'ServiceMonitor')).toEqual([]);
+    expect(byKind(await render({ set: REQUIRED_SETS }), 'ServiceMonitor')).toEqual([]);
+  });
+
+  it('renders one valid ServiceMonitor per app when enabled, each selecting exactly that app’s metrics Service', async () => {
+    const objects = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'metrics.serviceMonitor.enabled=true',
+        'metrics.serviceMonitor.interval=1m',
+        'metrics.serviceMonitor.scrapeTimeout=20s',
+        'metrics.serviceMonitor.labels.release=prometheus',
+        'metrics.serviceMonitor.labels.team=edge',
+      ],
+    });
+    const monitors = byKind(objects, 'ServiceMonitor');
+    expect(monitors.map((m) => m.metadata.name)).toEqual(COMPONENTS.map((c) => `rp-relayplane-${c}`));
+    const services = byKind(objects, 'Service');
+    for (const component of COMPONENTS) {
+      const sm = named(monitors, 'ServiceMonitor', `rp-relayplane-${component}`);
+      expect(sm.apiVersion).toBe('monitoring.coreos.com/v1');
+      await expect(validateK8s(sm), sm.metadata.name).resolves.toBeUndefined();
+      expect((sm.metadata as { namespace?: string }).namespace).toBe('relay');
+      // The chart's standard labels (those of the app's Service, from _helpers.tpl) plus the extra ones.
+      const svc = named(objects, 'Service', `rp-relayplane-${component}`);
+      const { 'relayplane.dev/metrics': _, ...standard } = svc.metadata.labels ?? {};
+      expect(sm.metadata.labels).toEqual({ ...standard, release: 'prometheus', team: 'edge' });
+      expect(sm.spec).toEqual({
+        namespaceSelector: { matchNames: ['relay'] },
+        selector: { matchLabels: expect.any(Object) },
+        endpoints: [
+          { port: 'metrics', path: '/metrics', scheme: 'http', interval: '1m', scrapeTimeout: '20s' },
+        ],
+      });
+      const selector = (sm.spec as { selector: { matchLabels: Record<string, string> } }).selector
+        .matchLabels;
+      const selected = services.filter((s) =>
+        Object.entries(selector).every(([k, v]) => s.metadata.labels?.[k] === v),
+      );
+      expect(selected.map((s) => s.metadata.name)).toEqual([`rp-relayplane-${component}`]);
+      expect(servicePorts(objects, svc.metadata.name).map((p) => p.name)).toContain('metrics');
+    }
+  });
+
+  it('puts the ServiceMonitors in metrics.serviceMonitor.namespace while still selecting the release namespace', async () => {
+    const objects = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'metrics.serviceMonitor.enabled=true',
+        'metrics.serviceMonitor.namespace=monitoring',
+        'metrics.serviceMonitor.labels.app\\.kubernetes\\.io/name=other',
+      ],
+    });
+    for (const sm of byKind(objects, 'ServiceMonitor')) {
+      expect((sm.metadata as { namespace?: string }).namespace).toBe('monitoring');
+      expect(sm.spec).toMatchObject({ namespaceSelector: { matchNames: ['relay'] } });
+      expect((sm.spec as { endpoints: Record<string, unknown>[] }).endpoints[0]).toEqual({
+        port: 'metrics',
+        path: '/metrics',
+        scheme: 'http',
+        interval: '30s',
+      });
+      // Extra labels cannot replace the chart's own.
+      expect(sm.metadata.labels?.['app.kubernetes.io/name']).toBe('relayplane');
+    }
+    expect(byKind(objects, 'ServiceMonitor')).toHaveLength(4);
+  });
+
+  it('production-ha scrapes through ServiceMonitors labelled for Prometheus', async () => {
+    const objects = await renderExample('production-ha.yaml');
+    const monitors = byKind(objects, 'ServiceMonitor');
+    expect(monitors).toHaveLength(4);
+    for (const sm of monitors) {
+      expect(sm.metadata.labels?.release).toBe('prometheus');
+      await validateK8s(sm);
+    }
+  });
+
+  it('the ServiceMonitor model rejects a malformed object (the check has teeth)', async () => {
+    const objects = await render({ set: [...REQUIRED_SETS, 'metrics.serviceMonitor.enabled=true'] });
+    const [sm] = byKind(objects, 'ServiceMonitor');
+    const broken = structuredClone(sm) as K8sObject;
+    (broken.spec as { endpoints: { interval: string }[] }).endpoints[0] = { interval: '30 seconds' };
+    await expect(validateK8s(broken)).rejects.toThrow();
+    const noEndpoints = structuredClone(sm) as K8sObject;
+    (noEndpoints.spec as Record<string, unknown>).endpoints = 'metrics';
+    await expect(validateK8s(noEndpoints)).rejects.toThrow();
   });
 });
 
@@ -592,6 +790,56 @@ describe('templates/validate.yaml', () => {
     const r = await template({ set: [...REQUIRED_SETS, 'issuer.pdb.minAvailable=2'] });
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('issuer.pdb: minAvailable (2) must be below the replica count (2)');
+  });
+
+  it('fails a metrics port that a Service already uses, naming both values', async () => {
+    const r = await template({ set: [...REQUIRED_SETS, 'gateway.service.port=9464'] });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('metrics.port: 9464 is also gateway.service.port');
+    // No clash once metrics are off.
+    expect(
+      (await template({ set: [...REQUIRED_SETS, 'gateway.service.port=9464', 'metrics.enabled=false'] }))
+        .code,
+    ).toBe(0);
+  });
+
+  it('compares scrapeTimeout with interval as durations', async () => {
+    const sm = (interval: string, scrapeTimeout: string) =>
+      template({
+        set: [
+          ...REQUIRED_SETS,
+          'metrics.serviceMonitor.enabled=true',
+          `metrics.serviceMonitor.interval=${interval}`,
+          `metrics.serviceMonitor.scrapeTimeout=${scrapeTimeout}`,
+        ],
+      });
+    for (const [interval, timeout] of [
+      ['1m', '60s'],
+      ['1m30s', '90s'],
+      ['2h', '1h59m59s999ms'],
+      ['30s', '29500ms'],
+      // Decimal even with a leading zero (not octal).
+      ['10s', '010s'],
+    ] as const)
+      expect((await sm(interval, timeout)).code, `${interval} ≥ ${timeout}`).toBe(0);
+    for (const [interval, timeout] of [
+      ['1m30s', '91s'],
+      ['30s', '30001ms'],
+      ['1d', '1w'],
+      ['10s', '011s'],
+    ] as const) {
+      const r = await sm(interval, timeout);
+      expect(r.code, `${interval} < ${timeout}`).not.toBe(0);
+      expect(r.stderr).toContain(`scrapeTimeout (${timeout}) is longer than interval (${interval})`);
+    }
+  });
+
+  it('fails a ServiceMonitor without metrics', async () => {
+    const r = await template({
+      set: [...REQUIRED_SETS, 'metrics.enabled=false', 'metrics.serviceMonitor.enabled=true'],
+    });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('metrics.serviceMonitor: enabled while metrics.enabled is false');
   });
 
   it('still refuses image.tag=latest when schema validation is skipped', async () => {

@@ -114,6 +114,31 @@ describe('values.schema.json', () => {
     expect(withTag('1.2.3')).toEqual([]);
   });
 
+  it('checks the metrics port range, Prometheus durations and the ServiceMonitor fields', () => {
+    const withMetrics = (metrics: Record<string, unknown>) =>
+      errorsOf(mergeValues(defaults, { metrics })).map((e) => e.instancePath);
+    for (const port of [1024, 9464, 65535]) expect(withMetrics({ port }), String(port)).toEqual([]);
+    for (const port of [80, 1023, 65536, '9464'])
+      expect(withMetrics({ port }), String(port)).toContain('/metrics/port');
+    const sm = (serviceMonitor: Record<string, unknown>) => withMetrics({ serviceMonitor });
+    for (const interval of ['30s', '1m', '1m30s', '500ms', '1h', '2d'])
+      expect(sm({ interval }), interval).toEqual([]);
+    for (const interval of ['', '30', '30 s', '1.5m', 's', '-30s', '30S'])
+      expect(sm({ interval }), interval).toContain('/metrics/serviceMonitor/interval');
+    expect(sm({ scrapeTimeout: '' })).toEqual([]);
+    expect(sm({ scrapeTimeout: '10s' })).toEqual([]);
+    expect(sm({ scrapeTimeout: 'ten' })).toContain('/metrics/serviceMonitor/scrapeTimeout');
+    expect(sm({ labels: { release: 'prometheus' } })).toEqual([]);
+    expect(sm({ labels: { replicas: 2 } })).toContain('/metrics/serviceMonitor/labels/replicas');
+    expect(sm({ namespace: 'monitoring' })).toEqual([]);
+    expect(sm({ namespace: 'Monitoring' })).toContain('/metrics/serviceMonitor/namespace');
+    expect(withMetrics({ networkPolicy: { from: [{ ipBlock: { cidr: '10.0.0.0/8' } }] } })).toEqual([]);
+    expect(withMetrics({ networkPolicy: { from: { ipBlock: {} } } })).toContain(
+      '/metrics/networkPolicy/from',
+    );
+    expect(withMetrics({ networkPolicy: { to: [] } })).toContain('/metrics/networkPolicy');
+  });
+
   it('rejects a container without resource requests', () => {
     const values = mergeValues(defaults, { billing: { resources: null } });
     expect(errorsOf(values).map((e) => e.instancePath)).toContain('/billing');

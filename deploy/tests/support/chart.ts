@@ -47,6 +47,11 @@ export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
     instancePath: '/logLevel',
     message: "at '/logLevel': value must be one of",
   },
+  'bad-scrape-interval.yaml': {
+    by: 'schema',
+    instancePath: '/metrics/serviceMonitor/interval',
+    message: "at '/metrics/serviceMonitor/interval': '30 seconds' does not match pattern",
+  },
   'bad-service-type.yaml': {
     by: 'schema',
     instancePath: '/gateway/service/type',
@@ -67,6 +72,15 @@ export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
     instancePath: '/issuer/maxConnectionAgeMs',
     message: "at '/issuer/maxConnectionAgeMs'",
   },
+  'metrics-port-clash.yaml': {
+    by: 'template',
+    message: 'metrics.port: 50052 is also admin.port',
+  },
+  'metrics-port-out-of-range.yaml': {
+    by: 'schema',
+    instancePath: '/metrics/port',
+    message: "at '/metrics/port': minimum",
+  },
   'negative-replicas.yaml': {
     by: 'schema',
     instancePath: '/gateway/replicaCount',
@@ -81,6 +95,10 @@ export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
     by: 'schema',
     instancePath: '/billing/resources',
     message: "at '/billing/resources': got string, want object",
+  },
+  'scrape-timeout-above-interval.yaml': {
+    by: 'template',
+    message: 'metrics.serviceMonitor: scrapeTimeout (1m) is longer than interval (15s)',
   },
   'trusted-proxies-not-list.yaml': {
     by: 'schema',
@@ -101,6 +119,11 @@ export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
     by: 'schema',
     instancePath: '/plans',
     message: "at '/plans': additional properties 'gold' not allowed",
+  },
+  'unknown-service-monitor-key.yaml': {
+    by: 'schema',
+    instancePath: '/metrics/serviceMonitor',
+    message: "at '/metrics/serviceMonitor': additional properties 'scrapeInterval' not allowed",
   },
   'wrong-type.yaml': {
     by: 'schema',
@@ -148,6 +171,31 @@ export async function render(opts: RenderOptions = {}): Promise<K8sObject[]> {
   return parseAllDocuments(result.stdout)
     .map((doc) => doc.toJS() as K8sObject | null)
     .filter((o): o is K8sObject => o !== null);
+}
+
+/**
+ * The kubernetes-models module holding the model of `apiVersion`/`kind`: built-in APIs come from
+ * kubernetes-models, the prometheus-operator CRDs (ServiceMonitor) from
+ * @kubernetes-models/prometheus-operator. Add a package here for any other CRD the chart renders.
+ */
+export function modelModule(apiVersion: string, kind: string): string {
+  if (apiVersion.startsWith('monitoring.coreos.com/'))
+    return `@kubernetes-models/prometheus-operator/${apiVersion}/${kind}`;
+  return `kubernetes-models/${apiVersion}/${kind}`;
+}
+
+/** Validates one object against the OpenAPI schema of its apiVersion/kind; throws when invalid. */
+export async function validateK8s(o: K8sObject): Promise<void> {
+  const path = modelModule(o.apiVersion, o.kind);
+  let mod: Record<string, (new (data: unknown) => { validate(): void }) | undefined>;
+  try {
+    mod = (await import(/* @vite-ignore */ path)) as typeof mod;
+  } catch (err) {
+    throw new Error(`no model for ${o.apiVersion} ${o.kind} (${path}): ${String(err)}`);
+  }
+  const Model = mod[o.kind];
+  if (!Model) throw new Error(`${path} exports no ${o.kind}`);
+  new Model(o).validate();
 }
 
 export const byKind = (objects: readonly K8sObject[], kind: string): K8sObject[] =>

@@ -324,7 +324,43 @@ round_robin balancer connects to every replica the name resolves to.
 - name: RELAYPLANE_PLANS_FILE
   value: /etc/relayplane/plans.yaml
 {{- end }}
+{{- if $v.metrics.enabled }}
+- name: {{ upper .component }}_METRICS_ADDRESS
+  value: {{ printf "0.0.0.0:%d" (int $v.metrics.port) | quote }}
+{{- end }}
 {{- with $c.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+
+{{/*
+Labels of a ServiceMonitor: the chart's labels, then metrics.serviceMonitor.labels (which cannot
+override the chart's own). Call with (dict "root" $ "component" "gateway").
+*/}}
+{{- define "relayplane.serviceMonitorLabels" -}}
+{{- $labels := fromYaml (include "relayplane.labels" .) -}}
+{{- toYaml (merge $labels (default dict .root.Values.metrics.serviceMonitor.labels)) -}}
+{{- end -}}
+
+{{/* Milliseconds of a Prometheus duration such as 1m30s (schema-checked format; "" is 0). */}}
+{{- define "relayplane.durationMs" -}}
+{{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 "w" 604800000 "y" 31536000000 -}}
+{{- $total := 0 -}}
+{{- range regexFindAll "[0-9]+(ms|y|w|d|h|m|s)" (toString .) -1 -}}
+{{- $unit := regexFind "(ms|y|w|d|h|m|s)$" . -}}
+{{- /* Leading zeros stripped: int64 of a string would read "010" as octal. */ -}}
+{{- $n := regexReplaceAll "^0+([0-9])" (trimSuffix $unit .) "${1}" -}}
+{{- $total = add $total (mul (int64 $n) (index $units $unit)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+NetworkPolicyPeers allowed to scrape the metrics port. The default lives here rather than in
+values.yaml so that the generated parameters table can document the list as one value.
+*/}}
+{{- define "relayplane.metricsFrom" -}}
+{{- $default := list (dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "monitoring"))) -}}
+{{- toYaml (default $default .Values.metrics.networkPolicy.from) -}}
 {{- end -}}

@@ -4,6 +4,7 @@ import {
   LOG_LEVELS,
   type LogLevel,
   readMaxConnectionAgeMs,
+  readMetricsAddress,
 } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
@@ -40,6 +41,8 @@ export interface AdminConfig {
   bootstrap: BootstrapConfig | undefined;
   /** Login attempt limits (per account and per client IP, fixed window). */
   loginLimits: LoginLimits;
+  /** host:port of the Prometheus metrics listener (`ADMIN_METRICS_ADDRESS`); undefined: none. */
+  metricsAddress: string | undefined;
   logLevel: LogLevel;
 }
 
@@ -120,6 +123,10 @@ export function readAdminConfig(
       maxPerIp: r.int('ADMIN_LOGIN_MAX_PER_IP', 50, { min: 1, max: 1_000_000 }),
       windowSeconds: r.int('ADMIN_LOGIN_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
     },
+    metricsAddress:
+      'metricsAddress' in overrides
+        ? overrides.metricsAddress
+        : readMetricsAddress(r, 'ADMIN_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

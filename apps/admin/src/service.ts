@@ -4,6 +4,7 @@ import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
 import { watchDatabase } from '@relayplane/shared/readiness';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
@@ -12,6 +13,7 @@ import type { AdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
+import { adminMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
 import { AllowlistStore } from './stores/allowlist.ts';
@@ -85,6 +87,8 @@ export class AdminService {
   readonly logger: Logger;
   readonly database: Database<AdminDatabase>;
   readonly rpc: RpcServer;
+  /** This service's Prometheus metrics (served on `config.metricsAddress` when set). */
+  readonly metrics: Registry;
   readonly accounts: AccountStore;
   readonly sessions: SessionStore;
   readonly apiKeys: ApiKeyStore;
@@ -100,6 +104,7 @@ export class AdminService {
   readonly #clock: Clock;
   readonly #billingWaitMs: number | undefined;
   readonly #stopping = new AbortController();
+  #metricsServer: MetricsServer | undefined;
   #watch: { stop: () => void } | undefined;
   #sweep: NodeJS.Timeout | undefined;
   #bootstrapped = false;
@@ -128,7 +133,11 @@ export class AdminService {
     const throttle = createLoginThrottle(config, logger, this.#clock);
     this.loginThrottle = throttle.throttle;
     this.#throttleConnection = throttle.connection;
-    this.rpc = new RpcServer(logger, { maxConnectionAgeMs: config.maxConnectionAgeMs });
+    this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
+    this.rpc = new RpcServer(logger, {
+      maxConnectionAgeMs: config.maxConnectionAgeMs,
+      metrics: this.metrics,
+    });
     this.rpc.add(
       AdminRpc,
       adminHandlers({
@@ -142,6 +151,7 @@ export class AdminService {
         bus: this.bus,
         clock: this.#clock,
         logger,
+        metrics: adminMetrics(this.metrics),
         loginThrottle: this.loginThrottle,
         loginLimits: config.loginLimits,
         sessionTtlSeconds: config.sessionTtlSeconds,
@@ -188,6 +198,14 @@ export class AdminService {
     this.#sweep.unref();
     const port = await this.rpc.listen(this.config.listen);
     this.logger.info({ port }, 'admin listening');
+    if (this.config.metricsAddress !== undefined) {
+      this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
+    }
+  }
+
+  /** Port of the metrics listener; undefined when there is none. */
+  get metricsPort(): number | undefined {
+    return this.#metricsServer?.port;
   }
 
   /** True when this start() created the bootstrap tenant and owner (the composition root prints them). */
@@ -221,6 +239,8 @@ export class AdminService {
     for (const connection of this.#busSetup.connections) connection.disconnect();
     this.#throttleConnection?.disconnect();
     await this.database.destroy();
+    // Last: metrics stay scrapable while the service drains.
+    await this.#metricsServer?.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

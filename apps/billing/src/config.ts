@@ -5,6 +5,7 @@ import {
   LOG_LEVELS,
   type LogLevel,
   readMaxConnectionAgeMs,
+  readMetricsAddress,
 } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { parse as parseYaml } from 'yaml';
@@ -17,6 +18,8 @@ export interface BillingConfig {
   maxConnectionAgeMs: number;
   database: DatabaseConfig;
   plans: Record<PlanId, Plan>;
+  /** host:port of the Prometheus metrics listener (`BILLING_METRICS_ADDRESS`); undefined: none. */
+  metricsAddress: string | undefined;
   logLevel: LogLevel;
 }
 
@@ -57,6 +60,10 @@ export function readBillingConfig(
       poolMax: r.int('BILLING_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
     },
     plans: overrides.plans ?? loadPlansFile(r.optional('RELAYPLANE_PLANS_FILE')),
+    metricsAddress:
+      'metricsAddress' in overrides
+        ? overrides.metricsAddress
+        : readMetricsAddress(r, 'BILLING_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

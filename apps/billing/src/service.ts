@@ -2,6 +2,7 @@ import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
 import { watchDatabase } from '@relayplane/shared/readiness';
 import { RpcServer } from '@relayplane/shared/rpc';
 import type { BillingConfig } from './config.ts';
@@ -21,6 +22,9 @@ export class BillingService {
   readonly logger: Logger;
   readonly database: Database<BillingDatabase>;
   readonly rpc: RpcServer;
+  /** This service's Prometheus metrics (served on `config.metricsAddress` when set). */
+  readonly metrics: Registry;
+  #metricsServer: MetricsServer | undefined;
   #watch: { stop: () => void } | undefined;
 
   private constructor(
@@ -32,7 +36,11 @@ export class BillingService {
     this.config = config;
     this.logger = logger;
     this.database = database;
-    this.rpc = new RpcServer(logger, { maxConnectionAgeMs: config.maxConnectionAgeMs });
+    this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
+    this.rpc = new RpcServer(logger, {
+      maxConnectionAgeMs: config.maxConnectionAgeMs,
+      metrics: this.metrics,
+    });
     this.rpc.add(
       BillingRpc,
       billingHandlers({ plans: config.plans, subscriptions: new SubscriptionStore(database.db), clock }),
@@ -54,16 +62,26 @@ export class BillingService {
     await watch.check();
     const port = await this.rpc.listen(this.config.listen);
     this.logger.info({ port }, 'billing listening');
+    if (this.config.metricsAddress !== undefined) {
+      this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
+    }
   }
 
   get port(): number {
     return this.rpc.port;
   }
 
+  /** Port of the metrics listener; undefined when there is none. */
+  get metricsPort(): number | undefined {
+    return this.#metricsServer?.port;
+  }
+
   async destroy(): Promise<void> {
     this.#watch?.stop();
     await this.rpc.close();
     await this.database.destroy();
+    // Last: metrics stay scrapable while the service drains.
+    await this.#metricsServer?.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

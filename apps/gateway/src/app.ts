@@ -1,6 +1,7 @@
 import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Logger } from '@relayplane/shared/logger';
+import type { Registry } from '@relayplane/shared/metrics';
 import { requestIdFrom, runWithRequestContext } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { GatewayClients } from './clients.ts';
@@ -11,6 +12,7 @@ import { JwksCache } from './jwks-cache.ts';
 import { registerOpenApi } from './openapi.ts';
 import { API_KEYS_REVOKED, type ApiKeyAuth, authGuards } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
+import { registerHttpMetrics } from './plugins/metrics.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAuth } from './routes/auth.ts';
@@ -36,6 +38,8 @@ export interface AppDeps {
   clients: GatewayClients;
   logger: Logger;
   bus?: Bus;
+  /** Where the HTTP request metrics go; absent: none are kept. */
+  metrics?: Registry;
 }
 
 export interface ServedRoute {
@@ -105,6 +109,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     }
   });
 
+  if (deps.metrics) registerHttpMetrics(app, deps.metrics);
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     runWithRequestContext({ requestId: request.id }, done);

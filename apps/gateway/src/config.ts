@@ -1,5 +1,11 @@
 import { isIP } from 'node:net';
-import { ConfigError, EnvReader, LOG_LEVELS, type LogLevel } from '@relayplane/shared/config';
+import {
+  ConfigError,
+  EnvReader,
+  LOG_LEVELS,
+  type LogLevel,
+  readMetricsAddress,
+} from '@relayplane/shared/config';
 
 export interface GatewayConfig {
   host: string;
@@ -32,6 +38,8 @@ export interface GatewayConfig {
   authCacheMs: number;
   /** Longest a cached JWKS is served without asking the issuer again (bus messages refresh it sooner). */
   jwksCacheMs: number;
+  /** host:port of the Prometheus metrics listener (`GATEWAY_METRICS_ADDRESS`); undefined: none. */
+  metricsAddress: string | undefined;
   logLevel: LogLevel;
 }
 
@@ -93,6 +101,10 @@ export function readGatewayConfig(
       overrides.shutdownDrainMs ?? r.int('GATEWAY_SHUTDOWN_DRAIN_MS', 5_000, { min: 0, max: 120_000 }),
     authCacheMs: overrides.authCacheMs ?? r.int('GATEWAY_AUTH_CACHE_MS', 1_000, { min: 0, max: 1_000 }),
     jwksCacheMs: overrides.jwksCacheMs ?? r.int('GATEWAY_JWKS_CACHE_MS', 10_000, { min: 0, max: 300_000 }),
+    metricsAddress:
+      'metricsAddress' in overrides
+        ? overrides.metricsAddress
+        : readMetricsAddress(r, 'GATEWAY_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

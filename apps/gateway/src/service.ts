@@ -1,5 +1,6 @@
 import { type Bus, RedisBus } from '@relayplane/shared/bus';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
 import { createRedis } from '@relayplane/shared/redis';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
@@ -18,20 +19,25 @@ export class GatewayService {
   readonly config: GatewayConfig;
   readonly logger: Logger;
   readonly app: FastifyInstance;
+  /** This service's Prometheus metrics (served on `config.metricsAddress` when set). */
+  readonly metrics: Registry;
   readonly #clients: GatewayClients;
   readonly #ownsBus: Bus | undefined;
+  #metricsServer: MetricsServer | undefined;
   #url = '';
 
   private constructor(
     config: GatewayConfig,
     logger: Logger,
     app: FastifyInstance,
+    metrics: Registry,
     clients: GatewayClients,
     ownsBus: Bus | undefined,
   ) {
     this.config = config;
     this.logger = logger;
     this.app = app;
+    this.metrics = metrics;
     this.#clients = clients;
     this.#ownsBus = ownsBus;
   }
@@ -50,13 +56,22 @@ export class GatewayService {
       );
       bus = ownsBus;
     }
-    const { app } = await buildApp({ config, clients, logger, bus });
-    return new GatewayService(config, logger, app, clients, ownsBus);
+    const metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
+    const { app } = await buildApp({ config, clients, logger, bus, metrics });
+    return new GatewayService(config, logger, app, metrics, clients, ownsBus);
   }
 
   async start(): Promise<void> {
     this.#url = await this.app.listen({ host: this.config.host, port: this.config.port });
     this.logger.info({ url: this.#url }, 'gateway listening');
+    if (this.config.metricsAddress !== undefined) {
+      this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
+    }
+  }
+
+  /** Port of the metrics listener; undefined when there is none. */
+  get metricsPort(): number | undefined {
+    return this.#metricsServer?.port;
   }
 
   /** Base URL once started, e.g. http://127.0.0.1:8080. */
@@ -82,6 +97,8 @@ export class GatewayService {
     this.logger.info('gateway stopped accepting; closing connections to services');
     closeClients(this.#clients);
     await this.#ownsBus?.close();
+    // Last: metrics stay scrapable while the gateway drains.
+    await this.#metricsServer?.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -7,6 +7,7 @@ import {
   LOG_LEVELS,
   type LogLevel,
   readMaxConnectionAgeMs,
+  readMetricsAddress,
 } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
@@ -45,6 +46,8 @@ export interface IssuerConfig {
    */
   redisCommandTimeoutMs: number;
   relays: RelayConfig;
+  /** host:port of the Prometheus metrics listener (`ISSUER_METRICS_ADDRESS`); undefined: none. */
+  metricsAddress: string | undefined;
   logLevel: LogLevel;
 }
 
@@ -112,6 +115,10 @@ export function readIssuerConfig(
       overrides.redisCommandTimeoutMs ??
       r.int('ISSUER_REDIS_COMMAND_TIMEOUT_MS', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, { min: 50, max: 10_000 }),
     relays: readRelayConfig(r, overrides.relays),
+    metricsAddress:
+      'metricsAddress' in overrides
+        ? overrides.metricsAddress
+        : readMetricsAddress(r, 'ISSUER_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

@@ -5,6 +5,7 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { ConfigError } from '@relayplane/shared/config';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
 import { watchDatabase } from '@relayplane/shared/readiness';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { RpcServer } from '@relayplane/shared/rpc';
@@ -20,6 +21,7 @@ import { issuerHandlers, type SigningKeyListing } from './grpc/issuer-handlers.t
 import { KeyMaintenance, type MaintenanceResult } from './keys/key-maintenance.ts';
 import { kekFingerprint, openPrivateKey } from './keys/key-material.ts';
 import { type ActiveSigningKey, type JwksDocument, KeyRing } from './keys/key-ring.ts';
+import { IssuerMetrics } from './metrics.ts';
 import { redisKeys } from './redis/keys.ts';
 import { RedisRevocationMarks } from './redis/revocation-marks.ts';
 import { RelayDirectory } from './relays/relay-directory.ts';
@@ -67,6 +69,8 @@ export class IssuerService {
   readonly clock: Clock;
   readonly database: Database<IssuerDatabase>;
   readonly rpc: RpcServer;
+  /** This service's Prometheus metrics (served on `config.metricsAddress` when set). */
+  readonly metrics: Registry;
   readonly bus: Bus;
   readonly scheduler: Scheduler;
   readonly store: SigningKeyStore;
@@ -86,6 +90,7 @@ export class IssuerService {
   #unsubscribe: (() => Promise<void>) | undefined;
   #refreshTimer: NodeJS.Timeout | undefined;
   #watch: { stop: () => void } | undefined;
+  #metricsServer: MetricsServer | undefined;
 
   private constructor(deps: {
     config: IssuerConfig;
@@ -117,6 +122,8 @@ export class IssuerService {
       logger: deps.logger,
     });
     this.#slotRedis = deps.slotRedis;
+    this.metrics = createRegistry({ defaultMetrics: deps.config.metricsAddress !== undefined });
+    const metrics = new IssuerMetrics(this.metrics);
     const keys = deps.config.redis ? redisKeys(deps.config.redis.prefix) : null;
     this.slots =
       deps.slotStore ??
@@ -143,12 +150,16 @@ export class IssuerService {
       keys: this.keyRing,
       relays: this.relayDirectory,
       sign: deps.sign,
+      metrics,
     });
-    this.rpc = new RpcServer(deps.logger, { maxConnectionAgeMs: deps.config.maxConnectionAgeMs });
+    this.rpc = new RpcServer(deps.logger, {
+      maxConnectionAgeMs: deps.config.maxConnectionAgeMs,
+      metrics: this.metrics,
+    });
     this.rpc.add(
       IssuerRpc,
       issuerHandlers(this, {
-        ...credentialHandlers(this.credentials, deps.logger),
+        ...credentialHandlers(this.credentials, deps.logger, metrics),
         ...relayHandlers(this.relayDirectory),
       }),
     );
@@ -226,10 +237,18 @@ export class IssuerService {
     await watch.check();
     const port = await this.rpc.listen(this.config.listen);
     this.logger.info({ port, activeKid: this.keyRing.activeKey()?.kid }, 'issuer listening');
+    if (this.config.metricsAddress !== undefined) {
+      this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
+    }
   }
 
   get port(): number {
     return this.rpc.port;
+  }
+
+  /** Port of the metrics listener; undefined when there is none. */
+  get metricsPort(): number | undefined {
+    return this.#metricsServer?.port;
   }
 
   /** The published key set, from memory: keys, exact body and strong ETag. */
@@ -337,6 +356,8 @@ export class IssuerService {
     if (this.#ownsBus) await this.bus.close();
     for (const connection of this.#redis) connection.disconnect();
     await this.database.destroy();
+    // Last: metrics stay scrapable while the service drains.
+    await this.#metricsServer?.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

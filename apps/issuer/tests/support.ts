@@ -51,7 +51,8 @@ export async function startIssuer(options: {
     await service.destroy();
     throw err;
   }
-  const client = connect(IssuerRpc, `127.0.0.1:${service.port}`);
+  // No channel retries: these tests look at the issuer's own answers, failures included.
+  const client = connect(IssuerRpc, `127.0.0.1:${service.port}`, { retries: false });
   return {
     service,
     client,

@@ -161,3 +161,11 @@ export function readMaxConnectionAgeMs(r: EnvReader, name: string): number {
   if (value !== 0 && value < 1_000) throw new ConfigError(name, 'must be 0 (never) or at least 1000 ms');
   return value;
 }
+
+/**
+ * `<APP>_METRICS_ADDRESS`: host:port of the Prometheus metrics listener (`GET /metrics`;
+ * port 0 picks a free one). Unset or empty: no metrics listener.
+ */
+export function readMetricsAddress(r: EnvReader, name: string): string | undefined {
+  return r.has(name) ? r.address(name) : undefined;
+}

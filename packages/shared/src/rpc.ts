@@ -24,6 +24,7 @@ import {
 } from './errors.ts';
 import { HealthService, healthImpl } from './health.ts';
 import type { Logger } from './logger.ts';
+import { type Counter, counter, type Histogram, histogram, type Registry } from './metrics.ts';
 import {
   currentRequestContext,
   REQUEST_ID_METADATA_KEY,
@@ -37,11 +38,83 @@ const GRPC_TO_CODE: Partial<Record<number, ErrorCode>> = {
   [grpc.status.CANCELLED]: 'unavailable',
 };
 
-function serverHooks(logger: Logger): ServerHooks {
+/** gRPC status names by number (`OK`, `CANCELLED`, …): the `code` label of the server metrics. */
+const STATUS_NAMES: readonly string[] = Array.from({ length: 17 }, (_, i) => grpc.status[i] ?? String(i));
+
+/** The pre-bound children of one method. */
+interface MethodMetrics {
+  readonly seconds: Histogram.Internal<'service' | 'method'>;
+  /** By status number, bound on first use. */
+  readonly handled: (Counter.Internal | undefined)[];
+}
+
+/**
+ * `relayplane_grpc_server_handled_total{service,method,code}` and
+ * `relayplane_grpc_server_handling_seconds{service,method}`: every call counted once when it
+ * ends (a stream at its end), with the status it ended with.
+ */
+export class GrpcServerMetrics {
+  readonly #handled: Counter<'service' | 'method' | 'code'>;
+  readonly #seconds: Histogram<'service' | 'method'>;
+  readonly #methods = new Map<DescMethod, MethodMetrics>();
+
+  constructor(registry: Registry) {
+    this.#handled = counter(registry, {
+      name: 'relayplane_grpc_server_handled_total',
+      help: 'gRPC calls completed by the server, by service, method and status code.',
+      labelNames: ['service', 'method', 'code'],
+    });
+    this.#seconds = histogram(registry, {
+      name: 'relayplane_grpc_server_handling_seconds',
+      help: 'Time from the start of a gRPC call to its end (whole stream for streaming calls), in seconds.',
+      labelNames: ['service', 'method'],
+    });
+  }
+
+  #of(method: DescMethod): MethodMetrics {
+    let m = this.#methods.get(method);
+    if (!m) {
+      m = { seconds: this.#seconds.labels(method.parent.typeName, method.name), handled: [] };
+      this.#methods.set(method, m);
+    }
+    return m;
+  }
+
+  /** Records one finished call: `code` is a gRPC status number, `startedAt` from `performance.now()`. */
+  record(method: DescMethod, code: number, startedAt: number): void {
+    const m = this.#of(method);
+    m.seconds.observe((performance.now() - startedAt) / 1000);
+    let handled = m.handled[code];
+    if (!handled) {
+      handled = this.#handled.labels(method.parent.typeName, method.name, STATUS_NAMES[code] ?? String(code));
+      m.handled[code] = handled;
+    }
+    handled.inc();
+  }
+}
+
+/** The status a failed call ends with (as `toStatus` answers it), or CANCELLED when the caller left. */
+function failedStatus(err: unknown, signal: AbortSignal): number {
+  if (signal.aborted) return grpc.status.CANCELLED;
+  return err instanceof AppError ? err.grpcStatus : grpc.status.INTERNAL;
+}
+
+function serverHooks(logger: Logger, metrics: GrpcServerMetrics | undefined): ServerHooks {
   return {
-    around(_method, call, run) {
+    around(method, call, run) {
       const requestId = requestIdFrom(call.metadata.get(REQUEST_ID_METADATA_KEY)[0]);
-      return runWithRequestContext({ requestId }, run);
+      if (!metrics) return runWithRequestContext({ requestId }, run);
+      const startedAt = performance.now();
+      return runWithRequestContext({ requestId }, run).then(
+        (result) => {
+          metrics.record(method, call.signal.aborted ? grpc.status.CANCELLED : grpc.status.OK, startedAt);
+          return result;
+        },
+        (err: unknown) => {
+          metrics.record(method, failedStatus(err, call.signal), startedAt);
+          throw err;
+        },
+      );
     },
     toStatus(err, method) {
       const metadata = new grpc.Metadata();
@@ -89,6 +162,11 @@ export interface RpcClientOptions {
    * replica behind the name is found within about that age plus this interval.
    */
   dnsMinIntervalMs?: number;
+  /**
+   * Whether unary calls answered UNAVAILABLE are tried again (see serviceConfig); default
+   * true. Tests of a service's own failure answers turn it off to see them unmasked.
+   */
+  retries?: boolean;
 }
 
 export function connect<S extends DescService>(
@@ -109,7 +187,7 @@ export function connect<S extends DescService>(
     fromStatus,
   };
   return createClient(service, address, hooks, {
-    'grpc.service_config': JSON.stringify(serviceConfig(service)),
+    'grpc.service_config': JSON.stringify(serviceConfig(service, options.retries ?? true)),
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
@@ -121,25 +199,27 @@ export function connect<S extends DescService>(
  * The client's gRPC service config:
  * - round-robin over every address the target resolves to (all replicas behind a headless
  *   Service or a static list);
- * - unary calls answered UNAVAILABLE are tried once more, after 20–100 ms (on another
- *   replica, round-robin). This covers the race of a call sent on a connection the server is
+ * - unary calls answered UNAVAILABLE are tried up to twice more, after 20–100 ms each (on
+ *   the next replica, round-robin). This covers the race of a call sent on a connection the server is
  *   just closing at its max connection age (the server refuses it; grpc-js retries such a
- *   call only once by itself, which two replicas closing at once defeats) and a replica that
+ *   call only once by itself, which replicas closing at about the same time defeat) and a replica that
  *   died. UNAVAILABLE means "not done" across this platform, so a retry never doubles an
- *   effect. A token bucket stops retries when most calls fail (an outage, not a race).
+ *   effect. A token bucket (100 tokens, 0.1 back per success) stops retrying once failures
+ *   outnumber successes for a while: an outage, not a race, so retries would only add load.
  *   Streaming calls are not retried by the channel: the issuance stream retries per request.
  */
-function serviceConfig(service: DescService): object {
+function serviceConfig(service: DescService, retries: boolean): object {
   const streaming = service.methods
     .filter((m) => m.methodKind !== 'unary')
     .map((m) => ({ service: service.typeName, method: m.name }));
+  if (!retries) return { loadBalancingConfig: [{ round_robin: {} }] };
   return {
     loadBalancingConfig: [{ round_robin: {} }],
     methodConfig: [
       {
         name: [{}],
         retryPolicy: {
-          maxAttempts: 2,
+          maxAttempts: 3,
           initialBackoff: '0.02s',
           maxBackoff: '0.1s',
           backoffMultiplier: 2,
@@ -148,7 +228,7 @@ function serviceConfig(service: DescService): object {
       },
       ...(streaming.length ? [{ name: streaming }] : []),
     ],
-    retryThrottling: { maxTokens: 10, tokenRatio: 0.1 },
+    retryThrottling: { maxTokens: 100, tokenRatio: 0.1 },
   };
 }
 
@@ -164,6 +244,8 @@ export interface RpcServerOptions {
    */
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
+  /** Where the server's call metrics go (`GrpcServerMetrics`); absent: none are kept. */
+  metrics?: Registry;
 }
 
 export class RpcServer {
@@ -184,7 +266,7 @@ export class RpcServer {
           }
         : {}),
     });
-    this.#hooks = serverHooks(logger);
+    this.#hooks = serverHooks(logger, options.metrics ? new GrpcServerMetrics(options.metrics) : undefined);
     addService(this.#server, HealthService, this.health.impl, this.#hooks);
   }
 

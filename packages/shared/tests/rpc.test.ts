@@ -424,6 +424,13 @@ describe('rpc: several replicas behind one target', () => {
     });
     const client = connect(BillingService, target, { timeoutMs: 2_000 });
     try {
+      // Until both replicas are connected, round-robin has only one to choose from.
+      for (let n = 0; !((calls[0] ?? 0) > 0 && (calls[1] ?? 0) > 0); n++) {
+        if (n > 200) throw new Error('round-robin never reached both replicas');
+        await client.getSubscription({ tenantId: 'ten_warm' });
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      calls.fill(0);
       // Whichever replica comes first, the answer is replica 1's.
       for (let n = 0; n < 4; n++) {
         const res = await client.getSubscription({ tenantId: 'ten_gone' });

@@ -4,6 +4,7 @@ import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { LoginLimits } from '../config.ts';
+import type { AdminMetrics } from '../metrics.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
 import type { AllowlistStore } from '../stores/allowlist.ts';
@@ -26,6 +27,8 @@ export interface AdminDeps {
   bus: Bus;
   clock: Clock;
   logger: Logger;
+  /** Absent: nothing is counted (handlers built outside the service). */
+  metrics?: AdminMetrics;
   /** Counts login attempts per account and per client IP. */
   loginThrottle: LoginThrottle;
   loginLimits: LoginLimits;

@@ -38,6 +38,26 @@ async function countAttempt(deps: AdminDeps, email: string, clientIp: string): P
  * password verification, and a successful login clears its account's count.
  */
 export function login(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'] {
+  const attempt = attemptLogin(deps);
+  const logins = deps.metrics?.logins;
+  if (!logins) return attempt;
+  return async (req, call) => {
+    try {
+      const result = await attempt(req, call);
+      logins.success.inc();
+      return result;
+    } catch (err) {
+      // Other errors (unavailable, internal) are no login outcome; the gRPC metrics count them.
+      if (err instanceof AppError) {
+        if (err.code === 'rate_limited') logins.throttled.inc();
+        else if (err.code === 'unauthenticated' || err.code === 'invalid_request') logins.failure.inc();
+      }
+      throw err;
+    }
+  };
+}
+
+function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'] {
   return async (req) => {
     if (req.email.trim() === '' || req.password === '') {
       throw new AppError('invalid_request', 'email and password are required');

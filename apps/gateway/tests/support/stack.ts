@@ -7,6 +7,7 @@ import { AdminService, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { IssuerService, readIssuerConfig } from '@relayplane/issuer';
 import { RedisBus } from '@relayplane/shared/bus';
+import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRedis } from '@relayplane/shared/redis';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, createTestRedis } from '@relayplane/testing/storage';
@@ -23,12 +24,20 @@ export interface Stack {
   billing: BillingService;
   admin: AdminService;
   issuer: IssuerService;
+  /** The gateway app's metrics registry (HTTP request metrics). */
+  metrics: Registry;
   /** Logs in and returns a bearer header for the bootstrap owner (a platform admin). */
   ownerAuth(): Promise<{ authorization: string }>;
   close(): Promise<void>;
 }
 
-export async function startStack(label: string, options: { trustedProxies?: string[] } = {}): Promise<Stack> {
+export interface StackOptions {
+  trustedProxies?: string[];
+  /** Billing, admin and issuer serve their metrics on a free loopback port (`metricsPort`). */
+  serveMetrics?: boolean;
+}
+
+export async function startStack(label: string, options: StackOptions = {}): Promise<Stack> {
   const database = await createTestDatabase(label);
   const redis = createTestRedis(label);
   const logger = testLogger('gateway');
@@ -41,22 +50,33 @@ export async function startStack(label: string, options: { trustedProxies?: stri
     RELAYPLANE_BOOTSTRAP_PASSWORD: OWNER.password,
     RELAYPLANE_BOOTSTRAP_TENANT: 'acme',
   };
+  const metricsAddress = options.serveMetrics ? '127.0.0.1:0' : undefined;
   const closers: (() => Promise<void>)[] = [];
   try {
-    const billing = await BillingService.create(readBillingConfig(env, { listen: '127.0.0.1:0' }), {
-      logger: testLogger('billing'),
-    });
+    const billing = await BillingService.create(
+      readBillingConfig(env, { listen: '127.0.0.1:0', metricsAddress }),
+      {
+        logger: testLogger('billing'),
+      },
+    );
     await billing.start();
     closers.push(() => billing.destroy());
     const admin = await AdminService.create(
-      readAdminConfig(env, { listen: '127.0.0.1:0', billingAddress: `127.0.0.1:${billing.port}` }),
+      readAdminConfig(env, {
+        listen: '127.0.0.1:0',
+        billingAddress: `127.0.0.1:${billing.port}`,
+        metricsAddress,
+      }),
       { logger: testLogger('admin') },
     );
     await admin.start();
     closers.push(() => admin.destroy());
-    const issuer = await IssuerService.create(readIssuerConfig(env, { listen: '127.0.0.1:0' }), {
-      logger: testLogger('issuer'),
-    });
+    const issuer = await IssuerService.create(
+      readIssuerConfig(env, { listen: '127.0.0.1:0', metricsAddress }),
+      {
+        logger: testLogger('issuer'),
+      },
+    );
     await issuer.start();
     closers.push(() => issuer.destroy());
 
@@ -75,6 +95,7 @@ export async function startStack(label: string, options: { trustedProxies?: stri
       redis.prefix,
     );
     closers.push(() => bus.close());
+    const metrics = createRegistry();
     const { app, routes } = await buildApp({
       config: {
         bodyLimitBytes: 64 * 1024,
@@ -84,6 +105,7 @@ export async function startStack(label: string, options: { trustedProxies?: stri
       clients,
       logger,
       bus,
+      metrics,
     });
     closers.push(() => app.close());
 
@@ -95,6 +117,7 @@ export async function startStack(label: string, options: { trustedProxies?: stri
       billing,
       admin,
       issuer,
+      metrics,
       async ownerAuth() {
         if (!ownerToken) {
           const res = await app.inject({ method: 'POST', url: '/admin/v1/auth/login', payload: OWNER });

@@ -17,6 +17,7 @@ import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import type { CredentialsConfig } from '../config.ts';
 import type { ActiveSigningKey } from '../keys/key-ring.ts';
+import type { IssuerMetrics } from '../metrics.ts';
 import type { RedisRevocationMarks } from '../redis/revocation-marks.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
 import { isRegion } from '../relays/relay-fields.ts';
@@ -103,6 +104,8 @@ export interface CredentialDeps {
   relays: { assign(region?: string): { relays: RelayView[]; fallback: string[] } };
   /** Signs the JWT (replaceable for fault-injection tests). */
   sign?: typeof signCredential;
+  /** Issuance and revocation counters; absent: nothing is counted. */
+  metrics?: IssuerMetrics;
 }
 
 interface ValidIssue {
@@ -147,6 +150,19 @@ export class Credentials {
   // ---------------------------------------------------------------- issuance
 
   async issue(input: IssueInput, signal?: AbortSignal): Promise<IssuedCredential> {
+    const metrics = this.#d.metrics;
+    if (!metrics) return this.#issue(input, signal);
+    try {
+      const issued = await this.#issue(input, signal);
+      metrics.issued.inc();
+      return issued;
+    } catch (err) {
+      metrics.failure(err instanceof AppError ? err.code : 'internal');
+      throw err;
+    }
+  }
+
+  async #issue(input: IssueInput, signal?: AbortSignal): Promise<IssuedCredential> {
     const req = this.#validate(input);
     const key = this.#d.keys.activeKey();
     if (!key)
@@ -301,6 +317,7 @@ export class Credentials {
       }
     }
     if (result.newly) {
+      this.#d.metrics?.revoked.inc();
       this.#wake();
       await this.#d.bus
         .publish(CREDENTIALS_REVOKED_CHANNEL, JSON.stringify({ jti, sequence: String(result.sequence) }))

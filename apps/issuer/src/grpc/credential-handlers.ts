@@ -12,6 +12,7 @@ import { AppError, INTERNAL_MESSAGE } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { Credentials, IssuedCredential, IssueInput } from '../credentials/credentials.ts';
+import type { IssuerMetrics } from '../metrics.ts';
 import { relayMessage } from '../relays/relay-handlers.ts';
 
 /** Requests of one IssueCredentials stream being worked on at once; more wait (backpressure). */
@@ -56,12 +57,14 @@ function issueResponse(issued: IssuedCredential): MessageInitShape<typeof IssueC
 export function credentialHandlers(
   credentials: Credentials,
   logger: Logger,
+  metrics?: IssuerMetrics,
 ): Pick<ServiceImpl<typeof IssuerService>, CredentialMethods> {
   /**
    * Multiplexed issuance: every request is answered with its request_id, in completion
    * order; a failing request answers a StreamError and the stream goes on.
    */
   const issueCredentials: IssueCredentialsHandler = async (stream, call) => {
+    metrics?.streams.inc();
     const inFlight = new Set<Promise<void>>();
     // One line per stream (never per request): operators see how issuance spreads over replicas.
     const startedAt = Date.now();
@@ -97,6 +100,7 @@ export function credentialHandlers(
       }
     } finally {
       await Promise.all(inFlight);
+      metrics?.streams.dec();
       logger.info({ ...counts, ms: Date.now() - startedAt }, 'issuance stream ended');
     }
   };

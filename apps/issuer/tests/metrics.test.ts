@@ -1,0 +1,195 @@
+import type { IssueCredentialRequest } from '@relayplane/proto/issuer';
+import { ManualClock } from '@relayplane/shared/clock';
+import { ConfigError } from '@relayplane/shared/config';
+import { newId } from '@relayplane/shared/ids';
+import { hasMetric, sampleValue, scrape } from '@relayplane/testing/metrics';
+import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readIssuerConfig } from '../src/config.ts';
+import { newKek, type RunningIssuer, startIssuer } from './support.ts';
+
+type IssueInit = Partial<Omit<IssueCredentialRequest, '$typeName'>>;
+
+const KEK = newKek().toString('base64');
+const SERVICE = 'relayplane.issuer.v1.IssuerService';
+const ISSUED = 'relayplane_credentials_issued_total';
+const FAILURES = 'relayplane_credential_issuance_failures_total';
+const REVOKED = 'relayplane_credentials_revoked_total';
+const STREAMS = 'relayplane_issuance_streams';
+const HANDLED = 'relayplane_grpc_server_handled_total';
+
+describe('readIssuerConfig: ISSUER_METRICS_ADDRESS', () => {
+  const base = {
+    DATABASE_URL: 'postgres://db.internal/relayplane',
+    RELAYPLANE_KEK: KEK,
+    REDIS_URL: 'redis://r:6379',
+  };
+
+  it('is unset by default and read as host:port when set', () => {
+    expect(readIssuerConfig(base).metricsAddress).toBeUndefined();
+    expect(readIssuerConfig({ ...base, ISSUER_METRICS_ADDRESS: '0.0.0.0:9464' }).metricsAddress).toBe(
+      '0.0.0.0:9464',
+    );
+  });
+
+  it.each(['9464', 'metrics', '0.0.0.0:', 'http://0.0.0.0:9464'])(
+    'refuses %s, naming the variable',
+    (value) => {
+      const read = () => readIssuerConfig({ ...base, ISSUER_METRICS_ADDRESS: value });
+      expect(read).toThrow(ConfigError);
+      expect(read).toThrow(/ISSUER_METRICS_ADDRESS must be host:port/);
+    },
+  );
+});
+
+describe('issuer metrics over real gRPC and HTTP', () => {
+  let database: TestDatabase;
+  let issuer: RunningIssuer;
+  let url: string;
+  let stopped = false;
+  const clock = new ManualClock(Date.now());
+  const projectId = newId('project');
+  const apiKeyId = newId('apiKey');
+  const seen: string[] = [];
+
+  const request = (tenantId: string, over: IssueInit = {}): IssueInit => {
+    seen.push(tenantId);
+    return {
+      tenantId,
+      projectId,
+      apiKeyId,
+      mode: 'live',
+      scopes: ['relay:session'],
+      ttlSeconds: 600,
+      region: '',
+      maxConcurrentConnections: 5,
+      ...over,
+    };
+  };
+
+  beforeAll(async () => {
+    database = await createTestDatabase('issuer_metrics');
+    issuer = await startIssuer({
+      databaseUrl: database.url,
+      clock,
+      kek: newKek(),
+      env: { ISSUER_METRICS_ADDRESS: '127.0.0.1:0' },
+      config: {
+        relays: { staticRelays: [{ id: 'rly_static_eu_1', region: 'eu', host: 'r.example', port: 443 }] },
+      },
+    });
+    expect(issuer.service.metricsPort).toBeGreaterThan(0);
+    url = `http://127.0.0.1:${issuer.service.metricsPort}/metrics`;
+  });
+
+  afterAll(async () => {
+    if (!stopped) await issuer?.stop();
+    await database?.drop();
+  });
+
+  it('serves the issuer metrics and the process metrics', async () => {
+    const text = await scrape(url);
+    for (const [name, type] of [
+      [ISSUED, 'counter'],
+      [FAILURES, 'counter'],
+      [REVOKED, 'counter'],
+      [STREAMS, 'gauge'],
+      [HANDLED, 'counter'],
+      ['relayplane_grpc_server_handling_seconds', 'histogram'],
+      ['process_resident_memory_bytes', 'gauge'],
+    ] as const) {
+      expect(hasMetric(text, name, type), name).toBe(true);
+    }
+  });
+
+  it('counts unary issuance: credentials issued, failures by error code, calls by gRPC status', async () => {
+    const before = await scrape(url);
+    const tenant = newId('tenant');
+    await issuer.client.issueCredential(request(tenant));
+    await issuer.client.issueCredential(request(tenant));
+    const capped = newId('tenant');
+    await issuer.client.issueCredential(request(capped, { maxConcurrentConnections: 1 }));
+    await expect(
+      issuer.client.issueCredential(request(capped, { maxConcurrentConnections: 1 })),
+    ).rejects.toMatchObject({ code: 'payment_required' });
+    await expect(
+      issuer.client.issueCredential(request(tenant, { scopes: ['relay:admin'] })),
+    ).rejects.toMatchObject({ code: 'invalid_request' });
+    const after = await scrape(url);
+    const moved = (name: string, labels: Record<string, string> = {}) =>
+      sampleValue(after, name, labels) - sampleValue(before, name, labels);
+    expect(moved(ISSUED)).toBe(3);
+    expect(moved(FAILURES, { code: 'payment_required' })).toBe(1);
+    expect(moved(FAILURES, { code: 'invalid_request' })).toBe(1);
+    expect(moved(FAILURES, { code: 'unavailable' })).toBe(0);
+    const method = 'IssueCredential';
+    expect(moved(HANDLED, { service: SERVICE, method, code: 'OK' })).toBe(3);
+    expect(moved(HANDLED, { service: SERVICE, method, code: 'FAILED_PRECONDITION' })).toBe(1);
+    expect(moved(HANDLED, { service: SERVICE, method, code: 'INVALID_ARGUMENT' })).toBe(1);
+    expect(moved('relayplane_grpc_server_handling_seconds_count', { service: SERVICE, method })).toBe(5);
+  });
+
+  it('an IssueCredentials stream is in the gauge while open and counted as one call when it ends', async () => {
+    const before = await scrape(url);
+    const streamCalls = (text: string) =>
+      sampleValue(text, HANDLED, { service: SERVICE, method: 'IssueCredentials', code: 'OK' });
+    expect(sampleValue(before, STREAMS)).toBe(0);
+    const stream = issuer.client.issueCredentials();
+    const responses = stream.responses[Symbol.asyncIterator]();
+    const tenant = newId('tenant');
+    for (let i = 1n; i <= 3n; i++) stream.send({ requestId: i, request: request(tenant) });
+    stream.send({ requestId: 4n, request: request(tenant, { ttlSeconds: 1 }) });
+    const results = [];
+    for (let i = 0; i < 4; i++) {
+      const { value, done } = await responses.next();
+      if (done) throw new Error('stream ended early');
+      results.push(value.result.case);
+    }
+    expect(results.filter((c) => c === 'credential')).toHaveLength(3);
+    expect(results.filter((c) => c === 'error')).toHaveLength(1);
+    const open = await scrape(url);
+    expect(sampleValue(open, STREAMS)).toBe(1);
+    expect(sampleValue(open, ISSUED) - sampleValue(before, ISSUED)).toBe(3);
+    expect(
+      sampleValue(open, FAILURES, { code: 'invalid_request' }) -
+        sampleValue(before, FAILURES, { code: 'invalid_request' }),
+    ).toBe(1);
+    expect(streamCalls(open)).toBe(streamCalls(before));
+    stream.end();
+    expect((await responses.next()).done).toBe(true);
+    let closed = await scrape(url);
+    for (let i = 0; i < 100 && streamCalls(closed) === streamCalls(before); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      closed = await scrape(url);
+    }
+    expect(streamCalls(closed) - streamCalls(before)).toBe(1);
+    expect(sampleValue(closed, STREAMS)).toBe(0);
+    expect(
+      sampleValue(closed, 'relayplane_grpc_server_handling_seconds_count', {
+        service: SERVICE,
+        method: 'IssueCredentials',
+      }),
+    ).toBe(1);
+  });
+
+  it('counts a revocation once, however often it is repeated', async () => {
+    const tenant = newId('tenant');
+    const { jti } = await issuer.client.issueCredential(request(tenant));
+    const before = await scrape(url);
+    await issuer.client.revokeCredential({ tenantId: tenant, jti });
+    await issuer.client.revokeCredential({ tenantId: tenant, jti });
+    await expect(
+      issuer.client.revokeCredential({ tenantId: tenant, jti: 'crd_00000000000000000000' }),
+    ).rejects.toMatchObject({ code: 'not_found' });
+    const after = await scrape(url);
+    expect(sampleValue(after, REVOKED) - sampleValue(before, REVOKED)).toBe(1);
+    // Never a tenant id, jti or token in a label.
+    for (const value of [...seen, jti, projectId, apiKeyId]) expect(after).not.toContain(value);
+  });
+
+  it('destroy() closes the metrics listener', async () => {
+    await issuer.stop();
+    stopped = true;
+    await expect(fetch(url)).rejects.toThrow();
+  });
+});

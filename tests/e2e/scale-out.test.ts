@@ -326,7 +326,7 @@ describe('scale-out: 2 gateways over 3+ issuers behind one DNS name', () => {
     const gatewayPids = system.gateways.map((g) => g.child.pid);
     let joined = 0;
     let added: IssuerReplica | undefined;
-    const outcomes = await load(system.baseUrls, ownerKey, 12_000, 16, async () => {
+    const outcomes = await load(system.baseUrls, ownerKey, 16_000, 16, async () => {
       await sleep(3_000);
       added = await system.addIssuer();
       joined = Date.now();

@@ -51,6 +51,14 @@ describe('credential issuance across two gateways and two issuers', () => {
       extraEnv: { RELAYPLANE_PLANS_FILE: plans },
     });
     gateways = await Promise.all(system.baseUrls.map((u) => Api.connect(u)));
+    // Issuance answers through both gateways before the rounds start. Seen in CI: right after
+    // start, the first requests of a fresh system occasionally got 503 + Retry-After for under
+    // a second (an issuer's connections dropping once); the rounds below test the cap, not
+    // that start-up window, which is tracked in the issue notes.
+    const warm = await tenant();
+    for (const gw of gateways) {
+      await waitFor(async () => (await issue(gw, warm.key)).status === 201, 10_000, 'issuance to answer');
+    }
   }, 180_000);
 
   afterAll(async () => {

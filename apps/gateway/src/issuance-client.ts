@@ -150,7 +150,16 @@ export class IssuanceClient {
         );
       } catch (err) {
         if (!this.#closed)
-          this.#logger.warn({ err: { message: (err as Error).message } }, 'issuance stream broke');
+          this.#logger.warn(
+            {
+              err: {
+                message: (err as Error).message,
+                // The gRPC status detail (e.g. "Connection dropped") says why; it never holds a secret.
+                cause: ((err as Error).cause as { details?: string } | undefined)?.details,
+              },
+            },
+            'issuance stream broke',
+          );
         // Whatever ended the stream (UNAVAILABLE, or INTERNAL "RST_STREAM without status"
         // when the replica's process died), it is not an answer to any request on it.
         this.#broken(
@@ -181,9 +190,10 @@ export class IssuanceClient {
       }
     }
     if (again.length === 0) return;
-    // On the next turn: the other streams of a replica that died break in this one, and the
-    // channel has by then taken that replica out of its round-robin.
-    setImmediate(() => {
+    // After a short pause: the other streams of a replica that died break meanwhile, and the
+    // channel has taken that replica out of its round-robin (or reconnected, if the
+    // connection only dropped).
+    setTimeout(() => {
       for (const p of again) {
         if (p.timedOut) continue;
         if (this.#closed) {
@@ -196,7 +206,7 @@ export class IssuanceClient {
         p.lane = this.#lane();
         this.#send(this.#nextId++, p);
       }
-    });
+    }, RETRY_PAUSE_MS);
   }
 
   close(): void {
@@ -208,6 +218,9 @@ export class IssuanceClient {
     this.#lanes.fill(undefined);
   }
 }
+
+/** Pause before a request whose stream broke is sent again. */
+const RETRY_PAUSE_MS = 50;
 
 function shuttingDown(): AppError {
   return new AppError('unavailable', 'the gateway is shutting down', { retryAfterSeconds: 1 });

@@ -295,6 +295,405 @@ export declare type SetPlanResponse = Message<"relayplane.billing.v1.SetPlanResp
 export declare const SetPlanResponseSchema: GenMessage<SetPlanResponse>;
 
 /**
+ * @generated from message relayplane.billing.v1.GetEntitlementsRequest
+ */
+export declare type GetEntitlementsRequest = Message<"relayplane.billing.v1.GetEntitlementsRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetEntitlementsRequest.
+ * Use `create(GetEntitlementsRequestSchema)` to create a new message.
+ */
+export declare const GetEntitlementsRequestSchema: GenMessage<GetEntitlementsRequest>;
+
+/**
+ * @generated from message relayplane.billing.v1.Entitlement
+ */
+export declare type Entitlement = Message<"relayplane.billing.v1.Entitlement"> & {
+  /**
+   * The limit's name as in the plans file: max_concurrent_connections, max_api_keys,
+   * max_projects, max_bots, max_allowlist_entries, max_credential_ttl_seconds.
+   *
+   * @generated from field: string limit = 1;
+   */
+  limit: string;
+
+  /**
+   * @generated from field: int32 value = 2;
+   */
+  value: number;
+
+  /**
+   * AppError code a request that would exceed it answers: "payment_required" (402) or
+   * "unprocessable" (422).
+   *
+   * @generated from field: string exceeded_code = 3;
+   */
+  exceededCode: string;
+
+  /**
+   * The message that request answers; names the limit and the plan.
+   *
+   * @generated from field: string exceeded_message = 4;
+   */
+  exceededMessage: string;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.Entitlement.
+ * Use `create(EntitlementSchema)` to create a new message.
+ */
+export declare const EntitlementSchema: GenMessage<Entitlement>;
+
+/**
+ * @generated from message relayplane.billing.v1.GetEntitlementsResponse
+ */
+export declare type GetEntitlementsResponse = Message<"relayplane.billing.v1.GetEntitlementsResponse"> & {
+  /**
+   * @generated from field: string plan_id = 1;
+   */
+  planId: string;
+
+  /**
+   * @generated from field: string plan_name = 2;
+   */
+  planName: string;
+
+  /**
+   * @generated from field: repeated relayplane.billing.v1.Entitlement entitlements = 3;
+   */
+  entitlements: Entitlement[];
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetEntitlementsResponse.
+ * Use `create(GetEntitlementsResponseSchema)` to create a new message.
+ */
+export declare const GetEntitlementsResponseSchema: GenMessage<GetEntitlementsResponse>;
+
+/**
+ * @generated from message relayplane.billing.v1.CheckoutSession
+ */
+export declare type CheckoutSession = Message<"relayplane.billing.v1.CheckoutSession"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string plan_id = 3;
+   */
+  planId: string;
+
+  /**
+   * "builtin" or "stripe".
+   *
+   * @generated from field: string provider = 4;
+   */
+  provider: string;
+
+  /**
+   * "open", "completed" or "expired".
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * Where the user completes the change (the provider's page).
+   *
+   * @generated from field: string url = 6;
+   */
+  url: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 8;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.CheckoutSession.
+ * Use `create(CheckoutSessionSchema)` to create a new message.
+ */
+export declare const CheckoutSessionSchema: GenMessage<CheckoutSession>;
+
+/**
+ * @generated from message relayplane.billing.v1.CreateCheckoutSessionRequest
+ */
+export declare type CreateCheckoutSessionRequest = Message<"relayplane.billing.v1.CreateCheckoutSessionRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string plan_id = 2;
+   */
+  planId: string;
+
+  /**
+   * The Idempotency-Key header; empty: none.
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+
+  /**
+   * Where the gateway serves the built-in checkout page (e.g. https://api.example.com).
+   *
+   * @generated from field: string public_base_url = 4;
+   */
+  publicBaseUrl: string;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.CreateCheckoutSessionRequest.
+ * Use `create(CreateCheckoutSessionRequestSchema)` to create a new message.
+ */
+export declare const CreateCheckoutSessionRequestSchema: GenMessage<CreateCheckoutSessionRequest>;
+
+/**
+ * @generated from message relayplane.billing.v1.CreateCheckoutSessionResponse
+ */
+export declare type CreateCheckoutSessionResponse = Message<"relayplane.billing.v1.CreateCheckoutSessionResponse"> & {
+  /**
+   * @generated from field: relayplane.billing.v1.CheckoutSession session = 1;
+   */
+  session?: CheckoutSession | undefined;
+
+  /**
+   * True when an earlier request with the same idempotency key created it.
+   *
+   * @generated from field: bool replayed = 2;
+   */
+  replayed: boolean;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.CreateCheckoutSessionResponse.
+ * Use `create(CreateCheckoutSessionResponseSchema)` to create a new message.
+ */
+export declare const CreateCheckoutSessionResponseSchema: GenMessage<CreateCheckoutSessionResponse>;
+
+/**
+ * @generated from message relayplane.billing.v1.GetCheckoutSessionRequest
+ */
+export declare type GetCheckoutSessionRequest = Message<"relayplane.billing.v1.GetCheckoutSessionRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetCheckoutSessionRequest.
+ * Use `create(GetCheckoutSessionRequestSchema)` to create a new message.
+ */
+export declare const GetCheckoutSessionRequestSchema: GenMessage<GetCheckoutSessionRequest>;
+
+/**
+ * @generated from message relayplane.billing.v1.GetCheckoutSessionResponse
+ */
+export declare type GetCheckoutSessionResponse = Message<"relayplane.billing.v1.GetCheckoutSessionResponse"> & {
+  /**
+   * @generated from field: relayplane.billing.v1.CheckoutSession session = 1;
+   */
+  session?: CheckoutSession | undefined;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetCheckoutSessionResponse.
+ * Use `create(GetCheckoutSessionResponseSchema)` to create a new message.
+ */
+export declare const GetCheckoutSessionResponseSchema: GenMessage<GetCheckoutSessionResponse>;
+
+/**
+ * @generated from message relayplane.billing.v1.CompleteCheckoutSessionRequest
+ */
+export declare type CompleteCheckoutSessionRequest = Message<"relayplane.billing.v1.CompleteCheckoutSessionRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.CompleteCheckoutSessionRequest.
+ * Use `create(CompleteCheckoutSessionRequestSchema)` to create a new message.
+ */
+export declare const CompleteCheckoutSessionRequestSchema: GenMessage<CompleteCheckoutSessionRequest>;
+
+/**
+ * @generated from message relayplane.billing.v1.CompleteCheckoutSessionResponse
+ */
+export declare type CompleteCheckoutSessionResponse = Message<"relayplane.billing.v1.CompleteCheckoutSessionResponse"> & {
+  /**
+   * @generated from field: relayplane.billing.v1.CheckoutSession session = 1;
+   */
+  session?: CheckoutSession | undefined;
+
+  /**
+   * @generated from field: relayplane.billing.v1.Subscription subscription = 2;
+   */
+  subscription?: Subscription | undefined;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.CompleteCheckoutSessionResponse.
+ * Use `create(CompleteCheckoutSessionResponseSchema)` to create a new message.
+ */
+export declare const CompleteCheckoutSessionResponseSchema: GenMessage<CompleteCheckoutSessionResponse>;
+
+/**
+ * @generated from message relayplane.billing.v1.HandleWebhookRequest
+ */
+export declare type HandleWebhookRequest = Message<"relayplane.billing.v1.HandleWebhookRequest"> & {
+  /**
+   * "stripe".
+   *
+   * @generated from field: string provider = 1;
+   */
+  provider: string;
+
+  /**
+   * The raw request body, exactly as received (signatures cover the bytes).
+   *
+   * @generated from field: bytes payload = 2;
+   */
+  payload: Uint8Array;
+
+  /**
+   * The provider's signature header (Stripe-Signature).
+   *
+   * @generated from field: string signature = 3;
+   */
+  signature: string;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.HandleWebhookRequest.
+ * Use `create(HandleWebhookRequestSchema)` to create a new message.
+ */
+export declare const HandleWebhookRequestSchema: GenMessage<HandleWebhookRequest>;
+
+/**
+ * @generated from message relayplane.billing.v1.HandleWebhookResponse
+ */
+export declare type HandleWebhookResponse = Message<"relayplane.billing.v1.HandleWebhookResponse"> & {
+  /**
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * True when the event was seen before and changed nothing this time.
+   *
+   * @generated from field: bool duplicate = 2;
+   */
+  duplicate: boolean;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.HandleWebhookResponse.
+ * Use `create(HandleWebhookResponseSchema)` to create a new message.
+ */
+export declare const HandleWebhookResponseSchema: GenMessage<HandleWebhookResponse>;
+
+/**
+ * @generated from message relayplane.billing.v1.GetUsageRequest
+ */
+export declare type GetUsageRequest = Message<"relayplane.billing.v1.GetUsageRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * Inclusive UTC days, YYYY-MM-DD.
+   *
+   * @generated from field: string from = 2;
+   */
+  from: string;
+
+  /**
+   * @generated from field: string to = 3;
+   */
+  to: string;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetUsageRequest.
+ * Use `create(GetUsageRequestSchema)` to create a new message.
+ */
+export declare const GetUsageRequestSchema: GenMessage<GetUsageRequest>;
+
+/**
+ * @generated from message relayplane.billing.v1.UsageDay
+ */
+export declare type UsageDay = Message<"relayplane.billing.v1.UsageDay"> & {
+  /**
+   * YYYY-MM-DD (UTC).
+   *
+   * @generated from field: string day = 1;
+   */
+  day: string;
+
+  /**
+   * Empty: the whole tenant.
+   *
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: int64 credentials_issued = 3;
+   */
+  credentialsIssued: bigint;
+
+  /**
+   * @generated from field: int32 peak_concurrent_connections = 4;
+   */
+  peakConcurrentConnections: number;
+};
+
+/**
+ * Describes the message relayplane.billing.v1.UsageDay.
+ * Use `create(UsageDaySchema)` to create a new message.
+ */
+export declare const UsageDaySchema: GenMessage<UsageDay>;
+
+/**
+ * @generated from message relayplane.billing.v1.GetUsageResponse
+ */
+export declare type GetUsageResponse = Message<"relayplane.billing.v1.GetUsageResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.billing.v1.UsageDay days = 1;
+   */
+  days: UsageDay[];
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetUsageResponse.
+ * Use `create(GetUsageResponseSchema)` to create a new message.
+ */
+export declare const GetUsageResponseSchema: GenMessage<GetUsageResponse>;
+
+/**
  * BillingService owns plans, prices and which plan each tenant is on.
  *
  * @generated from service relayplane.billing.v1.BillingService
@@ -325,7 +724,8 @@ export declare const BillingService: GenService<{
     output: typeof GetSubscriptionResponseSchema;
   },
   /**
-   * SetPlan puts a tenant on a plan. Idempotent.
+   * SetPlan puts a tenant on a plan (platform admins, provider webhooks). Idempotent. Every
+   * change is announced on the bus (`plans.changed`, payload the tenant id).
    *
    * @generated from rpc relayplane.billing.v1.BillingService.SetPlan
    */
@@ -333,6 +733,66 @@ export declare const BillingService: GenService<{
     methodKind: "unary";
     input: typeof SetPlanRequestSchema;
     output: typeof SetPlanResponseSchema;
+  },
+  /**
+   * GetEntitlements is the one place that decides what a tenant may have: per limit, its value
+   * and what exceeding it answers (code and message). Gates count and compare; they never
+   * make up a limit, a status or a message of their own.
+   *
+   * @generated from rpc relayplane.billing.v1.BillingService.GetEntitlements
+   */
+  getEntitlements: {
+    methodKind: "unary";
+    input: typeof GetEntitlementsRequestSchema;
+    output: typeof GetEntitlementsResponseSchema;
+  },
+  /**
+   * CreateCheckoutSession starts a plan change through the configured billing provider.
+   * Throttled per tenant (resource_exhausted with a retry hint); the same idempotency key
+   * of the same tenant answers the same session.
+   *
+   * @generated from rpc relayplane.billing.v1.BillingService.CreateCheckoutSession
+   */
+  createCheckoutSession: {
+    methodKind: "unary";
+    input: typeof CreateCheckoutSessionRequestSchema;
+    output: typeof CreateCheckoutSessionResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.billing.v1.BillingService.GetCheckoutSession
+   */
+  getCheckoutSession: {
+    methodKind: "unary";
+    input: typeof GetCheckoutSessionRequestSchema;
+    output: typeof GetCheckoutSessionResponseSchema;
+  },
+  /**
+   * CompleteCheckoutSession confirms a session of the built-in provider (its checkout page).
+   *
+   * @generated from rpc relayplane.billing.v1.BillingService.CompleteCheckoutSession
+   */
+  completeCheckoutSession: {
+    methodKind: "unary";
+    input: typeof CompleteCheckoutSessionRequestSchema;
+    output: typeof CompleteCheckoutSessionResponseSchema;
+  },
+  /**
+   * HandleWebhook verifies and applies a provider's webhook (raw body + signature header).
+   *
+   * @generated from rpc relayplane.billing.v1.BillingService.HandleWebhook
+   */
+  handleWebhook: {
+    methodKind: "unary";
+    input: typeof HandleWebhookRequestSchema;
+    output: typeof HandleWebhookResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.billing.v1.BillingService.GetUsage
+   */
+  getUsage: {
+    methodKind: "unary";
+    input: typeof GetUsageRequestSchema;
+    output: typeof GetUsageResponseSchema;
   },
 }>;
 

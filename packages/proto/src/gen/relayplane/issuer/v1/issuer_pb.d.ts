@@ -912,6 +912,73 @@ export declare type AssignRelaysResponse = Message<"relayplane.issuer.v1.AssignR
 export declare const AssignRelaysResponseSchema: GenMessage<AssignRelaysResponse>;
 
 /**
+ * @generated from message relayplane.issuer.v1.SummarizeUsageRequest
+ */
+export declare type SummarizeUsageRequest = Message<"relayplane.issuer.v1.SummarizeUsageRequest"> & {
+  /**
+   * YYYY-MM-DD (UTC).
+   *
+   * @generated from field: string day = 1;
+   */
+  day: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.SummarizeUsageRequest.
+ * Use `create(SummarizeUsageRequestSchema)` to create a new message.
+ */
+export declare const SummarizeUsageRequestSchema: GenMessage<SummarizeUsageRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.UsageSummary
+ */
+export declare type UsageSummary = Message<"relayplane.issuer.v1.UsageSummary"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * Empty: the tenant's total (its own peak, not the sum of its projects' peaks).
+   *
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: int64 credentials_issued = 3;
+   */
+  credentialsIssued: bigint;
+
+  /**
+   * @generated from field: int32 peak_concurrent_connections = 4;
+   */
+  peakConcurrentConnections: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.UsageSummary.
+ * Use `create(UsageSummarySchema)` to create a new message.
+ */
+export declare const UsageSummarySchema: GenMessage<UsageSummary>;
+
+/**
+ * @generated from message relayplane.issuer.v1.SummarizeUsageResponse
+ */
+export declare type SummarizeUsageResponse = Message<"relayplane.issuer.v1.SummarizeUsageResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.issuer.v1.UsageSummary summaries = 1;
+   */
+  summaries: UsageSummary[];
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.SummarizeUsageResponse.
+ * Use `create(SummarizeUsageResponseSchema)` to create a new message.
+ */
+export declare const SummarizeUsageResponseSchema: GenMessage<SummarizeUsageResponse>;
+
+/**
  * @generated from enum relayplane.issuer.v1.KeyState
  */
 export enum KeyState {
@@ -1086,6 +1153,18 @@ export declare const IssuerService: GenService<{
     methodKind: "unary";
     input: typeof AssignRelaysRequestSchema;
     output: typeof AssignRelaysResponseSchema;
+  },
+  /**
+   * SummarizeUsage recomputes one UTC day of issuance from the credentials table: per tenant
+   * and project, credentials issued and the peak of concurrently live credentials. Pure
+   * read: the billing usage job can run it any number of times.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.SummarizeUsage
+   */
+  summarizeUsage: {
+    methodKind: "unary";
+    input: typeof SummarizeUsageRequestSchema;
+    output: typeof SummarizeUsageResponseSchema;
   },
 }>;
 

@@ -64,7 +64,10 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     if (code !== 0) throw new Error(`${app} migrate exited ${code}:\n${output}`);
   }
   const procs = [
-    startProcess(`${o.label}-billing`, 'apps/billing/src/main.ts', env),
+    startProcess(`${o.label}-billing`, 'apps/billing/src/main.ts', {
+      ...env,
+      BILLING_ISSUER_ADDRESS: `ipv4:${issuerPorts.map((p) => `127.0.0.1:${p}`).join(',')}`,
+    }),
     startProcess(`${o.label}-admin`, 'apps/admin/src/main.ts', env),
     ...issuerPorts.map((port, i) =>
       startProcess(`${o.label}-issuer-${i}`, 'apps/issuer/src/main.ts', {

@@ -83,7 +83,11 @@ export async function startScaleOut(o: ScaleOutOptions): Promise<ScaleOut> {
   const issuers: IssuerReplica[] = [];
   const gateways: Proc[] = [];
   const others = [
-    startProcess(`${o.label}-billing`, 'apps/billing/src/main.ts', env),
+    startProcess(`${o.label}-billing`, 'apps/billing/src/main.ts', {
+      ...env,
+      BILLING_ISSUER_ADDRESS: `dns://127.0.0.1:${dns.port}/${ISSUERS_NAME}:${issuerPort}`,
+      GRPC_NODE_USE_ALTERNATIVE_RESOLVER: 'true',
+    }),
     startProcess(`${o.label}-admin`, 'apps/admin/src/main.ts', env),
   ];
   const health = new Map<string, ServiceClient<typeof HealthService>>();

@@ -15,6 +15,7 @@ import { registerErrorHandling } from './plugins/errors.ts';
 import { registerHttpMetrics } from './plugins/metrics.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
+import { registerBilling } from './routes/billing.ts';
 import { registerAuth } from './routes/auth.ts';
 import { registerCredentials } from './routes/credentials.ts';
 import type { RouteDeps } from './routes/deps.ts';
@@ -170,6 +171,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerAllowlist(app, routeDeps);
   registerCredentials(app, routeDeps);
   registerRelays(app, routeDeps);
+  registerBilling(app, routeDeps);
 
   app.addHook('onClose', async () => {
     issuance.close();

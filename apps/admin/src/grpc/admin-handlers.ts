@@ -5,6 +5,7 @@ import { createAllowlistEntry } from './create-allowlist-entry.ts';
 import { createApiKey } from './create-api-key.ts';
 import { createProject } from './create-project.ts';
 import { deleteAllowlistEntry } from './delete-allowlist-entry.ts';
+import { getTenant } from './get-tenant.ts';
 import type { AdminDeps } from './deps.ts';
 import { listAllowlistEntries } from './list-allowlist-entries.ts';
 import { listApiKeys } from './list-api-keys.ts';
@@ -30,5 +31,6 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     createAllowlistEntry: createAllowlistEntry(deps),
     listAllowlistEntries: listAllowlistEntries(deps),
     deleteAllowlistEntry: deleteAllowlistEntry(deps),
+    getTenant: getTenant(deps),
   };
 }

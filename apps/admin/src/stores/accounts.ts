@@ -86,6 +86,15 @@ export class AccountStore {
     return { tenant: { id: row.id, name: row.name, createdAt: row.created_at }, role: row.role };
   }
 
+  async findTenant(tenantId: string): Promise<TenantRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('tenants')
+      .select(['id', 'name', 'created_at'])
+      .where('id', '=', tenantId)
+      .executeTakeFirst();
+    return row && { id: row.id, name: row.name, createdAt: row.created_at };
+  }
+
   async addMembership(tenantId: string, userId: string, role: Role, now: Date): Promise<void> {
     await this.#db
       .insertInto('memberships')

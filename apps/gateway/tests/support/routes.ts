@@ -1,8 +1,18 @@
 /** Every served operation, for the suites that sweep all of them. */
-export type Auth = 'none' | 'session' | 'platform_admin' | 'api_key' | 'relay_node' | 'relay_credential';
+export type Auth =
+  | 'none'
+  | 'session'
+  | 'platform_admin'
+  | 'api_key'
+  | 'relay_node'
+  | 'relay_credential'
+  /** No credentials: the unguessable id in the URL is the capability (built-in checkout page). */
+  | 'capability'
+  /** No credentials: the provider's signature over the raw body (webhooks). */
+  | 'provider_signature';
 
 export interface RouteCase {
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   url: string;
   auth: Auth;
   /** A valid body, for routes that take one. */
@@ -71,4 +81,16 @@ export const ROUTES: RouteCase[] = [
   { method: 'DELETE', url: '/admin/v1/relays/rly_00000000000000000000', auth: 'platform_admin' },
   { method: 'POST', url: '/v1/relays/heartbeat', auth: 'relay_node', body: { load: 0.5 } },
   { method: 'GET', url: '/v1/relays/assignment', auth: 'relay_credential' },
+  { method: 'GET', url: '/admin/v1/billing/subscription', auth: 'session' },
+  { method: 'POST', url: '/admin/v1/billing/checkout-sessions', auth: 'session', body: { plan: 'pro' } },
+  { method: 'GET', url: '/admin/v1/billing/usage?from=2026-11-01&to=2026-11-02', auth: 'session' },
+  {
+    method: 'PUT',
+    url: '/admin/v1/tenants/ten_00000000000000000000/plan',
+    auth: 'platform_admin',
+    body: { plan: 'pro' },
+  },
+  { method: 'GET', url: '/billing/checkout/cks_00000000000000000000', auth: 'capability' },
+  { method: 'POST', url: '/billing/checkout/cks_00000000000000000000', auth: 'capability' },
+  { method: 'POST', url: '/v1/billing/webhooks/stripe', auth: 'provider_signature' },
 ];

@@ -830,6 +830,43 @@ export declare type DeleteAllowlistEntryResponse = Message<"relayplane.admin.v1.
 export declare const DeleteAllowlistEntryResponseSchema: GenMessage<DeleteAllowlistEntryResponse>;
 
 /**
+ * @generated from message relayplane.admin.v1.GetTenantRequest
+ */
+export declare type GetTenantRequest = Message<"relayplane.admin.v1.GetTenantRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetTenantRequest.
+ * Use `create(GetTenantRequestSchema)` to create a new message.
+ */
+export declare const GetTenantRequestSchema: GenMessage<GetTenantRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetTenantResponse
+ */
+export declare type GetTenantResponse = Message<"relayplane.admin.v1.GetTenantResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Tenant tenant = 1;
+   */
+  tenant?: Tenant | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetTenantResponse.
+ * Use `create(GetTenantResponseSchema)` to create a new message.
+ */
+export declare const GetTenantResponseSchema: GenMessage<GetTenantResponse>;
+
+/**
  * @generated from enum relayplane.admin.v1.TenantRole
  */
 export enum TenantRole {
@@ -1004,6 +1041,16 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof DeleteAllowlistEntryRequestSchema;
     output: typeof DeleteAllowlistEntryResponseSchema;
+  },
+  /**
+   * GetTenant: any tenant, for platform admins (operator tenant management).
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.GetTenant
+   */
+  getTenant: {
+    methodKind: "unary";
+    input: typeof GetTenantRequestSchema;
+    output: typeof GetTenantResponseSchema;
   },
 }>;
 

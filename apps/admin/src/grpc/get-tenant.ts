@@ -1,0 +1,21 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { isId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { AdminDeps } from './deps.ts';
+import { tenantMessage } from './messages.ts';
+import { requireUserSession } from './principal.ts';
+
+/** GetTenant: any tenant by id, for platform admins only (operator tenant management). */
+export function getTenant(deps: AdminDeps): ServiceImpl<typeof AdminService>['getTenant'] {
+  return async (req) => {
+    const session = await requireUserSession(deps, req.principal);
+    if (!session.user.platformAdmin) {
+      throw new AppError('forbidden', 'only platform admins may manage tenants');
+    }
+    if (!isId('tenant', req.tenantId)) throw new AppError('not_found', 'tenant not found');
+    const tenant = await deps.accounts.findTenant(req.tenantId);
+    if (!tenant) throw new AppError('not_found', 'tenant not found');
+    return { tenant: tenantMessage(tenant) };
+  };
+}

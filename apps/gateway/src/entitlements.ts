@@ -6,6 +6,10 @@ export interface Entitlements {
   planName: string;
   maxConcurrentConnections: number;
   maxCredentialTtlSeconds: number;
+  /** Billing's answer when the connection cap is reached (names the limit and the plan). */
+  connectionsExceeded: string;
+  /** Billing's answer when a requested TTL is over the plan's maximum. */
+  ttlExceeded: string;
 }
 
 /** The channel billing announces plan changes on (payload: tenant id). */
@@ -23,12 +27,20 @@ export class EntitlementCache {
 
   get(tenantId: string): Promise<Entitlements> {
     return this.#cache.get(tenantId, async () => {
-      const { plan } = await this.#billing.getSubscription({ tenantId });
+      // Billing decides limits and the messages that go with them (GetEntitlements).
+      const res = await this.#billing.getEntitlements({ tenantId });
+      const find = (limit: string) => res.entitlements.find((e) => e.limit === limit);
+      const connections = find('max_concurrent_connections');
+      const ttl = find('max_credential_ttl_seconds');
       return {
-        planId: plan?.id ?? 'free',
-        planName: plan?.name ?? 'Free',
-        maxConcurrentConnections: plan?.limits?.maxConcurrentConnections ?? 0,
-        maxCredentialTtlSeconds: plan?.limits?.maxCredentialTtlSeconds ?? 60,
+        planId: res.planId,
+        planName: res.planName,
+        maxConcurrentConnections: connections?.value ?? 0,
+        maxCredentialTtlSeconds: ttl?.value ?? 60,
+        connectionsExceeded:
+          connections?.exceededMessage ||
+          `concurrent connection limit reached on the ${res.planId} plan; upgrade the plan for more`,
+        ttlExceeded: ttl?.exceededMessage || `ttl_seconds exceeds the ${res.planId} plan's maximum`,
       };
     });
   }

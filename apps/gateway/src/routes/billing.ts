@@ -4,8 +4,9 @@
  * direct plan change. Decisions (limits, throttling, idempotency, webhook verification) are
  * billing's (docs/billing.md); these routes authenticate, validate and present.
  */
-import type { CheckoutSession, Subscription } from '@relayplane/proto/billing';
+
 import { TenantRole } from '@relayplane/proto/admin';
+import type { CheckoutSession, Subscription } from '@relayplane/proto/billing';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
@@ -72,8 +73,7 @@ function requireBillingRole(request: FastifyRequest): void {
   }
 }
 
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function page(reply: FastifyReply, status: number, title: string, body: string) {
   return reply
@@ -148,7 +148,9 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           ...AUTH_ERRORS,
           403: errorResponse('Only owners and admins may change the plan.'),
           409: errorResponse('The tenant is already on that plan.'),
-          429: errorResponse('Too many checkout sessions for this tenant; retry after `Retry-After` seconds.'),
+          429: errorResponse(
+            'Too many checkout sessions for this tenant; retry after `Retry-After` seconds.',
+          ),
           ...COMMON_ERRORS,
         },
       },
@@ -214,7 +216,9 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
               },
             },
           },
-          400: errorResponse('`from`/`to` missing or not YYYY-MM-DD, `from` after `to`, or a span over 366 days.'),
+          400: errorResponse(
+            '`from`/`to` missing or not YYYY-MM-DD, `from` after `to`, or a span over 366 days.',
+          ),
           ...AUTH_ERRORS,
           ...COMMON_ERRORS,
         },
@@ -222,7 +226,11 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
     },
     async (request) => {
       const { tenantId } = principalOf(request);
-      const res = await clients.billing.getUsage({ tenantId, from: request.query.from, to: request.query.to });
+      const res = await clients.billing.getUsage({
+        tenantId,
+        from: request.query.from,
+        to: request.query.to,
+      });
       return {
         days: res.days.map((d) => ({
           day: d.day,
@@ -304,8 +312,14 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           properties: { id: { type: 'string', maxLength: 64 } },
         },
         response: {
-          200: { description: 'The confirmation page.', content: { 'text/html': { schema: { type: 'string' } } } },
-          404: { description: 'No such open session.', content: { 'text/html': { schema: { type: 'string' } } } },
+          200: {
+            description: 'The confirmation page.',
+            content: { 'text/html': { schema: { type: 'string' } } },
+          },
+          404: {
+            description: 'No such open session.',
+            content: { 'text/html': { schema: { type: 'string' } } },
+          },
           ...COMMON_ERRORS,
         },
       },
@@ -315,17 +329,28 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
         .getCheckoutSession({ id: request.params.id })
         .then((r) => r.session)
         .catch((err: unknown) => {
-          if (err instanceof AppError && (err.code === 'not_found' || err.code === 'invalid_request')) return undefined;
+          if (err instanceof AppError && (err.code === 'not_found' || err.code === 'invalid_request'))
+            return undefined;
           throw err;
         });
       if (!session || session.provider !== 'builtin') {
         return page(reply, 404, 'Checkout not found', '<p>This checkout link is unknown.</p>');
       }
       if (session.status === 'completed') {
-        return page(reply, 200, 'Plan changed', `<p>The tenant is on the <b>${escapeHtml(session.planId)}</b> plan.</p>`);
+        return page(
+          reply,
+          200,
+          'Plan changed',
+          `<p>The tenant is on the <b>${escapeHtml(session.planId)}</b> plan.</p>`,
+        );
       }
       if (session.status !== 'open') {
-        return page(reply, 404, 'Checkout expired', '<p>This checkout link has expired. Start a new one.</p>');
+        return page(
+          reply,
+          404,
+          'Checkout expired',
+          '<p>This checkout link has expired. Start a new one.</p>',
+        );
       }
       return page(
         reply,
@@ -340,8 +365,10 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
 
   // Form posts from the page above: the only non-JSON body besides introspection, in this scope.
   app.register(async (scope) => {
-    scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, _body, done) =>
-      done(null, {}),
+    scope.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string' },
+      (_req, _body, done) => done(null, {}),
     );
     scope.post<{ Params: { id: string } }>(
       '/billing/checkout/:id',
@@ -349,7 +376,8 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
         schema: {
           operationId: 'confirmCheckout',
           summary: 'Confirm a built-in checkout',
-          description: 'Applies the plan change of an open built-in checkout session and shows the result (HTML).',
+          description:
+            'Applies the plan change of an open built-in checkout session and shows the result (HTML).',
           tags: ['billing'],
           params: {
             type: 'object',
@@ -357,8 +385,14 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
             properties: { id: { type: 'string', maxLength: 64 } },
           },
           response: {
-            200: { description: 'The plan changed.', content: { 'text/html': { schema: { type: 'string' } } } },
-            404: { description: 'No such open session.', content: { 'text/html': { schema: { type: 'string' } } } },
+            200: {
+              description: 'The plan changed.',
+              content: { 'text/html': { schema: { type: 'string' } } },
+            },
+            404: {
+              description: 'No such open session.',
+              content: { 'text/html': { schema: { type: 'string' } } },
+            },
             ...COMMON_ERRORS,
           },
         },
@@ -372,7 +406,12 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
             throw err;
           });
         if (!done?.session) {
-          return page(reply, 404, 'Checkout not found', '<p>This checkout link is unknown or has expired.</p>');
+          return page(
+            reply,
+            404,
+            'Checkout not found',
+            '<p>This checkout link is unknown or has expired.</p>',
+          );
         }
         return page(
           reply,
@@ -387,7 +426,9 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
   // Provider webhooks: the signature covers the exact bytes, so this scope keeps the raw body.
   app.register(async (scope) => {
     scope.removeContentTypeParser('application/json');
-    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) =>
+      done(null, body),
+    );
     scope.post<{ Params: { provider: string }; Body: Buffer }>(
       '/v1/billing/webhooks/:provider',
       {
@@ -410,7 +451,9 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
               additionalProperties: false,
               properties: { received: { type: 'boolean', const: true } },
             },
-            400: errorResponse('Missing or invalid signature, stale timestamp, replayed event, or unreadable event.'),
+            400: errorResponse(
+              'Missing or invalid signature, stale timestamp, replayed event, or unreadable event.',
+            ),
             404: errorResponse('Unknown provider, or not the configured one.'),
             413: errorResponse('The request body is larger than the limit.'),
             415: errorResponse('The body is not `application/json`.'),

@@ -76,16 +76,24 @@ export function registerCredentials(
           `ttl_seconds ${ttl} exceeds the ${plan.planName} plan's maximum of ${plan.maxCredentialTtlSeconds}`,
         );
       }
-      const res = await issuance.issue({
-        tenantId: auth.apiKey.tenantId,
-        projectId: auth.apiKey.projectId,
-        apiKeyId: auth.apiKey.id,
-        mode: auth.apiKey.mode,
-        scopes,
-        ttlSeconds: ttl,
-        region: body.region ?? '',
-        maxConcurrentConnections: plan.maxConcurrentConnections,
-      });
+      const res = await issuance
+        .issue({
+          tenantId: auth.apiKey.tenantId,
+          projectId: auth.apiKey.projectId,
+          apiKeyId: auth.apiKey.id,
+          mode: auth.apiKey.mode,
+          scopes,
+          ttlSeconds: ttl,
+          region: body.region ?? '',
+          maxConcurrentConnections: plan.maxConcurrentConnections,
+        })
+        .catch((err: unknown) => {
+          // The issuer counts; billing words the refusal (limit and plan named).
+          if (err instanceof AppError && err.code === 'payment_required') {
+            throw new AppError('payment_required', plan.connectionsExceeded);
+          }
+          throw err;
+        });
       return reply.code(201).send({
         token: res.token,
         expires_at: iso(res.expiresAt),

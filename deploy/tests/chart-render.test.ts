@@ -169,7 +169,8 @@ describe.each(exampleFiles())('workloads rendered from examples/%s', (file) => {
 
   it('no secret value appears as a plain env value: URLs, KEK and passwords come from Secrets', async () => {
     const objects = await renderExample(file);
-    const secretVars = /(_DATABASE_URL|_REDIS_URL|RELAYPLANE_KEK|RELAYPLANE_BOOTSTRAP_PASSWORD)$/;
+    const secretVars =
+      /(_DATABASE_URL|_REDIS_URL|RELAYPLANE_KEK|RELAYPLANE_BOOTSTRAP_PASSWORD|STRIPE_SECRET_KEY|STRIPE_WEBHOOK_SECRET)$/;
     let checked = 0;
     for (const w of objects.filter((o) => WORKLOAD_KINDS.includes(o.kind))) {
       for (const c of containersOf(w)) {
@@ -247,6 +248,18 @@ describe('service wiring', () => {
       'dns:///rp-relayplane-billing-headless.relay.svc.cluster.local:50053',
     );
     expect(envOf(container('admin')).get('RELAYPLANE_SIGNUP_ENABLED')?.value).toBe('false');
+    // Billing reads usage summaries from the issuers, balanced the same way as the gateway.
+    const billing = envOf(container('billing'));
+    expect(billing.get('BILLING_ISSUER_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-issuer-headless.relay.svc.cluster.local:50051',
+    );
+    // Redis for the plan-change bus, the checkout throttle and the usage jobs: the shared URL and prefix.
+    expect(billing.get('BILLING_REDIS_URL')).toEqual({
+      name: 'BILLING_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: 'rp-relayplane', key: 'redis-url' } },
+    });
+    expect(billing.get('BILLING_REDIS_PREFIX')?.value).toBe('rp:');
+    expect(billing.get('BILLING_PROVIDER')?.value).toBe('builtin');
     for (const [component, port] of [
       ['issuer', 50051],
       ['admin', 50052],
@@ -517,7 +530,7 @@ describe('availability objects', () => {
         (r.from ?? []).map((f) => f.podSelector.matchLabels['app.kubernetes.io/component'] ?? ''),
       );
     };
-    expect(callers('issuer')).toEqual(['gateway']);
+    expect(callers('issuer')).toEqual(['gateway', 'billing']);
     expect(callers('admin')).toEqual(['gateway']);
     expect(callers('billing')).toEqual(['gateway', 'admin']);
     const migrate = named(policies, 'NetworkPolicy', 'rp-relayplane-migrate');
@@ -531,11 +544,18 @@ describe('availability objects', () => {
       (named(policies, 'NetworkPolicy', `rp-relayplane-${component}`).spec as { egress: Egress[] }).egress
         .flatMap((r) => r.ports.map((p) => p.port))
         .sort((a, b) => a - b);
-    // DNS everywhere; gateway → the three gRPC ports and Redis; services → PostgreSQL (+ Redis).
+    // DNS everywhere; gateway → the three gRPC ports and Redis; services → PostgreSQL and Redis;
+    // billing → issuer. No HTTPS (443) with the built-in billing provider.
     expect(egressPorts('gateway')).toEqual([53, 53, 6379, 50051, 50052, 50053]);
     expect(egressPorts('issuer')).toEqual([53, 53, 5432, 6379]);
     expect(egressPorts('admin')).toEqual([53, 53, 5432, 6379, 50053]);
-    expect(egressPorts('billing')).toEqual([53, 53, 5432]);
+    expect(egressPorts('billing')).toEqual([53, 53, 5432, 6379, 50051]);
+    const billingToIssuer = (
+      named(policies, 'NetworkPolicy', 'rp-relayplane-billing').spec as { egress: Egress[] }
+    ).egress.find((r) => r.ports.some((p) => p.port === 50051));
+    expect(
+      billingToIssuer?.to?.map((t) => t.podSelector?.matchLabels['app.kubernetes.io/component']),
+    ).toEqual(['issuer']);
     expect(egressPorts('migrate')).toEqual([53, 53, 5432]);
     // The migration Jobs' pods are the ones that policy selects.
     for (const job of byKind(objects, 'Job')) {
@@ -849,5 +869,270 @@ describe('templates/validate.yaml', () => {
     });
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('image.tag: "latest" is not allowed');
+  });
+});
+
+describe('billing: Redis, issuer and payment provider', () => {
+  type Egress = { ports: { port: number; protocol: string }[]; to?: Record<string, unknown>[] };
+  const STRIPE_SECRETS = ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET'] as const;
+  /** Stripe by reference: an existing Secret and a priced plan. */
+  const STRIPE_SETS = [
+    ...REQUIRED_SETS,
+    'billing.provider=stripe',
+    'billing.stripe.existingSecret=rp-stripe',
+    'plans.pro.stripe_price_id=price_123',
+  ];
+  const billingEnv = (objects: K8sObject[]) => {
+    const c = podSpec(named(objects, 'Deployment', 'rp-relayplane-billing')).containers[0];
+    if (!c) throw new Error('no billing container');
+    return envOf(c);
+  };
+  const egressOf = (objects: K8sObject[], component: string): Egress[] =>
+    (named(objects, 'NetworkPolicy', `rp-relayplane-${component}`).spec as { egress: Egress[] }).egress;
+  const https = (objects: K8sObject[], component: string): Egress[] =>
+    egressOf(objects, component).filter((r) => r.ports.some((p) => p.port === 443));
+
+  it('defaults to the built-in provider: no Stripe variable, no Stripe secret and no HTTPS egress', async () => {
+    // Inline Stripe keys are ignored (and not stored) while the provider is builtin.
+    const objects = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'billing.stripe.secretKey=sk_test_unused',
+        'billing.stripe.webhookSecret=whsec_unused',
+      ],
+    });
+    const env = billingEnv(objects);
+    expect(env.get('BILLING_PROVIDER')?.value).toBe('builtin');
+    expect([...env.keys()].filter((name) => name.startsWith('STRIPE_'))).toEqual([]);
+    expect(byKind(objects, 'Secret')).toEqual([]);
+    expect(JSON.stringify(objects)).not.toContain('_unused');
+    for (const component of [...COMPONENTS, 'migrate'])
+      expect(https(objects, component), component).toEqual([]);
+  });
+
+  it('renders the Redis, issuer and checkout tuning variables, the optional ones only when set', async () => {
+    const defaults = billingEnv(await render({ set: REQUIRED_SETS }));
+    expect(defaults.get('BILLING_REDIS_URL')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'rp-redis',
+      key: 'redis-url',
+    });
+    expect(defaults.get('BILLING_REDIS_URL')?.value).toBeUndefined();
+    expect(defaults.get('BILLING_ISSUER_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-issuer-headless.relay.svc.cluster.local:50051',
+    );
+    for (const name of [
+      'BILLING_REDIS_COMMAND_TIMEOUT_MS',
+      'BILLING_CHECKOUT_MAX_PER_WINDOW',
+      'BILLING_CHECKOUT_WINDOW_SECONDS',
+      'BILLING_CHECKOUT_SESSION_TTL_SECONDS',
+      'STRIPE_WEBHOOK_TOLERANCE_SECONDS',
+    ])
+      expect(defaults.has(name), name).toBe(false);
+
+    const tuned = billingEnv(
+      await render({
+        set: [
+          ...STRIPE_SETS,
+          'redis.prefix=relay:',
+          'redis.existingSecretKey=url',
+          'issuer.port=50061',
+          'billing.redisCommandTimeoutMs=500',
+          'billing.checkout.maxPerWindow=20',
+          'billing.checkout.windowSeconds=300',
+          'billing.checkout.sessionTtlSeconds=3600',
+          'billing.stripe.webhookToleranceSeconds=600',
+        ],
+      }),
+    );
+    expect(tuned.get('BILLING_REDIS_URL')?.valueFrom?.secretKeyRef).toEqual({ name: 'rp-redis', key: 'url' });
+    expect(tuned.get('BILLING_REDIS_PREFIX')?.value).toBe('relay:');
+    expect(tuned.get('BILLING_ISSUER_ADDRESS')?.value).toBe(
+      'dns:///rp-relayplane-issuer-headless.relay.svc.cluster.local:50061',
+    );
+    expect(tuned.get('BILLING_REDIS_COMMAND_TIMEOUT_MS')?.value).toBe('500');
+    expect(tuned.get('BILLING_CHECKOUT_MAX_PER_WINDOW')?.value).toBe('20');
+    expect(tuned.get('BILLING_CHECKOUT_WINDOW_SECONDS')?.value).toBe('300');
+    expect(tuned.get('BILLING_CHECKOUT_SESSION_TTL_SECONDS')?.value).toBe('3600');
+    expect(tuned.get('STRIPE_WEBHOOK_TOLERANCE_SECONDS')?.value).toBe('600');
+  });
+
+  it('passes the Stripe secrets to billing only by reference to billing.stripe.existingSecret', async () => {
+    const objects = await render({
+      set: [
+        ...STRIPE_SETS,
+        'billing.stripe.existingSecretKeys.secretKey=sk',
+        'billing.stripe.existingSecretKeys.webhookSecret=whsec',
+      ],
+    });
+    const env = billingEnv(objects);
+    expect(env.get('BILLING_PROVIDER')?.value).toBe('stripe');
+    expect(env.get('STRIPE_SECRET_KEY')).toEqual({
+      name: 'STRIPE_SECRET_KEY',
+      valueFrom: { secretKeyRef: { name: 'rp-stripe', key: 'sk' } },
+    });
+    expect(env.get('STRIPE_WEBHOOK_SECRET')).toEqual({
+      name: 'STRIPE_WEBHOOK_SECRET',
+      valueFrom: { secretKeyRef: { name: 'rp-stripe', key: 'whsec' } },
+    });
+    // STRIPE_API_BASE points the SDK at a mock in the app's tests; the chart never sets it.
+    expect(env.has('STRIPE_API_BASE')).toBe(false);
+    // No other component sees the Stripe secrets, and the chart stores none of its own.
+    for (const component of ['gateway', 'issuer', 'admin']) {
+      const c = podSpec(named(objects, 'Deployment', `rp-relayplane-${component}`)).containers[0];
+      expect([...envOf(c ?? { name: '', image: '' }).keys()].filter((n) => n.startsWith('STRIPE_'))).toEqual(
+        [],
+      );
+    }
+    expect(byKind(objects, 'Secret')).toEqual([]);
+    for (const o of objects) await validateK8s(o);
+  });
+
+  it('keeps inline Stripe secrets in the chart Secret only: never in env, a ConfigMap or any other object', async () => {
+    const secretKey = 'sk_live_51HiddenChartSecretKey0123456789';
+    const webhookSecret = 'whsec_HiddenWebhookSigningSecret0123456789';
+    const objects = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'billing.provider=stripe',
+        `billing.stripe.secretKey=${secretKey}`,
+        `billing.stripe.webhookSecret=${webhookSecret}`,
+        'plans.pro.stripe_price_id=price_123',
+      ],
+    });
+    const env = billingEnv(objects);
+    expect(env.get('STRIPE_SECRET_KEY')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'rp-relayplane',
+      key: 'stripe-secret-key',
+    });
+    expect(env.get('STRIPE_WEBHOOK_SECRET')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'rp-relayplane',
+      key: 'stripe-webhook-secret',
+    });
+    for (const name of STRIPE_SECRETS) expect(env.get(name)?.value, name).toBeUndefined();
+    const chartSecret = named(objects, 'Secret', 'rp-relayplane');
+    const stored = Object.fromEntries(
+      Object.entries(dataOf(chartSecret)).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]),
+    );
+    expect(stored).toEqual({ 'stripe-secret-key': secretKey, 'stripe-webhook-secret': webhookSecret });
+    for (const o of objects) {
+      if (o.kind === 'Secret') continue;
+      const text = JSON.stringify(o);
+      for (const secret of [secretKey, webhookSecret]) {
+        const where = `${o.kind}/${o.metadata.name}`;
+        expect(text.includes(secret), `${where} contains a Stripe secret`).toBe(false);
+        expect(text.includes(Buffer.from(secret).toString('base64')), `${where} contains it in base64`).toBe(
+          false,
+        );
+      }
+    }
+    // The pods roll when the keys change (checksum of the chart Secret's data).
+    const checksum = (objs: K8sObject[]) =>
+      (
+        named(objs, 'Deployment', 'rp-relayplane-billing').spec as {
+          template: { metadata: { annotations: Record<string, string> } };
+        }
+      ).template.metadata.annotations['checksum/secret'];
+    const rotated = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'billing.provider=stripe',
+        'billing.stripe.secretKey=sk_live_rotated',
+        `billing.stripe.webhookSecret=${webhookSecret}`,
+        'plans.pro.stripe_price_id=price_123',
+      ],
+    });
+    expect(checksum(rotated)).not.toBe(checksum(objects));
+  });
+
+  it('opens HTTPS (TCP 443) from billing only, only with Stripe, to billing.stripe.egressTo (default anywhere)', async () => {
+    const objects = await render({ set: STRIPE_SETS });
+    expect(https(objects, 'billing')).toEqual([
+      { ports: [{ port: 443, protocol: 'TCP' }], to: [{ ipBlock: { cidr: '0.0.0.0/0' } }] },
+    ]);
+    for (const component of ['gateway', 'issuer', 'admin', 'migrate'])
+      expect(https(objects, component), component).toEqual([]);
+    // billing → issuer gRPC and Redis stay, and the issuer admits billing.
+    const ports = egressOf(objects, 'billing').flatMap((r) => r.ports.map((p) => p.port));
+    expect(ports).toEqual(expect.arrayContaining([50051, 6379, 5432, 443]));
+    const issuerIngress = (
+      named(objects, 'NetworkPolicy', 'rp-relayplane-issuer').spec as {
+        ingress: {
+          ports: { port: number }[];
+          from?: { podSelector?: { matchLabels: Record<string, string> } }[];
+        }[];
+      }
+    ).ingress.find((r) => r.ports.some((p) => p.port === 50051));
+    expect(
+      issuerIngress?.from?.map((f) => f.podSelector?.matchLabels['app.kubernetes.io/component']),
+    ).toEqual(['gateway', 'billing']);
+
+    const narrowed = await render({
+      set: [
+        ...STRIPE_SETS,
+        'billing.stripe.egressTo[0].ipBlock.cidr=10.9.0.0/24',
+        'billing.stripe.egressTo[1].namespaceSelector.matchLabels.egress=proxy',
+      ],
+    });
+    expect(https(narrowed, 'billing')).toEqual([
+      {
+        ports: [{ port: 443, protocol: 'TCP' }],
+        to: [
+          { ipBlock: { cidr: '10.9.0.0/24' } },
+          { namespaceSelector: { matchLabels: { egress: 'proxy' } } },
+        ],
+      },
+    ]);
+    for (const o of byKind(narrowed, 'NetworkPolicy')) await validateK8s(o);
+  });
+
+  it('production-ha configures Stripe through an existing Secret, with HTTPS egress for billing alone', async () => {
+    const objects = await renderExample('production-ha.yaml');
+    const env = billingEnv(objects);
+    expect(env.get('BILLING_PROVIDER')?.value).toBe('stripe');
+    expect(env.get('STRIPE_SECRET_KEY')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'relayplane-stripe',
+      key: 'secret-key',
+    });
+    expect(env.get('STRIPE_WEBHOOK_SECRET')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'relayplane-stripe',
+      key: 'webhook-secret',
+    });
+    expect(dataOf(byKind(objects, 'ConfigMap')[0])['plans.yaml']).toMatch(/stripe_price_id: price_\w+/);
+    expect(https(objects, 'billing')).toHaveLength(1);
+    expect(https(objects, 'billing')[0]?.to).toEqual([
+      { ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'] } },
+    ]);
+    for (const component of ['gateway', 'issuer', 'admin', 'migrate'])
+      expect(https(objects, component), component).toEqual([]);
+  });
+
+  it('validate.yaml: Stripe needs both secrets (or an existingSecret) and a priced plan, and says what to set', async () => {
+    const stripe = (...set: string[]) =>
+      template({
+        set: [...REQUIRED_SETS, 'billing.provider=stripe', 'plans.pro.stripe_price_id=price_1', ...set],
+      });
+    const none = await stripe();
+    expect(none.code).not.toBe(0);
+    expect(none.stderr).toContain(
+      'billing.stripe: billing.provider is stripe but no Stripe secrets are given',
+    );
+    expect(none.stderr).toContain('set billing.stripe.existingSecret');
+    expect(none.stderr).toContain('billing.stripe.secretKey and billing.stripe.webhookSecret');
+    const keyOnly = await stripe('billing.stripe.secretKey=sk_test_abc');
+    expect(keyOnly.code).not.toBe(0);
+    expect(keyOnly.stderr).toContain('billing.provider is stripe but billing.stripe.webhookSecret is empty');
+    const webhookOnly = await stripe('billing.stripe.webhookSecret=whsec_abc');
+    expect(webhookOnly.code).not.toBe(0);
+    expect(webhookOnly.stderr).toContain('billing.provider is stripe but billing.stripe.secretKey is empty');
+    expect(
+      (await stripe('billing.stripe.secretKey=sk_test_abc', 'billing.stripe.webhookSecret=whsec_abc')).code,
+    ).toBe(0);
+    expect((await stripe('billing.stripe.existingSecret=rp-stripe')).code).toBe(0);
+    const unpriced = await template({
+      set: [...REQUIRED_SETS, 'billing.provider=stripe', 'billing.stripe.existingSecret=rp-stripe'],
+    });
+    expect(unpriced.code).not.toBe(0);
+    expect(unpriced.stderr).toContain('plans: billing.provider is stripe but no plan sets stripe_price_id');
+    expect(unpriced.stderr).not.toContain('billing.stripe:');
   });
 });

@@ -108,6 +108,60 @@ describe('chart ↔ apps contract', () => {
     expect(checked).toBeGreaterThan(30);
   });
 
+  it('every billing variable the chart can render (Stripe, checkout and Redis tuning) is read by billing', async () => {
+    const objects = await render({
+      set: [
+        'database.existingSecret=rp-db',
+        'redis.existingSecret=rp-redis',
+        'kek.existingSecret=rp-kek',
+        'plans.pro.stripe_price_id=price_123',
+        'billing.provider=stripe',
+        'billing.stripe.existingSecret=rp-stripe',
+        'billing.stripe.webhookToleranceSeconds=300',
+        'billing.redisCommandTimeoutMs=250',
+        'billing.checkout.maxPerWindow=5',
+        'billing.checkout.windowSeconds=60',
+        'billing.checkout.sessionTtlSeconds=86400',
+        'billing.maxConnectionAgeMs=0',
+      ],
+    });
+    const billing = byKind(objects, 'Deployment').find((d) => d.metadata.name.endsWith('-billing'));
+    const names = (billing ? (podSpec(billing).containers[0]?.env ?? []) : []).map((e) => e.name);
+    const source = appSource('billing');
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'BILLING_REDIS_URL',
+        'BILLING_REDIS_PREFIX',
+        'BILLING_REDIS_COMMAND_TIMEOUT_MS',
+        'BILLING_ISSUER_ADDRESS',
+        'BILLING_PROVIDER',
+        'STRIPE_SECRET_KEY',
+        'STRIPE_WEBHOOK_SECRET',
+        'STRIPE_WEBHOOK_TOLERANCE_SECONDS',
+        'BILLING_CHECKOUT_MAX_PER_WINDOW',
+        'BILLING_CHECKOUT_WINDOW_SECONDS',
+        'BILLING_CHECKOUT_SESSION_TTL_SECONDS',
+      ]),
+    );
+    for (const name of names.filter((n) => n !== 'NODE_ENV'))
+      expect(source.includes(`'${name}'`), `apps/billing/src/config.ts reads ${name}`).toBe(true);
+    // Read by the app for its tests only (a Stripe mock); the chart must never set it.
+    expect(source.includes("'STRIPE_API_BASE'")).toBe(true);
+    expect(names).not.toContain('STRIPE_API_BASE');
+  });
+
+  it('the billing provider enum of the chart is the one the app accepts', () => {
+    const schema = readYaml(join(chartDir, 'values.schema.json')) as {
+      properties: { billing: { properties: { provider: { enum: string[] } } } };
+    };
+    const declared = /BILLING_PROVIDERS = \[([^\]]*)\]/.exec(appSource('billing'))?.[1] ?? '';
+    const appProviders = [...declared.matchAll(/'([^']+)'/g)].map((m) => m[1]);
+    expect(appProviders.length).toBeGreaterThan(0);
+    expect(schema.properties.billing.properties.provider.enum).toEqual(appProviders);
+    const values = readYaml(join(chartDir, 'values.yaml')) as { billing: { provider: string } };
+    expect(values.billing.provider).toBe('builtin');
+  });
+
   it('the pending variables are really still unread (remove them from NOT_YET_READ once they are)', () => {
     for (const [name, component] of Object.entries(NOT_YET_READ)) {
       expect(appSource(component).includes(`'${name}'`), name).toBe(false);

@@ -139,6 +139,67 @@ describe('values.schema.json', () => {
     expect(withMetrics({ networkPolicy: { to: [] } })).toContain('/metrics/networkPolicy');
   });
 
+  it('checks the billing provider, its Stripe settings and the checkout tuning ranges', () => {
+    const bill = (billing: Record<string, unknown>) =>
+      errorsOf(mergeValues(defaults, { billing })).map((e) => e.instancePath);
+    expect(bill({ provider: 'builtin' })).toEqual([]);
+    expect(bill({ provider: 'stripe' })).toEqual([]);
+    for (const provider of ['Stripe', 'paypal', '', 1])
+      expect(bill({ provider }), String(provider)).toContain('/billing/provider');
+    // A user null removes the default (Helm coalescing): the provider is required.
+    expect(bill({ provider: null })).toContain('/billing');
+    // App ranges (apps/billing/src/config.ts); null: app default.
+    const ranges: [string, number, number][] = [
+      ['maxPerWindow', 1, 10_000],
+      ['windowSeconds', 1, 86_400],
+      ['sessionTtlSeconds', 1_800, 86_400],
+    ];
+    for (const [key, min, max] of ranges) {
+      for (const ok of [min, max, null])
+        expect(bill({ checkout: { [key]: ok } }), `${key}=${ok}`).toEqual([]);
+      for (const bad of [min - 1, max + 1, '60', 1.5])
+        expect(bill({ checkout: { [key]: bad } }), `${key}=${bad}`).toContain(`/billing/checkout/${key}`);
+    }
+    expect(bill({ checkout: { maxPerMinute: 5 } })).toContain('/billing/checkout');
+    for (const ok of [50, 10_000, null]) expect(bill({ redisCommandTimeoutMs: ok }), String(ok)).toEqual([]);
+    for (const bad of [49, 10_001, '250'])
+      expect(bill({ redisCommandTimeoutMs: bad }), String(bad)).toContain('/billing/redisCommandTimeoutMs');
+    const stripe = (s: Record<string, unknown>) => bill({ stripe: s });
+    for (const ok of [1, 3600, null]) expect(stripe({ webhookToleranceSeconds: ok }), String(ok)).toEqual([]);
+    for (const bad of [0, 3601])
+      expect(stripe({ webhookToleranceSeconds: bad }), String(bad)).toContain(
+        '/billing/stripe/webhookToleranceSeconds',
+      );
+    expect(stripe({ secretKey: 'sk_live_abc123', webhookSecret: 'whsec_abc+/=' })).toEqual([]);
+    expect(stripe({ secretKey: 'rk_test_abc123' })).toEqual([]);
+    expect(stripe({ secretKey: 'pk_live_abc123' })).toContain('/billing/stripe/secretKey');
+    expect(stripe({ webhookSecret: 'abc' })).toContain('/billing/stripe/webhookSecret');
+    expect(
+      stripe({
+        existingSecret: 'relayplane-stripe',
+        existingSecretKeys: { secretKey: 'sk', webhookSecret: 'wh' },
+      }),
+    ).toEqual([]);
+    expect(stripe({ existingSecretKeys: { secretKey: '' } })).toContain(
+      '/billing/stripe/existingSecretKeys/secretKey',
+    );
+    expect(stripe({ existingSecretKeys: { publishableKey: 'pk' } })).toContain(
+      '/billing/stripe/existingSecretKeys',
+    );
+    expect(stripe({ egressTo: [{ ipBlock: { cidr: '10.0.0.0/8' } }] })).toEqual([]);
+    expect(stripe({ egressTo: { ipBlock: { cidr: '10.0.0.0/8' } } })).toContain('/billing/stripe/egressTo');
+    // STRIPE_API_BASE is for the app's tests only: no chart value reaches it.
+    expect(stripe({ apiBase: 'http://stripe-mock:12111' })).toContain('/billing/stripe');
+  });
+
+  it('accepts a Stripe price id per plan and nothing that is not one', () => {
+    const price = (stripe_price_id: unknown) =>
+      errorsOf(mergeValues(defaults, { plans: { pro: { stripe_price_id } } })).map((e) => e.instancePath);
+    expect(price('price_1ProMonthlyEur')).toEqual([]);
+    for (const bad of ['', 'price-1', 'price 1', 'x'.repeat(256), 123])
+      expect(price(bad), String(bad)).toContain('/plans/pro/stripe_price_id');
+  });
+
   it('rejects a container without resource requests', () => {
     const values = mergeValues(defaults, { billing: { resources: null } });
     expect(errorsOf(values).map((e) => e.instancePath)).toContain('/billing');

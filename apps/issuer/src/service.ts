@@ -13,6 +13,7 @@ import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/sh
 import type { IssuerConfig } from './config.ts';
 import { Credentials } from './credentials/credentials.ts';
 import type { signCredential } from './credentials/jwt.ts';
+import { UsageSummary, usageHandlers } from './credentials/usage-summary.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { IssuerDatabase } from './db/schema.ts';
 import { compareKeys } from './domain/key-lifecycle.ts';
@@ -161,6 +162,7 @@ export class IssuerService {
       issuerHandlers(this, {
         ...credentialHandlers(this.credentials, deps.logger, metrics),
         ...relayHandlers(this.relayDirectory),
+        ...usageHandlers(new UsageSummary(deps.database.db)),
       }),
     );
   }

@@ -57,6 +57,11 @@ export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
     instancePath: '/gateway/service/type',
     message: "at '/gateway/service/type': value must be one of",
   },
+  'checkout-session-ttl-out-of-range.yaml': {
+    by: 'schema',
+    instancePath: '/billing/checkout/sessionTtlSeconds',
+    message: "at '/billing/checkout/sessionTtlSeconds': minimum",
+  },
   'hpa-min-above-max.yaml': {
     by: 'template',
     message: 'issuer.autoscaling: maxReplicas (3) is below minReplicas (6)',
@@ -100,10 +105,29 @@ export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
     by: 'template',
     message: 'metrics.serviceMonitor: scrapeTimeout (1m) is longer than interval (15s)',
   },
+  'stripe-api-base.yaml': {
+    by: 'schema',
+    instancePath: '/billing/stripe',
+    message: "at '/billing/stripe': additional properties 'apiBase' not allowed",
+  },
+  'stripe-without-price.yaml': {
+    by: 'template',
+    message: 'plans: billing.provider is stripe but no plan sets stripe_price_id',
+  },
+  'stripe-without-secret.yaml': {
+    by: 'template',
+    message:
+      'billing.stripe: billing.provider is stripe but no Stripe secrets are given. Create a Secret with the secret key',
+  },
   'trusted-proxies-not-list.yaml': {
     by: 'schema',
     instancePath: '/gateway/trustedProxies',
     message: "at '/gateway/trustedProxies': got string, want array",
+  },
+  'unknown-billing-provider.yaml': {
+    by: 'schema',
+    instancePath: '/billing/provider',
+    message: "at '/billing/provider': value must be one of 'builtin', 'stripe'",
   },
   'unknown-key.yaml': {
     by: 'schema',

@@ -105,10 +105,30 @@ database-url
 {{- ternary .Values.admin.bootstrap.existingSecretKey "bootstrap-password" (ne .Values.admin.bootstrap.existingSecret "") -}}
 {{- end -}}
 
+{{- define "relayplane.stripeSecretName" -}}
+{{- default (include "relayplane.secretName" .) .Values.billing.stripe.existingSecret -}}
+{{- end -}}
+{{/* Key of one Stripe secret. Call with (dict "root" $ "key" "secretKey"|"webhookSecret"). */}}
+{{- define "relayplane.stripeSecretKey" -}}
+{{- if .root.Values.billing.stripe.existingSecret -}}
+{{- index .root.Values.billing.stripe.existingSecretKeys .key -}}
+{{- else -}}
+{{- index (dict "secretKey" "stripe-secret-key" "webhookSecret" "stripe-webhook-secret") .key -}}
+{{- end -}}
+{{- end -}}
+{{/* "true" when billing uses Stripe and takes its secrets from values (the chart's Secret). */}}
+{{- define "relayplane.stripeInline" -}}
+{{- $b := .Values.billing -}}
+{{- if and (eq $b.provider "stripe") (not $b.stripe.existingSecret) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* True when the chart has secret material of its own to store. */}}
 {{- define "relayplane.chartSecretNeeded" -}}
 {{- $v := .Values -}}
-{{- if or (and $v.database.url (not $v.database.existingSecret)) (and $v.redis.url (not $v.redis.existingSecret)) (and $v.kek.value (not $v.kek.existingSecret)) (and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret)) -}}
+{{- $stripe := and (include "relayplane.stripeInline" .) (or $v.billing.stripe.secretKey $v.billing.stripe.webhookSecret) -}}
+{{- if or (and $v.database.url (not $v.database.existingSecret)) (and $v.redis.url (not $v.redis.existingSecret)) (and $v.kek.value (not $v.kek.existingSecret)) (and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret)) $stripe -}}
 true
 {{- end -}}
 {{- end -}}
@@ -127,6 +147,14 @@ kek: {{ $v.kek.value | b64enc | quote }}
 {{- end }}
 {{- if and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret) }}
 bootstrap-password: {{ $v.admin.bootstrap.password | b64enc | quote }}
+{{- end }}
+{{- if include "relayplane.stripeInline" . }}
+{{- with $v.billing.stripe.secretKey }}
+stripe-secret-key: {{ . | b64enc | quote }}
+{{- end }}
+{{- with $v.billing.stripe.webhookSecret }}
+stripe-webhook-secret: {{ . | b64enc | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -320,9 +348,57 @@ round_robin balancer connects to every replica the name resolves to.
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if and (eq .component "billing") $v.plans }}
+{{- if eq .component "billing" }}
+- name: BILLING_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.redisSecretName" $root }}
+      key: {{ include "relayplane.redisSecretKey" $root }}
+- name: BILLING_REDIS_PREFIX
+  value: {{ $v.redis.prefix | quote }}
+{{- with $c.redisCommandTimeoutMs }}
+- name: BILLING_REDIS_COMMAND_TIMEOUT_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
+- name: BILLING_ISSUER_ADDRESS
+  value: {{ include "relayplane.address" (dict "root" $root "component" "issuer") | quote }}
+{{- with $c.checkout }}
+{{- with .maxPerWindow }}
+- name: BILLING_CHECKOUT_MAX_PER_WINDOW
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with .windowSeconds }}
+- name: BILLING_CHECKOUT_WINDOW_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with .sessionTtlSeconds }}
+- name: BILLING_CHECKOUT_SESSION_TTL_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- end }}
+- name: BILLING_PROVIDER
+  value: {{ $c.provider | quote }}
+{{- if eq $c.provider "stripe" }}
+{{- /* Secrets by reference only: never a literal value here. */}}
+- name: STRIPE_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.stripeSecretName" $root }}
+      key: {{ include "relayplane.stripeSecretKey" (dict "root" $root "key" "secretKey") }}
+- name: STRIPE_WEBHOOK_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.stripeSecretName" $root }}
+      key: {{ include "relayplane.stripeSecretKey" (dict "root" $root "key" "webhookSecret") }}
+{{- with $c.stripe.webhookToleranceSeconds }}
+- name: STRIPE_WEBHOOK_TOLERANCE_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- end }}
+{{- if $v.plans }}
 - name: RELAYPLANE_PLANS_FILE
   value: /etc/relayplane/plans.yaml
+{{- end }}
 {{- end }}
 {{- if $v.metrics.enabled }}
 - name: {{ upper .component }}_METRICS_ADDRESS
@@ -363,4 +439,13 @@ values.yaml so that the generated parameters table can document the list as one 
 {{- define "relayplane.metricsFrom" -}}
 {{- $default := list (dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "monitoring"))) -}}
 {{- toYaml (default $default .Values.metrics.networkPolicy.from) -}}
+{{- end -}}
+
+{{/*
+NetworkPolicyPeers billing may reach on TCP 443 (Stripe API). Default anywhere, kept here for
+the same reason as relayplane.metricsFrom; operators should narrow it or use an egress proxy.
+*/}}
+{{- define "relayplane.stripeEgressTo" -}}
+{{- $default := list (dict "ipBlock" (dict "cidr" "0.0.0.0/0")) -}}
+{{- toYaml (default $default .Values.billing.stripe.egressTo) -}}
 {{- end -}}

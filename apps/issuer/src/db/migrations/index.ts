@@ -2,10 +2,12 @@ import type { Migration } from 'kysely/migration';
 import * as signingKeys from './20261122T2000-signing-keys.ts';
 import * as relays from './20261122T2100-relays.ts';
 import * as credentials from './20261122T2200-credentials.ts';
+import * as credentialsIssuedAt from './20261123T1000-credentials-issued-at.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
   '20261122T2000-signing-keys': signingKeys,
   '20261122T2100-relays': relays,
   '20261122T2200-credentials': credentials,
+  '20261123T1000-credentials-issued-at': credentialsIssuedAt,
 };

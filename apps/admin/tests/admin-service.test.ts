@@ -481,7 +481,7 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
       for (const r of results.filter((r) => r.status === 'rejected')) {
         expect((r as PromiseRejectedResult).reason).toMatchObject({
           code: 'unprocessable',
-          message: 'your plan allows at most 2 projects; upgrade to create more',
+          message: 'the free plan allows at most 2 projects (max_projects); upgrade the plan to create more',
         });
       }
       expect((await client.listProjects({ principal })).projects).toHaveLength(2);

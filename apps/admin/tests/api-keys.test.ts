@@ -317,7 +317,8 @@ describe('API keys over gRPC (real PostgreSQL, real billing, real Redis bus)', (
       // The limit is per tenant: keys in different projects count together.
       const a = await create(principal, projectId);
       await create(principal, second?.id ?? '');
-      const message = 'the free plan allows at most 2 active API keys; upgrade the plan to create more';
+      const message =
+        'the free plan allows at most 2 active API keys (max_api_keys); upgrade the plan to create more';
       await expectAppError(
         client.createApiKey({ principal, projectId, name: '', mode: '', scopes: [] }),
         'payment_required',

@@ -8,6 +8,7 @@ import {
   readMetricsAddress,
 } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
+import type { RedisConfig } from '@relayplane/shared/redis';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_PLANS, type Plan, type PlanId, resolvePlans } from './domain/plans.ts';
 
@@ -21,6 +22,91 @@ export interface BillingConfig {
   /** host:port of the Prometheus metrics listener (`BILLING_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
   logLevel: LogLevel;
+  /**
+   * Redis for the bus (`plans.changed`), the usage job scheduler and the checkout throttle
+   * (`BILLING_REDIS_URL`, else `REDIS_URL`). Undefined: in-process twins (embedded mode, or
+   * one replica); a plan change then reaches only this process's subscribers.
+   */
+  redis: RedisConfig | undefined;
+  /** Bound on one checkout-throttle Redis command; past it the per-process limit answers. */
+  redisCommandTimeoutMs: number;
+  /** gRPC target of the issuer (usage aggregation reads credential counts from it). */
+  issuerAddress: string;
+  checkout: CheckoutConfig;
+  provider: ProviderConfig;
+}
+
+export interface CheckoutConfig {
+  /** Checkout sessions one tenant may create per window (`BILLING_CHECKOUT_MAX_PER_WINDOW`). */
+  maxPerWindow: number;
+  /** `BILLING_CHECKOUT_WINDOW_SECONDS`. */
+  windowSeconds: number;
+  /** How long a checkout session stays open (`BILLING_CHECKOUT_SESSION_TTL_SECONDS`). */
+  sessionTtlSeconds: number;
+}
+
+export type ProviderConfig =
+  | { kind: 'builtin' }
+  | {
+      kind: 'stripe';
+      secretKey: string;
+      webhookSecret: string;
+      /** Seconds a webhook's signed timestamp may be off (`STRIPE_WEBHOOK_TOLERANCE_SECONDS`). */
+      webhookToleranceSeconds: number;
+      /** The API endpoint the SDK talks to (`STRIPE_API_BASE`); undefined: api.stripe.com. */
+      apiBase: { protocol: 'http' | 'https'; host: string; port: number } | undefined;
+    };
+
+export const BILLING_PROVIDERS = ['builtin', 'stripe'] as const;
+
+function readProvider(r: EnvReader, plans: Record<PlanId, Plan>): ProviderConfig {
+  const kind = r.oneOf('BILLING_PROVIDER', BILLING_PROVIDERS, 'builtin');
+  if (kind === 'builtin') return { kind };
+  const secretKey = r.string('STRIPE_SECRET_KEY');
+  if (!/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(secretKey)) {
+    throw new ConfigError('STRIPE_SECRET_KEY', 'must be a Stripe secret key (sk_test_…, sk_live_… or rk_…)');
+  }
+  const webhookSecret = r.string('STRIPE_WEBHOOK_SECRET');
+  if (!/^whsec_[A-Za-z0-9+/=]+$/.test(webhookSecret)) {
+    throw new ConfigError('STRIPE_WEBHOOK_SECRET', 'must be a webhook signing secret (whsec_…)');
+  }
+  if (!Object.values(plans).some((p) => p.stripePriceId !== undefined)) {
+    throw new ConfigError(
+      'RELAYPLANE_PLANS_FILE',
+      'sets no stripe_price_id for any plan, but BILLING_PROVIDER=stripe needs one per plan sold through checkout',
+    );
+  }
+  let apiBase: { protocol: 'http' | 'https'; host: string; port: number } | undefined;
+  if (r.has('STRIPE_API_BASE')) {
+    const url = new URL(r.url('STRIPE_API_BASE', ['http:', 'https:']));
+    if (url.pathname !== '/' || url.search) {
+      throw new ConfigError(
+        'STRIPE_API_BASE',
+        'must be a scheme, host and port only (e.g. http://127.0.0.1:12111)',
+      );
+    }
+    const protocol = url.protocol === 'http:' ? 'http' : 'https';
+    apiBase = {
+      protocol,
+      host: url.hostname.replace(/^\[|\]$/g, ''),
+      port: url.port ? Number(url.port) : protocol === 'http' ? 80 : 443,
+    };
+  }
+  return {
+    kind,
+    secretKey,
+    webhookSecret,
+    webhookToleranceSeconds: r.int('STRIPE_WEBHOOK_TOLERANCE_SECONDS', 300, { min: 1, max: 3_600 }),
+    apiBase,
+  };
+}
+
+function readRedis(r: EnvReader): RedisConfig | undefined {
+  if (!r.has('BILLING_REDIS_URL') && !r.has('REDIS_URL')) return undefined;
+  return {
+    url: r.url('BILLING_REDIS_URL', ['redis:', 'rediss:'], r.optional('REDIS_URL')),
+    prefix: r.string('BILLING_REDIS_PREFIX', r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:'),
+  };
 }
 
 /** Reads a YAML or JSON plans file (JSON is YAML). */
@@ -50,6 +136,7 @@ export function readBillingConfig(
   overrides: Partial<BillingConfig> = {},
 ): BillingConfig {
   const r = new EnvReader(env);
+  const plans = overrides.plans ?? loadPlansFile(r.optional('RELAYPLANE_PLANS_FILE'));
   return {
     listen: overrides.listen ?? r.address('BILLING_LISTEN_ADDRESS', '127.0.0.1:50053'),
     maxConnectionAgeMs:
@@ -59,11 +146,22 @@ export function readBillingConfig(
       url: r.url('BILLING_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),
       poolMax: r.int('BILLING_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
     },
-    plans: overrides.plans ?? loadPlansFile(r.optional('RELAYPLANE_PLANS_FILE')),
+    plans,
     metricsAddress:
       'metricsAddress' in overrides
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'BILLING_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+    redis: 'redis' in overrides ? overrides.redis : readRedis(r),
+    redisCommandTimeoutMs:
+      overrides.redisCommandTimeoutMs ??
+      r.int('BILLING_REDIS_COMMAND_TIMEOUT_MS', 250, { min: 50, max: 10_000 }),
+    issuerAddress: overrides.issuerAddress ?? r.target('BILLING_ISSUER_ADDRESS', '127.0.0.1:50051'),
+    checkout: overrides.checkout ?? {
+      maxPerWindow: r.int('BILLING_CHECKOUT_MAX_PER_WINDOW', 5, { min: 1, max: 10_000 }),
+      windowSeconds: r.int('BILLING_CHECKOUT_WINDOW_SECONDS', 60, { min: 1, max: 86_400 }),
+      sessionTtlSeconds: r.int('BILLING_CHECKOUT_SESSION_TTL_SECONDS', 86_400, { min: 1_800, max: 86_400 }),
+    },
+    provider: overrides.provider ?? readProvider(r, plans),
   };
 }

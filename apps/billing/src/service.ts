@@ -1,22 +1,51 @@
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
+import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
+import {
+  FallbackRateLimiter,
+  MemoryRateLimiter,
+  type RateLimiter,
+  RedisRateLimiter,
+} from '@relayplane/shared/rate-limit';
 import { watchDatabase } from '@relayplane/shared/readiness';
-import { RpcServer } from '@relayplane/shared/rpc';
+import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
+import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
+import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
+import type Stripe from 'stripe';
+import { Checkout } from './checkout.ts';
 import type { BillingConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { BillingDatabase } from './db/schema.ts';
 import { billingHandlers } from './grpc/billing-handlers.ts';
+import { PlanChanges } from './plan-changes.ts';
+import { type BillingProvider, BuiltinProvider } from './providers/provider.ts';
+import { createStripeClient, StripeProvider } from './providers/stripe.ts';
 import { SubscriptionStore } from './stores/subscriptions.ts';
+import { StripeWebhooks } from './stripe-webhooks.ts';
+import { Usage } from './usage/usage.ts';
+
+const SCHEDULER_QUEUE = 'billing-jobs';
+/** How long start() waits for the throttle's Redis; past it, the per-process limit answers until Redis does. */
+const THROTTLE_READY_WAIT_MS = 1_000;
+
+type RedisConnection = ReturnType<typeof createRedis>;
 
 export interface BillingOverrides {
   logger?: Logger;
   clock?: Clock;
+  /** Shared with other services (embedded mode); the caller closes it. */
+  bus?: Bus;
+  /** Given to this service alone: the usage job registers on it; the service starts and closes it. */
+  scheduler?: Scheduler;
+  /** An issuer client instead of connecting to `config.issuerAddress` (not closed by destroy). */
+  issuer?: ServiceClient<typeof IssuerRpc>;
 }
 
-/** The billing service: plans, prices, subscriptions. */
+/** The billing service: plans, prices, subscriptions, entitlements, checkout, usage. */
 export class BillingService {
   readonly config: BillingConfig;
   readonly logger: Logger;
@@ -24,44 +53,169 @@ export class BillingService {
   readonly rpc: RpcServer;
   /** This service's Prometheus metrics (served on `config.metricsAddress` when set). */
   readonly metrics: Registry;
+  readonly bus: Bus;
+  readonly scheduler: Scheduler;
+  readonly checkout: Checkout;
+  readonly usage: Usage;
+  readonly provider: BillingProvider;
+  /** Per-tenant checkout throttle (Redis with a per-process fallback, or memory alone). */
+  readonly checkoutThrottle: RateLimiter;
+  readonly #ownsBus: boolean;
+  readonly #redis: RedisConnection[];
+  readonly #throttleRedis: RedisConnection | undefined;
+  readonly #issuer: ServiceClient<typeof IssuerRpc>;
+  readonly #ownsIssuer: boolean;
   #metricsServer: MetricsServer | undefined;
   #watch: { stop: () => void } | undefined;
 
-  private constructor(
-    config: BillingConfig,
-    logger: Logger,
-    database: Database<BillingDatabase>,
-    clock: Clock,
-  ) {
+  private constructor(deps: {
+    config: BillingConfig;
+    logger: Logger;
+    database: Database<BillingDatabase>;
+    clock: Clock;
+    bus: Bus;
+    ownsBus: boolean;
+    scheduler: Scheduler;
+    redis: RedisConnection[];
+    throttleRedis: RedisConnection | undefined;
+    issuer: ServiceClient<typeof IssuerRpc> | undefined;
+  }) {
+    const { config, logger, database, clock } = deps;
     this.config = config;
     this.logger = logger;
     this.database = database;
+    this.bus = deps.bus;
+    this.#ownsBus = deps.ownsBus;
+    this.scheduler = deps.scheduler;
+    this.#redis = deps.redis;
+    this.#throttleRedis = deps.throttleRedis;
+    this.#ownsIssuer = deps.issuer === undefined;
+    this.#issuer = deps.issuer ?? connect(IssuerRpc, config.issuerAddress);
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
     });
+
+    const windowMs = config.checkout.windowSeconds * 1000;
+    const memory = new MemoryRateLimiter(clock, windowMs);
+    this.checkoutThrottle =
+      deps.throttleRedis && config.redis
+        ? new FallbackRateLimiter(
+            new RedisRateLimiter(deps.throttleRedis, `${config.redis.prefix}billing:throttle:`, windowMs),
+            memory,
+            logger,
+            'billing-checkout',
+          )
+        : memory;
+
+    const planChanges = new PlanChanges({ db: database.db, bus: this.bus, clock, logger });
+    let stripe: Stripe | undefined;
+    if (config.provider.kind === 'stripe') {
+      stripe = createStripeClient(config.provider);
+      this.provider = new StripeProvider(stripe);
+    } else {
+      this.provider = new BuiltinProvider();
+    }
+    this.checkout = new Checkout({
+      db: database.db,
+      plans: config.plans,
+      provider: this.provider,
+      throttle: this.checkoutThrottle,
+      config: config.checkout,
+      planChanges,
+      clock,
+      logger,
+    });
+    const stripeWebhooks =
+      stripe && config.provider.kind === 'stripe'
+        ? new StripeWebhooks({
+            stripe,
+            secret: config.provider.webhookSecret,
+            toleranceSeconds: config.provider.webhookToleranceSeconds,
+            db: database.db,
+            plans: config.plans,
+            planChanges,
+            clock,
+            logger,
+          })
+        : undefined;
+    this.usage = new Usage({
+      db: database.db,
+      issuer: this.#issuer,
+      scheduler: this.scheduler,
+      clock,
+      logger,
+    });
     this.rpc.add(
       BillingRpc,
-      billingHandlers({ plans: config.plans, subscriptions: new SubscriptionStore(database.db), clock }),
+      billingHandlers({
+        plans: config.plans,
+        subscriptions: new SubscriptionStore(database.db),
+        planChanges,
+        checkout: this.checkout,
+        stripeWebhooks,
+        usage: this.usage,
+      }),
     );
   }
 
   static async create(config: BillingConfig, overrides: BillingOverrides = {}): Promise<BillingService> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'billing' });
+    const redis: RedisConnection[] = [];
+    let bus = overrides.bus;
+    let scheduler = overrides.scheduler;
+    let throttleRedis: RedisConnection | undefined;
+    if (config.redis) {
+      if (!bus || !scheduler) {
+        const main = createRedis(config.redis, logger, 'billing');
+        redis.push(main);
+        if (!bus) {
+          const subscriber = createRedis(config.redis, logger, 'billing-bus');
+          redis.push(subscriber);
+          bus = new RedisBus(main, subscriber, config.redis.prefix);
+        }
+        scheduler ??= new BullmqScheduler(SCHEDULER_QUEUE, main, `${config.redis.prefix}bull`, logger);
+      }
+      throttleRedis = createRequestPathRedis(config.redis, logger, {
+        name: 'billing-throttle',
+        commandTimeoutMs: config.redisCommandTimeoutMs,
+      });
+      redis.push(throttleRedis);
+    } else if (!overrides.bus) {
+      logger.warn(
+        'no BILLING_REDIS_URL: plan changes are announced in this process only and the checkout throttle is per process',
+      );
+    }
     const database = await createDatabase<BillingDatabase>(config.database, 'billing', logger);
-    return new BillingService(config, logger, database, overrides.clock ?? systemClock);
+    return new BillingService({
+      config,
+      logger,
+      database,
+      clock: overrides.clock ?? systemClock,
+      bus: bus ?? new MemoryBus(),
+      ownsBus: overrides.bus === undefined,
+      scheduler: scheduler ?? new MemoryScheduler(logger),
+      redis,
+      throttleRedis,
+      issuer: overrides.issuer,
+    });
   }
 
-  /** Applies migrations (safe with concurrent replicas), starts serving; returns the bound port. */
+  /** Applies migrations (safe with concurrent replicas), schedules usage aggregation, starts serving. */
   async start(): Promise<void> {
     const applied = await this.database.migrate(migrations);
     if (applied.length) this.logger.info({ applied }, 'migrations applied');
+    await this.usage.start();
+    await this.scheduler.start();
+    if (this.#throttleRedis && !(await waitReady(this.#throttleRedis, THROTTLE_READY_WAIT_MS))) {
+      this.logger.warn('redis is not reachable yet: the checkout throttle is per process until it is');
+    }
     const watch = watchDatabase(this.rpc.health, [BillingRpc.typeName], this.database, this.logger);
     this.#watch = watch;
     await watch.check();
     const port = await this.rpc.listen(this.config.listen);
-    this.logger.info({ port }, 'billing listening');
+    this.logger.info({ port, provider: this.provider.name }, 'billing listening');
     if (this.config.metricsAddress !== undefined) {
       this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
     }
@@ -79,6 +233,11 @@ export class BillingService {
   async destroy(): Promise<void> {
     this.#watch?.stop();
     await this.rpc.close();
+    await this.usage.stop();
+    await this.scheduler.close();
+    if (this.#ownsIssuer) this.#issuer.close();
+    if (this.#ownsBus) await this.bus.close();
+    for (const connection of this.#redis) connection.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
     await this.#metricsServer?.close();

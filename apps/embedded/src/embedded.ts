@@ -71,13 +71,33 @@ export class Embedded {
     const bus = new MemoryBus();
     const started: { destroy(): Promise<void> }[] = [];
     try {
+      const issuerLogger = createLogger({ level: logLevel, service: 'issuer' });
+      const issuer = await IssuerService.create(
+        readIssuerConfig(env, {
+          listen: loopback,
+          database: { kind: 'pglite', dataDir: join(dataDir, 'issuer', 'db') },
+          redis: null,
+          ...(kek ? { kek: kek.kek } : {}),
+          // Demo relays on loopback so a fresh start can issue at once; a relays file replaces them.
+          ...(r.has('RELAYPLANE_RELAYS_FILE') ? {} : { relays: DEMO_RELAYS }),
+          logLevel,
+        }),
+        { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger) },
+      );
+      await issuer.start();
+      started.push(issuer);
+
+      // Billing reads usage from the issuer, so the issuer starts first.
+      const billingLogger = createLogger({ level: logLevel, service: 'billing' });
       const billing = await BillingService.create(
         readBillingConfig(env, {
           listen: loopback,
           database: { kind: 'pglite', dataDir: join(dataDir, 'billing') },
+          redis: undefined,
+          issuerAddress: `127.0.0.1:${issuer.port}`,
           logLevel,
         }),
-        { logger: createLogger({ level: logLevel, service: 'billing' }) },
+        { logger: billingLogger, bus, scheduler: new MemoryScheduler(billingLogger) },
       );
       await billing.start();
       started.push(billing);
@@ -94,22 +114,6 @@ export class Embedded {
       );
       await admin.start();
       started.push(admin);
-
-      const issuerLogger = createLogger({ level: logLevel, service: 'issuer' });
-      const issuer = await IssuerService.create(
-        readIssuerConfig(env, {
-          listen: loopback,
-          database: { kind: 'pglite', dataDir: join(dataDir, 'issuer', 'db') },
-          redis: null,
-          ...(kek ? { kek: kek.kek } : {}),
-          // Demo relays on loopback so a fresh start can issue at once; a relays file replaces them.
-          ...(r.has('RELAYPLANE_RELAYS_FILE') ? {} : { relays: DEMO_RELAYS }),
-          logLevel,
-        }),
-        { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger) },
-      );
-      await issuer.start();
-      started.push(issuer);
 
       const gateway = await GatewayService.create(
         readGatewayConfig(env, {

@@ -10,6 +10,7 @@ export const ID_PREFIXES = {
   apiKey: 'key',
   relay: 'rly',
   allowlistEntry: 'alw',
+  checkoutSession: 'cks',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

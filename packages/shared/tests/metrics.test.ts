@@ -232,6 +232,26 @@ describe('metrics: gRPC server calls (RpcServer with a registry)', () => {
     async setPlan() {
       throw new AppError('rate_limited', 'try later', { retryAfterSeconds: 1 });
     },
+
+    // Not exercised here.
+    async getEntitlements() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async createCheckoutSession() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async getCheckoutSession() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async completeCheckoutSession() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async handleWebhook() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async getUsage() {
+      throw new AppError('not_found', 'not exercised');
+    },
   };
   const service = BillingService.typeName;
   let registry: Registry;

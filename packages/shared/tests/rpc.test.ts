@@ -48,6 +48,26 @@ function fakeBilling(behaviour: { getSubscription: GetSubscription }): ServiceIm
         },
       };
     },
+
+    // Not exercised here.
+    async getEntitlements() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async createCheckoutSession() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async getCheckoutSession() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async completeCheckoutSession() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async handleWebhook() {
+      throw new AppError('not_found', 'not exercised');
+    },
+    async getUsage() {
+      throw new AppError('not_found', 'not exercised');
+    },
   };
 }
 

@@ -1,4 +1,5 @@
 import type { AdminService } from '@relayplane/proto/admin';
+import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
@@ -26,10 +27,11 @@ export function createAllowlistEntry(
     if (!parsed.ok) throw new AppError('unprocessable', parsed.message);
     const cidr = parsed.value.text;
 
-    // Billing owns the plan; without a reachable billing the limit is unknown, so the call fails (503).
-    const { plan, subscription } = await deps.billing.getSubscription({ tenantId: project.tenantId });
-    const max = plan?.limits?.maxAllowlistEntries ?? 0;
-    const planId = plan?.id || subscription?.planId || 'current';
+    // Billing decides the limit and what exceeding it answers; without a reachable billing the call fails (503).
+    const limit = entitlementOf(
+      await deps.billing.getEntitlements({ tenantId: project.tenantId }),
+      'max_allowlist_entries',
+    );
 
     const entry = {
       id: newId('allowlistEntry'),
@@ -38,15 +40,10 @@ export function createAllowlistEntry(
       cidr,
       createdAt: deps.clock.now(),
     };
-    const outcome = await deps.allowlist.create(entry, max);
+    const outcome = await deps.allowlist.create(entry, limit.value);
     if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
     if (outcome === 'duplicate') throw new AppError('conflict', `${cidr} is already in the allowlist`);
-    if (outcome === 'limit_reached') {
-      throw new AppError(
-        'unprocessable',
-        `the ${planId} plan allows at most ${max} allowlist entr${max === 1 ? 'y' : 'ies'} per project; upgrade the plan for more`,
-      );
-    }
+    if (outcome === 'limit_reached') throw limit.exceeded();
     deps.logger.info(
       {
         allowlistEntryId: entry.id,

@@ -1,4 +1,5 @@
 import type { AdminService } from '@relayplane/proto/admin';
+import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
@@ -24,10 +25,11 @@ export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
     const scopes = valid(checkApiKeyScopes(req.scopes));
     const project = await requireProject(deps, session, req.projectId);
 
-    // Billing owns the plan; without a reachable billing the limit is unknown, so the call fails (503).
-    const { plan, subscription } = await deps.billing.getSubscription({ tenantId: project.tenantId });
-    const maxApiKeys = plan?.limits?.maxApiKeys ?? 0;
-    const planId = plan?.id || subscription?.planId || 'current';
+    // Billing decides the limit and what exceeding it answers; without a reachable billing the call fails (503).
+    const limit = entitlementOf(
+      await deps.billing.getEntitlements({ tenantId: project.tenantId }),
+      'max_api_keys',
+    );
 
     const secret = generateApiKey(mode);
     const apiKey = {
@@ -43,14 +45,9 @@ export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
       lastUsedAt: null,
       revokedAt: null,
     };
-    const outcome = await deps.apiKeys.create({ ...apiKey, keyHash: secret.keyHash }, maxApiKeys);
+    const outcome = await deps.apiKeys.create({ ...apiKey, keyHash: secret.keyHash }, limit.value);
     if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
-    if (outcome === 'limit_reached') {
-      throw new AppError(
-        'payment_required',
-        `the ${planId} plan allows at most ${maxApiKeys} active API key${maxApiKeys === 1 ? '' : 's'}; upgrade the plan to create more`,
-      );
-    }
+    if (outcome === 'limit_reached') throw limit.exceeded();
     deps.logger.info(
       {
         apiKeyId: apiKey.id,

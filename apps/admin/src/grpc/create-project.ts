@@ -1,4 +1,5 @@
 import type { AdminService } from '@relayplane/proto/admin';
+import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
@@ -25,17 +26,14 @@ export function createProject(deps: AdminDeps): ServiceImpl<typeof AdminService>
       environment,
       createdAt: deps.clock.now(),
     };
-    // Billing owns the plan; without a reachable billing the limit is unknown, so the call fails (503).
-    const { plan } = await deps.billing.getSubscription({ tenantId: project.tenantId });
-    const maxProjects = plan?.limits?.maxProjects ?? 0;
-    const outcome = await deps.projects.create(project, maxProjects);
+    // Billing decides the limit and what exceeding it answers; without a reachable billing the call fails (503).
+    const limit = entitlementOf(
+      await deps.billing.getEntitlements({ tenantId: project.tenantId }),
+      'max_projects',
+    );
+    const outcome = await deps.projects.create(project, limit.value);
     if (outcome === 'name_taken') throw new AppError('conflict', `a project named "${name}" already exists`);
-    if (outcome === 'limit_reached') {
-      throw new AppError(
-        'unprocessable',
-        `your plan allows at most ${maxProjects} project${maxProjects === 1 ? '' : 's'}; upgrade to create more`,
-      );
-    }
+    if (outcome === 'limit_reached') throw limit.exceeded();
     return { project: projectMessage(project) };
   };
 }

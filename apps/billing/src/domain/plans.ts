@@ -20,6 +20,8 @@ export interface Plan {
   name: string;
   limits: PlanLimits;
   price: Price;
+  /** The Stripe price a checkout for this plan subscribes to (`stripe_price_id`); absent: not sold through Stripe. */
+  stripePriceId?: string;
 }
 
 export const PLAN_IDS = ['free', 'pro', 'enterprise'] as const;
@@ -87,7 +89,7 @@ function intIn(v: unknown, min: number, max: number): v is number {
 
 /**
  * Validates a plans document (parsed YAML/JSON) and merges it over the defaults.
- * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?} } } }`.
+ * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?}, stripe_price_id? } } }`.
  * Throws an Error whose message names the offending path.
  */
 export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
@@ -104,7 +106,15 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
     const plan = out[id as PlanId];
     if (!isRecord(raw)) throw new Error(`plans.${id}: must be a mapping`);
     for (const key of Object.keys(raw)) {
-      if (!['name', 'limits', 'price'].includes(key)) throw new Error(`plans.${id}.${key}: unknown key`);
+      if (!['name', 'limits', 'price', 'stripe_price_id'].includes(key)) {
+        throw new Error(`plans.${id}.${key}: unknown key`);
+      }
+    }
+    if (raw.stripe_price_id !== undefined) {
+      if (typeof raw.stripe_price_id !== 'string' || !/^[A-Za-z0-9_]{1,255}$/.test(raw.stripe_price_id)) {
+        throw new Error(`plans.${id}.stripe_price_id: must be a Stripe price id (for example price_123)`);
+      }
+      plan.stripePriceId = raw.stripe_price_id;
     }
     if (raw.name !== undefined) {
       if (typeof raw.name !== 'string' || raw.name.length === 0 || raw.name.length > 64) {

@@ -1,15 +1,18 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { BillingService, PlanSchema } from '@relayplane/proto/billing';
-import type { Clock } from '@relayplane/shared/clock';
+import type { BillingService, CheckoutSessionSchema, PlanSchema } from '@relayplane/proto/billing';
 import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { type Checkout, DEFAULT_PLAN, requirePlanId, requireTenantId } from '../checkout.ts';
+import { entitlementsOf } from '../domain/entitlements.ts';
 import { isPlanId, PLAN_IDS, type Plan, type PlanId } from '../domain/plans.ts';
+import type { PlanChanges } from '../plan-changes.ts';
+import type { CheckoutSession } from '../stores/checkout-sessions.ts';
 import type { SubscriptionStore } from '../stores/subscriptions.ts';
+import type { StripeWebhooks } from '../stripe-webhooks.ts';
+import type { Usage } from '../usage/usage.ts';
 
-/** Tenants without a subscription row are on this plan. */
-export const DEFAULT_PLAN: PlanId = 'free';
+export { DEFAULT_PLAN };
 
 function planMessage(plan: Plan): MessageInitShape<typeof PlanSchema> {
   return {
@@ -31,17 +34,36 @@ function planMessage(plan: Plan): MessageInitShape<typeof PlanSchema> {
   };
 }
 
-function requireTenantId(tenantId: string): void {
-  if (!isId('tenant', tenantId)) throw new AppError('invalid_request', 'tenant_id is not a tenant id');
+function checkoutMessage(session: CheckoutSession): MessageInitShape<typeof CheckoutSessionSchema> {
+  return {
+    id: session.id,
+    tenantId: session.tenantId,
+    planId: session.planId,
+    provider: session.provider,
+    status: session.status,
+    url: session.url,
+    createdAt: timestampFromDate(session.createdAt),
+    expiresAt: timestampFromDate(session.expiresAt),
+  };
 }
 
 export function billingHandlers(deps: {
   plans: Record<PlanId, Plan>;
   subscriptions: SubscriptionStore;
-  clock: Clock;
+  planChanges: PlanChanges;
+  checkout: Checkout;
+  /** Undefined unless the Stripe provider is configured. */
+  stripeWebhooks: StripeWebhooks | undefined;
+  usage: Usage;
 }): ServiceImpl<typeof BillingService> {
-  const { plans, subscriptions, clock } = deps;
+  const { plans, subscriptions, planChanges, checkout, stripeWebhooks, usage } = deps;
   const catalogue = PLAN_IDS.map((id) => planMessage(plans[id]));
+
+  async function planOf(tenantId: string): Promise<PlanId> {
+    const sub = await subscriptions.get(tenantId);
+    return sub && isPlanId(sub.planId) ? sub.planId : DEFAULT_PLAN;
+  }
+
   return {
     async listPlans() {
       return { plans: catalogue };
@@ -64,10 +86,8 @@ export function billingHandlers(deps: {
     },
     async setPlan(req) {
       requireTenantId(req.tenantId);
-      if (!isPlanId(req.planId)) {
-        throw new AppError('invalid_request', `unknown plan "${req.planId}" (known: ${PLAN_IDS.join(', ')})`);
-      }
-      const sub = await subscriptions.setPlan(req.tenantId, req.planId, clock.now());
+      const planId = requirePlanId(req.planId);
+      const sub = await planChanges.set(req.tenantId, planId);
       return {
         subscription: {
           tenantId: sub.tenantId,
@@ -75,6 +95,51 @@ export function billingHandlers(deps: {
           updatedAt: timestampFromDate(sub.updatedAt),
         },
       };
+    },
+    async getEntitlements(req) {
+      requireTenantId(req.tenantId);
+      return entitlementsOf(plans[await planOf(req.tenantId)]);
+    },
+    async createCheckoutSession(req) {
+      const { session, replayed } = await checkout.create({
+        tenantId: req.tenantId,
+        planId: req.planId,
+        idempotencyKey: req.idempotencyKey,
+        publicBaseUrl: req.publicBaseUrl,
+      });
+      return { session: checkoutMessage(session), replayed };
+    },
+    async getCheckoutSession(req) {
+      return { session: checkoutMessage(await checkout.get(req.id)) };
+    },
+    async completeCheckoutSession(req) {
+      const { session, subscription } = await checkout.complete(req.id);
+      return {
+        session: checkoutMessage(session),
+        subscription: {
+          tenantId: subscription.tenantId,
+          planId: subscription.planId,
+          updatedAt: timestampFromDate(subscription.updatedAt),
+        },
+      };
+    },
+    async handleWebhook(req) {
+      if (req.provider !== 'stripe') {
+        throw new AppError('invalid_request', `unknown billing provider "${req.provider}"`);
+      }
+      if (!stripeWebhooks) {
+        throw new AppError(
+          'invalid_request',
+          'stripe webhooks are not accepted: the billing provider is not stripe',
+        );
+      }
+      const { eventId } = await stripeWebhooks.handle(req.payload, req.signature);
+      return { eventId, duplicate: false };
+    },
+    async getUsage(req) {
+      // Usage validates the tenant id and the day range.
+      const days = await usage.query(req.tenantId, req.from, req.to);
+      return { days };
     },
   };
 }

@@ -53,8 +53,21 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
   const metricsAddress = options.serveMetrics ? '127.0.0.1:0' : undefined;
   const closers: (() => Promise<void>)[] = [];
   try {
+    const issuer = await IssuerService.create(
+      readIssuerConfig(env, { listen: '127.0.0.1:0', metricsAddress }),
+      {
+        logger: testLogger('issuer'),
+      },
+    );
+    await issuer.start();
+    closers.push(() => issuer.destroy());
+
     const billing = await BillingService.create(
-      readBillingConfig(env, { listen: '127.0.0.1:0', metricsAddress }),
+      readBillingConfig(env, {
+        listen: '127.0.0.1:0',
+        metricsAddress,
+        issuerAddress: `127.0.0.1:${issuer.port}`,
+      }),
       {
         logger: testLogger('billing'),
       },
@@ -71,15 +84,6 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
     );
     await admin.start();
     closers.push(() => admin.destroy());
-    const issuer = await IssuerService.create(
-      readIssuerConfig(env, { listen: '127.0.0.1:0', metricsAddress }),
-      {
-        logger: testLogger('issuer'),
-      },
-    );
-    await issuer.start();
-    closers.push(() => issuer.destroy());
-
     const clients = connectClients(
       {
         admin: `127.0.0.1:${admin.port}`,

@@ -1,0 +1,97 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError } from '@relayplane/shared/config';
+import { describe, expect, it } from 'vitest';
+import { readBillingConfig } from './config.ts';
+
+const BASE = { BILLING_DATABASE_URL: 'postgres://localhost/billing' };
+
+function plansFile(content: string): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'billing-config-')), 'plans.yaml');
+  writeFileSync(path, content);
+  return path;
+}
+
+const STRIPE = {
+  ...BASE,
+  BILLING_PROVIDER: 'stripe',
+  STRIPE_SECRET_KEY: 'sk_test_abc123',
+  STRIPE_WEBHOOK_SECRET: 'whsec_abc123',
+};
+
+function failsOn(env: Record<string, string>, variable: string): void {
+  let error: unknown;
+  try {
+    readBillingConfig(env);
+  } catch (err) {
+    error = err;
+  }
+  expect(error).toBeInstanceOf(ConfigError);
+  expect((error as ConfigError).variable).toBe(variable);
+}
+
+describe('billing config', () => {
+  it('defaults to the built-in provider, no Redis, 5 checkouts per 60 s and the local issuer', () => {
+    const config = readBillingConfig(BASE);
+    expect(config.provider).toEqual({ kind: 'builtin' });
+    expect(config.redis).toBeUndefined();
+    expect(config.checkout).toEqual({ maxPerWindow: 5, windowSeconds: 60, sessionTtlSeconds: 86_400 });
+    expect(config.issuerAddress).toBe('127.0.0.1:50051');
+  });
+
+  it('reads Redis from BILLING_REDIS_URL or REDIS_URL with the shared prefix', () => {
+    expect(
+      readBillingConfig({ ...BASE, REDIS_URL: 'redis://r:6379', RELAYPLANE_REDIS_PREFIX: 'x:' }).redis,
+    ).toEqual({
+      url: 'redis://r:6379',
+      prefix: 'x:',
+    });
+    failsOn({ ...BASE, BILLING_REDIS_URL: 'http://r' }, 'BILLING_REDIS_URL');
+  });
+
+  it('reads the Stripe provider with its API base, and names each bad variable', () => {
+    const path = plansFile('plans:\n  pro:\n    stripe_price_id: price_pro\n');
+    const config = readBillingConfig({
+      ...STRIPE,
+      RELAYPLANE_PLANS_FILE: path,
+      STRIPE_API_BASE: 'http://127.0.0.1:12111',
+    });
+    expect(config.provider).toEqual({
+      kind: 'stripe',
+      secretKey: 'sk_test_abc123',
+      webhookSecret: 'whsec_abc123',
+      webhookToleranceSeconds: 300,
+      apiBase: { protocol: 'http', host: '127.0.0.1', port: 12111 },
+    });
+    expect(config.plans.pro.stripePriceId).toBe('price_pro');
+    failsOn({ ...STRIPE, RELAYPLANE_PLANS_FILE: path, STRIPE_SECRET_KEY: '' }, 'STRIPE_SECRET_KEY');
+    failsOn({ ...STRIPE, RELAYPLANE_PLANS_FILE: path, STRIPE_SECRET_KEY: 'pk_test_1' }, 'STRIPE_SECRET_KEY');
+    failsOn(
+      { ...STRIPE, RELAYPLANE_PLANS_FILE: path, STRIPE_WEBHOOK_SECRET: 'nope' },
+      'STRIPE_WEBHOOK_SECRET',
+    );
+    failsOn({ ...STRIPE, RELAYPLANE_PLANS_FILE: path, STRIPE_API_BASE: 'ftp://x' }, 'STRIPE_API_BASE');
+    failsOn(
+      { ...STRIPE, RELAYPLANE_PLANS_FILE: path, STRIPE_WEBHOOK_TOLERANCE_SECONDS: '0' },
+      'STRIPE_WEBHOOK_TOLERANCE_SECONDS',
+    );
+    // Stripe without any priced plan cannot sell anything.
+    failsOn(STRIPE, 'RELAYPLANE_PLANS_FILE');
+    failsOn(
+      { ...BASE, RELAYPLANE_PLANS_FILE: plansFile('plans:\n  pro:\n    stripe_price_id: 12\n') },
+      'RELAYPLANE_PLANS_FILE',
+    );
+  });
+
+  it('validates the provider name, the throttle and the issuer address', () => {
+    failsOn({ ...BASE, BILLING_PROVIDER: 'paypal' }, 'BILLING_PROVIDER');
+    failsOn({ ...BASE, BILLING_CHECKOUT_MAX_PER_WINDOW: '0' }, 'BILLING_CHECKOUT_MAX_PER_WINDOW');
+    failsOn({ ...BASE, BILLING_CHECKOUT_WINDOW_SECONDS: 'soon' }, 'BILLING_CHECKOUT_WINDOW_SECONDS');
+    failsOn({ ...BASE, BILLING_CHECKOUT_SESSION_TTL_SECONDS: '60' }, 'BILLING_CHECKOUT_SESSION_TTL_SECONDS');
+    failsOn({ ...BASE, BILLING_ISSUER_ADDRESS: 'issuer' }, 'BILLING_ISSUER_ADDRESS');
+    expect(readBillingConfig({ ...BASE, BILLING_ISSUER_ADDRESS: 'dns:///issuer:50051' }).issuerAddress).toBe(
+      'dns:///issuer:50051',
+    );
+  });
+});

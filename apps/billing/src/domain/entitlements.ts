@@ -1,0 +1,108 @@
+/**
+ * Entitlements: the one place that decides, per plan limit, what a request exceeding it
+ * answers. Pure.
+ *
+ * - The API key limit and the connection cap need a paid upgrade: `payment_required` (402).
+ * - The feature limits (projects, bots, allowlist entries) are semantic refusals:
+ *   `unprocessable` (422).
+ * - A credential TTL above the plan's maximum is a bad request: `invalid_request` (400).
+ *
+ * 429 (`rate_limited`) never appears here: it means "back off", not "upgrade".
+ */
+import type { ErrorCode } from '@relayplane/shared/errors';
+import type { Plan, PlanLimits } from './plans.ts';
+
+export type LimitName =
+  | 'max_concurrent_connections'
+  | 'max_api_keys'
+  | 'max_projects'
+  | 'max_bots'
+  | 'max_allowlist_entries'
+  | 'max_credential_ttl_seconds';
+
+export interface Entitlement {
+  limit: LimitName;
+  value: number;
+  exceededCode: ErrorCode;
+  exceededMessage: string;
+}
+
+export interface Entitlements {
+  planId: string;
+  planName: string;
+  entitlements: Entitlement[];
+}
+
+function plural(n: number, one: string, many: string): string {
+  return n === 1 ? one : many;
+}
+
+interface Rule {
+  limit: LimitName;
+  field: keyof PlanLimits;
+  code: ErrorCode;
+  /** "allows at most N <what>" */
+  what: (n: number) => string;
+  /** "upgrade the plan to <action>" */
+  action: string;
+}
+
+/** In the order GetEntitlements answers them. */
+const RULES: readonly Rule[] = [
+  {
+    limit: 'max_concurrent_connections',
+    field: 'maxConcurrentConnections',
+    code: 'payment_required',
+    what: (n) => `${n} concurrent ${plural(n, 'connection', 'connections')}`,
+    action: 'open more',
+  },
+  {
+    limit: 'max_api_keys',
+    field: 'maxApiKeys',
+    code: 'payment_required',
+    what: (n) => `${n} active API ${plural(n, 'key', 'keys')}`,
+    action: 'create more',
+  },
+  {
+    limit: 'max_projects',
+    field: 'maxProjects',
+    code: 'unprocessable',
+    what: (n) => `${n} ${plural(n, 'project', 'projects')}`,
+    action: 'create more',
+  },
+  {
+    limit: 'max_bots',
+    field: 'maxBots',
+    code: 'unprocessable',
+    what: (n) => `${n} ${plural(n, 'bot', 'bots')}`,
+    action: 'create more',
+  },
+  {
+    limit: 'max_allowlist_entries',
+    field: 'maxAllowlistEntries',
+    code: 'unprocessable',
+    what: (n) => `${n} allowlist ${plural(n, 'entry', 'entries')} per project`,
+    action: 'add more',
+  },
+];
+
+/** Every limit of `plan`, with the code and message a request exceeding it answers. */
+export function entitlementsOf(plan: Plan): Entitlements {
+  const entitlements: Entitlement[] = RULES.map((rule) => {
+    const value = plan.limits[rule.field];
+    return {
+      limit: rule.limit,
+      value,
+      exceededCode: rule.code,
+      exceededMessage: `the ${plan.id} plan allows at most ${rule.what(value)} (${rule.limit}); upgrade the plan to ${rule.action}`,
+    };
+  });
+  const ttl = plan.limits.maxCredentialTtlSeconds;
+  entitlements.push({
+    limit: 'max_credential_ttl_seconds',
+    value: ttl,
+    exceededCode: 'invalid_request',
+    exceededMessage: `the ${plan.id} plan allows credentials of at most ${ttl} seconds (max_credential_ttl_seconds); ask for a shorter ttl_seconds or upgrade the plan`,
+  });
+  return { planId: plan.id, planName: plan.name, entitlements };
+}

@@ -1,0 +1,384 @@
+/**
+ * The Stripe provider against a local server speaking the part of the Stripe API we use (the
+ * official SDK pointed at it), and webhooks signed the way Stripe signs them. Stripe is the
+ * only thing faked; PostgreSQL, Redis and the bus are real.
+ */
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ManualClock } from '@relayplane/shared/clock';
+import { newId } from '@relayplane/shared/ids';
+import {
+  createTestDatabase,
+  createTestRedis,
+  type TestDatabase,
+  type TestRedis,
+} from '@relayplane/testing/storage';
+import Stripe from 'stripe';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_PLANS } from '../src/domain/plans.ts';
+import { type Billing, PlanChangeListener, startBilling } from './harness.ts';
+
+const SECRET_KEY = 'sk_test_relayplane123';
+const WEBHOOK_SECRET = 'whsec_relayplanetestsecret';
+const BASE = 'https://relay.example.com';
+
+interface Recorded {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  form: URLSearchParams;
+}
+
+/** Speaks POST /v1/checkout/sessions like Stripe; `fail` makes it answer an API error. */
+class FakeStripe {
+  readonly requests: Recorded[] = [];
+  fail = false;
+  #server: Server | undefined;
+  #n = 0;
+
+  async start(): Promise<string> {
+    this.#server = createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      req.on('end', () => {
+        const form = new URLSearchParams(body);
+        this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, form });
+        res.setHeader('content-type', 'application/json');
+        if (req.method !== 'POST' || req.url !== '/v1/checkout/sessions') {
+          res.statusCode = 404;
+          res.end(
+            JSON.stringify({ error: { type: 'invalid_request_error', message: 'Unrecognized request URL' } }),
+          );
+          return;
+        }
+        if (this.fail) {
+          res.statusCode = 400;
+          res.end(JSON.stringify({ error: { type: 'invalid_request_error', message: 'No such price' } }));
+          return;
+        }
+        const id = `cs_test_${++this.#n}`;
+        res.end(
+          JSON.stringify({
+            id,
+            object: 'checkout.session',
+            mode: form.get('mode'),
+            client_reference_id: form.get('client_reference_id'),
+            metadata: {
+              tenant_id: form.get('metadata[tenant_id]'),
+              plan_id: form.get('metadata[plan_id]'),
+              checkout_session_id: form.get('metadata[checkout_session_id]'),
+            },
+            status: 'open',
+            url: `https://checkout.stripe.test/c/pay/${id}`,
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => this.#server?.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => this.#server?.close(() => resolve()));
+  }
+}
+
+describe('Stripe provider (SDK against a local Stripe API, signed webhooks)', () => {
+  let database: TestDatabase;
+  let redis: TestRedis;
+  let billing: Billing;
+  let listener: PlanChangeListener;
+  const fake = new FakeStripe();
+  const clock = new ManualClock(Date.now());
+  // Only for signing test payloads: generateTestHeaderString is Stripe's own signer.
+  const signer = new Stripe(SECRET_KEY);
+  const now = () => Math.floor(clock.now().getTime() / 1000);
+  let eventN = 0;
+
+  function sign(payload: string, options: { timestamp?: number; secret?: string } = {}): string {
+    return signer.webhooks.generateTestHeaderString({
+      payload,
+      secret: options.secret ?? WEBHOOK_SECRET,
+      timestamp: options.timestamp ?? now(),
+    });
+  }
+
+  function event(type: string, object: Record<string, unknown>, id = `evt_test_${++eventN}`): string {
+    return JSON.stringify({ id, object: 'event', type, created: now(), data: { object } });
+  }
+
+  async function deliver(payload: string, signature = sign(payload)) {
+    return billing.client.handleWebhook({
+      provider: 'stripe',
+      payload: new TextEncoder().encode(payload),
+      signature,
+    });
+  }
+
+  async function planOf(tenantId: string): Promise<string | undefined> {
+    return (await billing.client.getSubscription({ tenantId })).subscription?.planId;
+  }
+
+  /** Announcements arrive in order: once this marker's is here, any earlier one would be too. */
+  async function settleAnnouncements(): Promise<void> {
+    const marker = newId('tenant');
+    await billing.client.setPlan({ tenantId: marker, planId: 'pro' });
+    await listener.announced(marker);
+  }
+
+  beforeAll(async () => {
+    const apiBase = await fake.start();
+    database = await createTestDatabase('billing_stripe');
+    redis = createTestRedis('billing_stripe');
+    listener = await PlanChangeListener.start(redis.url, redis.prefix);
+    const plans = structuredClone(DEFAULT_PLANS);
+    plans.pro.stripePriceId = 'price_pro_monthly';
+    plans.enterprise.stripePriceId = 'price_enterprise_monthly';
+    billing = await startBilling(
+      {
+        BILLING_DATABASE_URL: database.url,
+        BILLING_REDIS_URL: redis.url,
+        BILLING_REDIS_PREFIX: redis.prefix,
+        BILLING_PROVIDER: 'stripe',
+        STRIPE_SECRET_KEY: SECRET_KEY,
+        STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        STRIPE_API_BASE: apiBase,
+      },
+      { plans },
+      { clock },
+    );
+  });
+
+  afterAll(async () => {
+    await billing?.close();
+    await listener?.close();
+    await fake.stop();
+    await redis?.clean();
+    await database?.drop();
+  });
+
+  beforeEach(() => {
+    fake.fail = false;
+  });
+
+  describe('checkout sessions', () => {
+    it('creates a subscription-mode Stripe Checkout session with the plan price and the tenant in metadata', async () => {
+      const tenantId = newId('tenant');
+      const before = fake.requests.length;
+      const res = await billing.client.createCheckoutSession({
+        tenantId,
+        planId: 'pro',
+        publicBaseUrl: BASE,
+      });
+      const session = res.session;
+      expect(fake.requests).toHaveLength(before + 1);
+      const sent = fake.requests.at(-1) as Recorded;
+      expect(sent.method).toBe('POST');
+      expect(sent.path).toBe('/v1/checkout/sessions');
+      expect(sent.headers.authorization).toBe(`Bearer ${SECRET_KEY}`);
+      expect(sent.headers['idempotency-key']).toBe(session?.id);
+      expect(sent.form.get('mode')).toBe('subscription');
+      expect(sent.form.get('line_items[0][price]')).toBe('price_pro_monthly');
+      expect(sent.form.get('line_items[0][quantity]')).toBe('1');
+      expect(sent.form.get('client_reference_id')).toBe(tenantId);
+      expect(sent.form.get('metadata[tenant_id]')).toBe(tenantId);
+      expect(sent.form.get('metadata[plan_id]')).toBe('pro');
+      expect(sent.form.get('metadata[checkout_session_id]')).toBe(session?.id);
+      expect(sent.form.get('subscription_data[metadata][tenant_id]')).toBe(tenantId);
+      expect(sent.form.get('success_url')).toBe(`${BASE}/billing/checkout/${session?.id}?result=success`);
+      expect(sent.form.get('cancel_url')).toBe(`${BASE}/billing/checkout/${session?.id}?result=cancel`);
+      expect(Number(sent.form.get('expires_at'))).toBe(Number(session?.expiresAt?.seconds));
+      expect(session).toMatchObject({ provider: 'stripe', status: 'open', planId: 'pro', tenantId });
+      expect(session?.url).toMatch(/^https:\/\/checkout\.stripe\.test\/c\/pay\/cs_test_\d+$/);
+    });
+
+    it('calls Stripe once for the same Idempotency-Key twice and answers the same session', async () => {
+      const tenantId = newId('tenant');
+      const req = { tenantId, planId: 'pro', idempotencyKey: 'upgrade-42', publicBaseUrl: BASE };
+      const before = fake.requests.length;
+      const first = await billing.client.createCheckoutSession(req);
+      const second = await billing.client.createCheckoutSession(req);
+      expect(fake.requests).toHaveLength(before + 1);
+      expect(second).toMatchObject({
+        replayed: true,
+        session: { id: first.session?.id, url: first.session?.url },
+      });
+    });
+
+    it('answers internal when Stripe refuses, keeping no session, so the same key can try again', async () => {
+      const tenantId = newId('tenant');
+      const req = { tenantId, planId: 'pro', idempotencyKey: 'retry-me', publicBaseUrl: BASE };
+      fake.fail = true;
+      await expect(billing.client.createCheckoutSession(req)).rejects.toMatchObject({ code: 'internal' });
+      fake.fail = false;
+      const again = await billing.client.createCheckoutSession(req);
+      expect(again.replayed).toBe(false);
+      expect(again.session?.url).toContain('checkout.stripe.test');
+    });
+
+    it('refuses a plan without a Stripe price with invalid_request, without calling Stripe', async () => {
+      const tenantId = newId('tenant');
+      await billing.client.setPlan({ tenantId, planId: 'pro' });
+      const before = fake.requests.length;
+      await expect(
+        billing.client.createCheckoutSession({ tenantId, planId: 'free', publicBaseUrl: BASE }),
+      ).rejects.toMatchObject({
+        code: 'invalid_request',
+        message: expect.stringContaining('stripe_price_id'),
+      });
+      expect(fake.requests).toHaveLength(before);
+    });
+
+    it('does not complete a Stripe session through the built-in confirmation', async () => {
+      const { session } = await billing.client.createCheckoutSession({
+        tenantId: newId('tenant'),
+        planId: 'pro',
+        publicBaseUrl: BASE,
+      });
+      await expect(billing.client.completeCheckoutSession({ id: session?.id ?? '' })).rejects.toMatchObject({
+        code: 'invalid_request',
+      });
+    });
+  });
+
+  describe('webhooks', () => {
+    it('applies checkout.session.completed: plan changed, session completed, plans.changed announced', async () => {
+      const tenantId = newId('tenant');
+      const { session } = await billing.client.createCheckoutSession({
+        tenantId,
+        planId: 'pro',
+        publicBaseUrl: BASE,
+      });
+      const sent = fake.requests.at(-1) as Recorded;
+      const payload = event('checkout.session.completed', {
+        id: `cs_test_${fake.requests.length}`,
+        object: 'checkout.session',
+        client_reference_id: tenantId,
+        metadata: {
+          tenant_id: sent.form.get('metadata[tenant_id]'),
+          plan_id: sent.form.get('metadata[plan_id]'),
+          checkout_session_id: sent.form.get('metadata[checkout_session_id]'),
+        },
+        status: 'complete',
+      });
+      const announced = listener.announced(tenantId);
+      const res = await deliver(payload);
+      await announced;
+      expect(res.eventId).toMatch(/^evt_test_/);
+      expect(await planOf(tenantId)).toBe('pro');
+      expect((await billing.client.getCheckoutSession({ id: session?.id ?? '' })).session?.status).toBe(
+        'completed',
+      );
+    });
+
+    it('applies customer.subscription.updated by price and customer.subscription.deleted back to free', async () => {
+      const tenantId = newId('tenant');
+      await deliver(
+        event('customer.subscription.updated', {
+          id: 'sub_1',
+          object: 'subscription',
+          status: 'active',
+          metadata: { tenant_id: tenantId, plan_id: 'pro' },
+          items: { object: 'list', data: [{ id: 'si_1', price: { id: 'price_enterprise_monthly' } }] },
+        }),
+      );
+      expect(await planOf(tenantId)).toBe('enterprise');
+      const announced = listener.announced(tenantId);
+      await deliver(
+        event('customer.subscription.deleted', {
+          id: 'sub_1',
+          object: 'subscription',
+          status: 'canceled',
+          metadata: { tenant_id: tenantId },
+        }),
+      );
+      await announced;
+      expect(await planOf(tenantId)).toBe('free');
+    });
+
+    it('records other event types without changing anything', async () => {
+      const res = await deliver(event('invoice.paid', { id: 'in_1', object: 'invoice' }));
+      expect(res.eventId).toMatch(/^evt_test_/);
+    });
+
+    describe('refuses with invalid_request and changes nothing', () => {
+      function upgrade(tenantId: string, id?: string): string {
+        return event(
+          'customer.subscription.updated',
+          {
+            id: 'sub_2',
+            object: 'subscription',
+            status: 'active',
+            metadata: { tenant_id: tenantId, plan_id: 'pro' },
+            items: { object: 'list', data: [{ id: 'si_2', price: { id: 'price_pro_monthly' } }] },
+          },
+          id,
+        );
+      }
+
+      it('a forged signature (another secret)', async () => {
+        const tenantId = newId('tenant');
+        const payload = upgrade(tenantId);
+        await expect(deliver(payload, sign(payload, { secret: 'whsec_attacker' }))).rejects.toMatchObject({
+          code: 'invalid_request',
+          message: 'webhook signature verification failed: the signature does not match',
+        });
+        await settleAnnouncements();
+        expect(await planOf(tenantId)).toBe('free');
+        expect(listener.received).not.toContain(tenantId);
+      });
+
+      it('a payload altered after signing', async () => {
+        const tenantId = newId('tenant');
+        const signature = sign(upgrade(newId('tenant'), 'evt_altered'));
+        await expect(deliver(upgrade(tenantId, 'evt_altered'), signature)).rejects.toMatchObject({
+          code: 'invalid_request',
+        });
+        expect(await planOf(tenantId)).toBe('free');
+      });
+
+      it('a stale timestamp (older than the 300 s tolerance), and one from the future', async () => {
+        const tenantId = newId('tenant');
+        const payload = upgrade(tenantId);
+        await expect(deliver(payload, sign(payload, { timestamp: now() - 301 }))).rejects.toMatchObject({
+          code: 'invalid_request',
+          message: 'webhook signature verification failed: its timestamp is outside the tolerance',
+        });
+        await expect(deliver(payload, sign(payload, { timestamp: now() + 301 }))).rejects.toMatchObject({
+          code: 'invalid_request',
+          message: 'webhook signature verification failed: its timestamp is outside the tolerance',
+        });
+        await settleAnnouncements();
+        expect(await planOf(tenantId)).toBe('free');
+        expect(listener.received).not.toContain(tenantId);
+        // The same event inside the tolerance is accepted: only the timestamp was wrong.
+        await deliver(payload, sign(payload, { timestamp: now() - 299 }));
+        expect(await planOf(tenantId)).toBe('pro');
+      });
+
+      it('a replayed event id, even with a fresh valid signature', async () => {
+        const tenantId = newId('tenant');
+        const id = `evt_replay_${newId('tenant')}`;
+        await deliver(upgrade(tenantId, id));
+        expect(await planOf(tenantId)).toBe('pro');
+        await billing.client.setPlan({ tenantId, planId: 'enterprise' });
+        const replay = upgrade(tenantId, id);
+        clock.advance(60_000);
+        await expect(deliver(replay)).rejects.toMatchObject({
+          code: 'invalid_request',
+          message: 'webhook event already processed',
+        });
+        expect(await planOf(tenantId)).toBe('enterprise');
+      });
+
+      it('a missing signature header', async () => {
+        await expect(deliver(upgrade(newId('tenant')), '')).rejects.toMatchObject({
+          code: 'invalid_request',
+        });
+      });
+    });
+  });
+});

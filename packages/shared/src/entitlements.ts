@@ -1,0 +1,39 @@
+/**
+ * Reading billing's entitlement decisions at a gate. Billing (GetEntitlements) decides each
+ * limit's value, the error code and the message; gates count, compare and throw what billing
+ * decided — they never make up a limit, a status or a message of their own.
+ */
+import { AppError, isErrorCode } from './errors.ts';
+
+/** The limit names GetEntitlements answers (as in the plans file). */
+export const ENTITLEMENT_LIMITS = [
+  'max_concurrent_connections',
+  'max_api_keys',
+  'max_projects',
+  'max_bots',
+  'max_allowlist_entries',
+  'max_credential_ttl_seconds',
+] as const;
+export type EntitlementLimit = (typeof ENTITLEMENT_LIMITS)[number];
+
+/** The part of a GetEntitlements answer a gate reads (structurally the generated message). */
+export interface EntitlementsAnswer {
+  planId: string;
+  entitlements: readonly { limit: string; value: number; exceededCode: string; exceededMessage: string }[];
+}
+
+export interface GateLimit {
+  value: number;
+  /** The error to throw when a request would exceed the limit. */
+  exceeded(): AppError;
+}
+
+/** One limit of a GetEntitlements answer; a missing limit is billing's fault (internal). */
+export function entitlementOf(answer: EntitlementsAnswer, limit: EntitlementLimit): GateLimit {
+  const entry = answer.entitlements.find((e) => e.limit === limit);
+  if (!entry || !isErrorCode(entry.exceededCode)) {
+    throw new AppError('internal', `billing answered no usable ${limit} entitlement`);
+  }
+  const code = entry.exceededCode;
+  return { value: entry.value, exceeded: () => new AppError(code, entry.exceededMessage) };
+}

@@ -1,0 +1,147 @@
+/**
+ * Fixed-window rate limiting: a hit counter per key that resets when its window ends.
+ *
+ * Two implementations of one port: Redis (shared by every replica) and in-memory (per
+ * process, driven by a clock). `FallbackRateLimiter` uses Redis and falls back to memory
+ * while Redis fails, so a dead Redis never means "no limit".
+ */
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Clock } from './clock.ts';
+import type { Logger } from './logger.ts';
+
+/** One counted hit: how many hits the key has in its window, and when the window ends. */
+export interface WindowHit {
+  count: number;
+  /** Milliseconds until the window (and so the count) ends; at least 1. */
+  resetInMs: number;
+}
+
+export interface RateLimiter {
+  /** Counts one hit against `key`; the first hit of a window starts it. */
+  hit(key: string): Promise<WindowHit>;
+}
+
+/** INCR; PEXPIRE on the window's first hit (or when a key somehow lost its TTL); answers {count, PTTL}. */
+export const FIXED_WINDOW_SCRIPT = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return {count, tonumber(ARGV[1])}
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {count, ttl}
+`;
+
+const SCRIPT_SHA = createHash('sha1').update(FIXED_WINDOW_SCRIPT).digest('hex');
+
+export class RedisRateLimiter implements RateLimiter {
+  readonly #redis: Redis;
+  readonly #prefix: string;
+  readonly #windowMs: number;
+
+  /** `prefix` is prepended to every key (the deployment's Redis prefix plus a namespace). */
+  constructor(redis: Redis, prefix: string, windowMs: number) {
+    this.#redis = redis;
+    this.#prefix = prefix;
+    this.#windowMs = windowMs;
+  }
+
+  async hit(key: string): Promise<WindowHit> {
+    const full = this.#prefix + key;
+    let reply: unknown;
+    try {
+      reply = await this.#redis.evalsha(SCRIPT_SHA, 1, full, this.#windowMs);
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      reply = await this.#redis.eval(FIXED_WINDOW_SCRIPT, 1, full, this.#windowMs);
+    }
+    if (!Array.isArray(reply) || reply.length !== 2) throw new Error('unexpected rate limiter reply');
+    return { count: Number(reply[0]), resetInMs: Math.max(1, Number(reply[1])) };
+  }
+}
+
+export class MemoryRateLimiter implements RateLimiter {
+  readonly #clock: Clock;
+  readonly #windowMs: number;
+  readonly #windows = new Map<string, { count: number; endsAt: number }>();
+  #nextSweep = 0;
+
+  constructor(clock: Clock, windowMs: number) {
+    this.#clock = clock;
+    this.#windowMs = windowMs;
+  }
+
+  async hit(key: string): Promise<WindowHit> {
+    const now = this.#clock.now().getTime();
+    this.#sweep(now);
+    let window = this.#windows.get(key);
+    if (!window || window.endsAt <= now) {
+      window = { count: 0, endsAt: now + this.#windowMs };
+      this.#windows.set(key, window);
+    }
+    window.count += 1;
+    return { count: window.count, resetInMs: Math.max(1, window.endsAt - now) };
+  }
+
+  /** How many keys are held (tests check that expired windows are dropped). */
+  get size(): number {
+    return this.#windows.size;
+  }
+
+  /** Drops expired windows, at most once per window length, so the map cannot grow without bound. */
+  #sweep(now: number): void {
+    if (now < this.#nextSweep) return;
+    this.#nextSweep = now + this.#windowMs;
+    for (const [key, window] of this.#windows) if (window.endsAt <= now) this.#windows.delete(key);
+  }
+}
+
+/**
+ * Redis first; on a Redis error the in-memory limiter answers instead (one warning per
+ * outage), and Redis is used again as soon as it answers.
+ */
+export class FallbackRateLimiter implements RateLimiter {
+  readonly #primary: RateLimiter;
+  readonly #fallback: RateLimiter;
+  readonly #logger: Logger;
+  readonly #name: string;
+  #degraded = false;
+
+  constructor(primary: RateLimiter, fallback: RateLimiter, logger: Logger, name: string) {
+    this.#primary = primary;
+    this.#fallback = fallback;
+    this.#logger = logger;
+    this.#name = name;
+  }
+
+  /** True while the in-memory limiter is answering. */
+  get degraded(): boolean {
+    return this.#degraded;
+  }
+
+  async hit(key: string): Promise<WindowHit> {
+    try {
+      const hit = await this.#primary.hit(key);
+      if (this.#degraded) {
+        this.#degraded = false;
+        this.#logger.info({ limiter: this.#name }, 'rate limiter back on redis');
+      }
+      return hit;
+    } catch (err) {
+      if (!this.#degraded) {
+        this.#degraded = true;
+        const message = err instanceof Error ? err.message : String(err);
+        this.#logger.warn(
+          { err: { message }, limiter: this.#name },
+          'rate limiter falling back to per-process limits',
+        );
+      }
+      return this.#fallback.hit(key);
+    }
+  }
+}

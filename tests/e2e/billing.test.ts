@@ -21,7 +21,7 @@ import { Api } from '../support/api.ts';
 import { type Distributed, startDistributed } from '../support/distributed.ts';
 
 const OWNER = { email: 'billing-owner@example.test', password: 'billing owner password' };
-const WEBHOOK_SECRET = 'whsec_e2e_billing_secret';
+const WEBHOOK_SECRET = 'whsec_e2eBillingSecret0123456789';
 
 function plansFile(): string {
   const path = join(mkdtempSync(join(tmpdir(), 'rp-plans-')), 'plans.yaml');

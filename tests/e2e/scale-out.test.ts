@@ -194,7 +194,9 @@ describe('scale-out: 2 gateways over 3+ issuers behind one DNS name', () => {
       successes.push(created.length);
       expect(created.length, `round ${round}: successes`).toBe(CAP);
       expect(refused.length, `round ${round}: refusals`).toBe(CONCURRENT - CAP);
-      expect(refused[0]?.body.error).toMatch(/the free plan allows at most 5 concurrent connections \(max_concurrent_connections\); upgrade the plan/);
+      expect(refused[0]?.body.error).toMatch(
+        /the free plan allows at most 5 concurrent connections \(max_concurrent_connections\); upgrade the plan/,
+      );
       // Free the slots for the next round: revocation releases a slot at once.
       await Promise.all(
         created.map(async (c, i) => {

@@ -303,6 +303,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
     {
       schema: {
         operationId: 'showCheckout',
+        security: [],
         summary: 'Built-in checkout page',
         description: "The built-in provider's confirmation page (HTML) for a checkout session.",
         tags: ['billing'],
@@ -333,7 +334,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
             return undefined;
           throw err;
         });
-      if (!session || session.provider !== 'builtin') {
+      if (session?.provider !== 'builtin') {
         return page(reply, 404, 'Checkout not found', '<p>This checkout link is unknown.</p>');
       }
       if (session.status === 'completed') {
@@ -375,6 +376,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
       {
         schema: {
           operationId: 'confirmCheckout',
+          security: [],
           summary: 'Confirm a built-in checkout',
           description:
             'Applies the plan change of an open built-in checkout session and shows the result (HTML).',
@@ -434,6 +436,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
       {
         schema: {
           operationId: 'billingWebhook',
+          security: [],
           summary: 'Billing provider webhook',
           description:
             'For `stripe`: the event as Stripe sends it, verified with the `Stripe-Signature` header (HMAC-SHA256, ' +

@@ -15,7 +15,8 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
         summary: 'Create a project in the active tenant',
         description:
           '`name`: 1–64 characters, lowercase letters, digits and hyphens, starting with a letter or digit; unique ' +
-          'in the tenant (409). `environment`: `production` (default), `staging` or `development`.',
+          'in the tenant (409). `environment`: `production` (default), `staging` or `development`. Over the ' +
+          "plan's project limit: 422.",
         tags: ['projects'],
         security: [{ bearerAuth: [] }],
         body: {
@@ -37,6 +38,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
           ...AUTH_ERRORS,
           403: errorResponse('The role does not allow creating projects.'),
           409: errorResponse('A project with this name exists in the tenant.'),
+          422: errorResponse("The plan's project limit is reached (max_projects); the message names limit and plan."),
           ...COMMON_ERRORS,
         },
       },

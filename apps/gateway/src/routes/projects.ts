@@ -38,7 +38,9 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
           ...AUTH_ERRORS,
           403: errorResponse('The role does not allow creating projects.'),
           409: errorResponse('A project with this name exists in the tenant.'),
-          422: errorResponse("The plan's project limit is reached (max_projects); the message names limit and plan."),
+          422: errorResponse(
+            "The plan's project limit is reached (max_projects); the message names limit and plan.",
+          ),
           ...COMMON_ERRORS,
         },
       },

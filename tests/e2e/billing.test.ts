@@ -154,6 +154,8 @@ describe('billing: built-in provider', () => {
         RELAYPLANE_PLANS_FILE: plansFile(),
         BILLING_CHECKOUT_MAX_PER_WINDOW: '3',
         BILLING_CHECKOUT_WINDOW_SECONDS: '60',
+        // The usage job (bullmq) aggregates yesterday and today every second.
+        BILLING_USAGE_INTERVAL_MS: '1000',
       },
     });
     api = await Api.connect(system.baseUrl);
@@ -263,6 +265,58 @@ describe('billing: built-in provider', () => {
       ).status,
     ).toBe(403);
   });
+
+  it('meters usage: N credentials issued today read back as N issued and a peak of N, for the tenant and its project', async () => {
+    const t = await freeTenant(api);
+    // Pro, so N = 3 live credentials fit (the free plan here allows 2 at once).
+    const login = await api.request('POST', '/admin/v1/auth/login', { body: OWNER });
+    const admin = { authorization: `Bearer ${login.body.token}` };
+    const tenantId = (await api.request('GET', '/admin/v1/auth/session', { headers: t.auth })).body.tenant.id;
+    expect(
+      (
+        await api.request('PUT', `/admin/v1/tenants/${tenantId}/plan`, {
+          headers: admin,
+          body: { plan: 'pro' },
+        })
+      ).status,
+    ).toBe(200);
+
+    const N = 3;
+    for (let i = 0; i < N; i++) expect((await issue(api, t)).status).toBe(201);
+    const today = new Date().toISOString().slice(0, 10);
+    const expected = { day: today, credentials_issued: N, peak_concurrent_connections: N };
+
+    const deadline = Date.now() + 15_000;
+    type Row = {
+      day: string;
+      project_id: string | null;
+      credentials_issued: number;
+      peak_concurrent_connections: number;
+    };
+    const complete = (row: Row | undefined) =>
+      row?.credentials_issued === N && row.peak_concurrent_connections === N;
+    let days: Row[] = [];
+    for (;;) {
+      const res = await api.request('GET', `/admin/v1/billing/usage?from=${today}&to=${today}`, {
+        headers: t.auth,
+      });
+      expect(res.status).toBe(200);
+      days = res.body.days;
+      const tenantRow = days.find((d) => d.project_id === null);
+      const projectRow = days.find((d) => d.project_id === t.projectId);
+      if ((complete(tenantRow) && complete(projectRow)) || Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(days).toEqual([
+      { ...expected, project_id: null },
+      { ...expected, project_id: t.projectId },
+    ]);
+
+    const backwards = await api.request('GET', `/admin/v1/billing/usage?from=${today}&to=2000-01-01`, {
+      headers: t.auth,
+    });
+    expect(backwards.status).toBe(400);
+  }, 30_000);
 });
 
 describe('billing: Stripe provider (local Stripe API stand-in, signed webhooks)', () => {

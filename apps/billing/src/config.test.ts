@@ -94,4 +94,37 @@ describe('billing config', () => {
       'dns:///issuer:50051',
     );
   });
+
+  it('reads BILLING_USAGE_INTERVAL_MS (default 5 minutes, 1 s to 1 day)', () => {
+    expect(readBillingConfig(BASE).usageIntervalMs).toBe(300_000);
+    expect(readBillingConfig({ ...BASE, BILLING_USAGE_INTERVAL_MS: '1000' }).usageIntervalMs).toBe(1_000);
+    expect(readBillingConfig({ ...BASE, BILLING_USAGE_INTERVAL_MS: '86400000' }).usageIntervalMs).toBe(
+      86_400_000,
+    );
+    failsOn({ ...BASE, BILLING_USAGE_INTERVAL_MS: '999' }, 'BILLING_USAGE_INTERVAL_MS');
+    failsOn({ ...BASE, BILLING_USAGE_INTERVAL_MS: '86400001' }, 'BILLING_USAGE_INTERVAL_MS');
+    failsOn({ ...BASE, BILLING_USAGE_INTERVAL_MS: '5m' }, 'BILLING_USAGE_INTERVAL_MS');
+  });
+
+  it('reads stripe_meter_event_name per plan and refuses a malformed one', () => {
+    const path = plansFile(
+      'plans:\n  pro:\n    stripe_price_id: price_pro\n    stripe_meter_event_name: relay_credentials\n',
+    );
+    const config = readBillingConfig({ ...STRIPE, RELAYPLANE_PLANS_FILE: path });
+    expect(config.plans.pro.stripeMeterEventName).toBe('relay_credentials');
+    expect(config.plans.free.stripeMeterEventName).toBeUndefined();
+    // Accepted (and ignored) with the built-in provider: one plans file serves both.
+    expect(readBillingConfig({ ...BASE, RELAYPLANE_PLANS_FILE: path }).plans.pro.stripeMeterEventName).toBe(
+      'relay_credentials',
+    );
+    for (const bad of ['Relay-Credentials', "''", '12', 'x'.repeat(101)]) {
+      failsOn(
+        {
+          ...BASE,
+          RELAYPLANE_PLANS_FILE: plansFile(`plans:\n  pro:\n    stripe_meter_event_name: ${bad}\n`),
+        },
+        'RELAYPLANE_PLANS_FILE',
+      );
+    }
+  });
 });

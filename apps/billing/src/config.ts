@@ -11,6 +11,7 @@ import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_PLANS, type Plan, type PlanId, resolvePlans } from './domain/plans.ts';
+import { DEFAULT_USAGE_INTERVAL_MS } from './usage/usage.ts';
 
 export interface BillingConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
@@ -32,6 +33,8 @@ export interface BillingConfig {
   redisCommandTimeoutMs: number;
   /** gRPC target of the issuer (usage aggregation reads credential counts from it). */
   issuerAddress: string;
+  /** How often the usage job aggregates yesterday and today (`BILLING_USAGE_INTERVAL_MS`). */
+  usageIntervalMs: number;
   checkout: CheckoutConfig;
   provider: ProviderConfig;
 }
@@ -157,6 +160,9 @@ export function readBillingConfig(
       overrides.redisCommandTimeoutMs ??
       r.int('BILLING_REDIS_COMMAND_TIMEOUT_MS', 250, { min: 50, max: 10_000 }),
     issuerAddress: overrides.issuerAddress ?? r.target('BILLING_ISSUER_ADDRESS', '127.0.0.1:50051'),
+    usageIntervalMs:
+      overrides.usageIntervalMs ??
+      r.int('BILLING_USAGE_INTERVAL_MS', DEFAULT_USAGE_INTERVAL_MS, { min: 1_000, max: 86_400_000 }),
     checkout: overrides.checkout ?? {
       maxPerWindow: r.int('BILLING_CHECKOUT_MAX_PER_WINDOW', 5, { min: 1, max: 10_000 }),
       windowSeconds: r.int('BILLING_CHECKOUT_WINDOW_SECONDS', 60, { min: 1, max: 86_400 }),

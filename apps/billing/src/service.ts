@@ -26,6 +26,7 @@ import { type BillingProvider, BuiltinProvider } from './providers/provider.ts';
 import { createStripeClient, StripeProvider } from './providers/stripe.ts';
 import { SubscriptionStore } from './stores/subscriptions.ts';
 import { StripeWebhooks } from './stripe-webhooks.ts';
+import { hasMeteredPlan, StripeMeterReporter } from './usage/stripe-meter.ts';
 import { Usage } from './usage/usage.ts';
 
 const SCHEDULER_QUEUE = 'billing-jobs';
@@ -140,12 +141,25 @@ export class BillingService {
             logger,
           })
         : undefined;
+    // Metered usage goes to Stripe only with the Stripe provider and a plan that has a meter;
+    // the built-in provider ignores `stripe_meter_event_name` (there is no one to bill).
+    const meter =
+      stripe && hasMeteredPlan(config.plans)
+        ? new StripeMeterReporter({ stripe, db: database.db, plans: config.plans, clock, logger })
+        : undefined;
+    if (!stripe && hasMeteredPlan(config.plans)) {
+      logger.warn(
+        'the plans file sets stripe_meter_event_name, but BILLING_PROVIDER is not stripe: no metered usage is reported',
+      );
+    }
     this.usage = new Usage({
       db: database.db,
       issuer: this.#issuer,
       scheduler: this.scheduler,
       clock,
       logger,
+      intervalMs: config.usageIntervalMs,
+      ...(meter ? { report: meter.report } : {}),
     });
     this.rpc.add(
       BillingRpc,

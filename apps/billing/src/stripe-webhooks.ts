@@ -15,6 +15,7 @@ import type { BillingDatabase } from './db/schema.ts';
 import { isPlanId, type Plan, type PlanId } from './domain/plans.ts';
 import type { PlanChanges } from './plan-changes.ts';
 import { CheckoutSessionStore } from './stores/checkout-sessions.ts';
+import { SubscriptionStore } from './stores/subscriptions.ts';
 import { WebhookEventStore } from './stores/webhook-events.ts';
 
 export const REPLAYED_EVENT_MESSAGE = 'webhook event already processed';
@@ -28,6 +29,22 @@ interface PlanChange {
   planId: PlanId;
   /** Our checkout session to mark completed, by id or by Stripe's session id. */
   checkout?: { id?: string; reference: string };
+  /** The tenant's Stripe customer (`customer` of the session or subscription), for metered usage. */
+  customerId?: string;
+}
+
+/** Stripe customer ids (cus_…); anything else in `customer` is ignored. */
+const CUSTOMER_ID = /^cus_[A-Za-z0-9]{1,250}$/;
+
+/** The customer id of a `customer` field (an id, an expanded object or null); undefined if none. */
+function customerIdOf(customer: unknown): string | undefined {
+  const id =
+    typeof customer === 'string'
+      ? customer
+      : typeof customer === 'object' && customer !== null && 'id' in customer
+        ? (customer as { id: unknown }).id
+        : undefined;
+  return typeof id === 'string' && CUSTOMER_ID.test(id) ? id : undefined;
 }
 
 export class StripeWebhooks {
@@ -71,6 +88,9 @@ export class StripeWebhooks {
       }
       if (!change) return;
       await this.#planChanges.setIn(trx, change.tenantId, change.planId);
+      if (change.customerId) {
+        await new SubscriptionStore(trx).setStripeCustomer(change.tenantId, change.customerId);
+      }
       if (change.checkout) {
         const sessions = new CheckoutSessionStore(trx);
         const ours =
@@ -133,13 +153,17 @@ export class StripeWebhooks {
           tenantId,
           planId: planId as PlanId,
           checkout: { id: s.metadata?.checkout_session_id, reference: s.id },
+          customerId: customerIdOf(s.customer),
         };
       }
       case 'customer.subscription.updated': {
         const sub = event.data.object;
         const tenantId = sub.metadata?.tenant_id ?? '';
+        const customerId = customerIdOf(sub.customer);
         if (ENDED_STATUSES.has(sub.status)) {
-          return this.#valid(event, tenantId, DEFAULT_PLAN) ? { tenantId, planId: DEFAULT_PLAN } : undefined;
+          return this.#valid(event, tenantId, DEFAULT_PLAN)
+            ? { tenantId, planId: DEFAULT_PLAN, customerId }
+            : undefined;
         }
         if (!ACTIVE_STATUSES.has(sub.status)) return undefined;
         const priceId = sub.items?.data?.[0]?.price?.id;
@@ -147,11 +171,16 @@ export class StripeWebhooks {
           (p) => p.stripePriceId && p.stripePriceId === priceId,
         );
         const planId = byPrice?.id ?? sub.metadata?.plan_id ?? '';
-        return this.#valid(event, tenantId, planId) ? { tenantId, planId: planId as PlanId } : undefined;
+        return this.#valid(event, tenantId, planId)
+          ? { tenantId, planId: planId as PlanId, customerId }
+          : undefined;
       }
       case 'customer.subscription.deleted': {
-        const tenantId = event.data.object.metadata?.tenant_id ?? '';
-        return this.#valid(event, tenantId, DEFAULT_PLAN) ? { tenantId, planId: DEFAULT_PLAN } : undefined;
+        const sub = event.data.object;
+        const tenantId = sub.metadata?.tenant_id ?? '';
+        return this.#valid(event, tenantId, DEFAULT_PLAN)
+          ? { tenantId, planId: DEFAULT_PLAN, customerId: customerIdOf(sub.customer) }
+          : undefined;
       }
       default:
         return undefined;

@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 import type { UsageDailyTable } from '../usage/schema.ts';
 
 export interface SubscriptionsTable {
@@ -6,6 +6,8 @@ export interface SubscriptionsTable {
   plan_id: string;
   created_at: Generated<Date>;
   updated_at: Date;
+  /** The tenant's Stripe customer (cus_…), from its checkout and subscription webhooks; null: none known. */
+  stripe_customer_id: Generated<string | null>;
 }
 
 export type CheckoutStatus = 'open' | 'completed' | 'expired';
@@ -33,9 +35,24 @@ export interface WebhookEventsTable {
   received_at: Date;
 }
 
+/** One completed UTC day of a tenant reported to a Stripe meter (sent once: see usage/stripe-meter.ts). */
+export interface MeteredUsageReportsTable {
+  tenant_id: string;
+  /** `date`; written as YYYY-MM-DD, read back with `to_char`. */
+  day: ColumnType<Date | string, string, string>;
+  event_name: string;
+  stripe_customer_id: string;
+  /** The reported value (credentials issued that day); int8. */
+  value: ColumnType<string | number | bigint, string, string>;
+  /** The meter event's `identifier` (`<tenant>:<day>`). */
+  identifier: string;
+  reported_at: Date;
+}
+
 export interface BillingDatabase {
   subscriptions: SubscriptionsTable;
   checkout_sessions: CheckoutSessionsTable;
   webhook_events: WebhookEventsTable;
   usage_daily: UsageDailyTable;
+  metered_usage_reports: MeteredUsageReportsTable;
 }

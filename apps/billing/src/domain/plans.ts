@@ -22,6 +22,12 @@ export interface Plan {
   price: Price;
   /** The Stripe price a checkout for this plan subscribes to (`stripe_price_id`); absent: not sold through Stripe. */
   stripePriceId?: string;
+  /**
+   * The Stripe meter (`event_name`) this plan's overage is billed through
+   * (`stripe_meter_event_name`): with the Stripe provider, each completed UTC day's credentials
+   * issued are reported to it. Absent: no metered usage. Ignored by the built-in provider.
+   */
+  stripeMeterEventName?: string;
 }
 
 export const PLAN_IDS = ['free', 'pro', 'enterprise'] as const;
@@ -87,9 +93,12 @@ function intIn(v: unknown, min: number, max: number): v is number {
   return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
 }
 
+/** What `stripe_meter_event_name` accepts (a Stripe meter's event name). */
+export const STRIPE_METER_EVENT_NAME = /^[a-z0-9_]{1,100}$/;
+
 /**
  * Validates a plans document (parsed YAML/JSON) and merges it over the defaults.
- * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?}, stripe_price_id? } } }`.
+ * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?}, stripe_price_id?, stripe_meter_event_name? } } }`.
  * Throws an Error whose message names the offending path.
  */
 export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
@@ -106,7 +115,7 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
     const plan = out[id as PlanId];
     if (!isRecord(raw)) throw new Error(`plans.${id}: must be a mapping`);
     for (const key of Object.keys(raw)) {
-      if (!['name', 'limits', 'price', 'stripe_price_id'].includes(key)) {
+      if (!['name', 'limits', 'price', 'stripe_price_id', 'stripe_meter_event_name'].includes(key)) {
         throw new Error(`plans.${id}.${key}: unknown key`);
       }
     }
@@ -115,6 +124,17 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
         throw new Error(`plans.${id}.stripe_price_id: must be a Stripe price id (for example price_123)`);
       }
       plan.stripePriceId = raw.stripe_price_id;
+    }
+    if (raw.stripe_meter_event_name !== undefined) {
+      if (
+        typeof raw.stripe_meter_event_name !== 'string' ||
+        !STRIPE_METER_EVENT_NAME.test(raw.stripe_meter_event_name)
+      ) {
+        throw new Error(
+          `plans.${id}.stripe_meter_event_name: must be a Stripe meter event name (1-100 of a-z, 0-9, _; for example relay_credentials)`,
+        );
+      }
+      plan.stripeMeterEventName = raw.stripe_meter_event_name;
     }
     if (raw.name !== undefined) {
       if (typeof raw.name !== 'string' || raw.name.length === 0 || raw.name.length > 64) {

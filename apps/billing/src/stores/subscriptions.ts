@@ -22,6 +22,27 @@ export class SubscriptionStore {
     return row && { tenantId: row.tenant_id, planId: row.plan_id, updatedAt: row.updated_at };
   }
 
+  /** Records the tenant's Stripe customer (the subscription row exists: call after `setPlan`). */
+  async setStripeCustomer(tenantId: string, customerId: string): Promise<void> {
+    await this.#db
+      .updateTable('subscriptions')
+      .set({ stripe_customer_id: customerId })
+      .where('tenant_id', '=', tenantId)
+      .execute();
+  }
+
+  /** The plan and Stripe customer of a tenant (undefined: no subscription row). */
+  async billingOf(
+    tenantId: string,
+  ): Promise<{ planId: string; stripeCustomerId: string | null } | undefined> {
+    const row = await this.#db
+      .selectFrom('subscriptions')
+      .select(['plan_id', 'stripe_customer_id'])
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirst();
+    return row && { planId: row.plan_id, stripeCustomerId: row.stripe_customer_id };
+  }
+
   async setPlan(tenantId: string, planId: string, now: Date): Promise<Subscription> {
     const row = await this.#db
       .insertInto('subscriptions')

@@ -17,6 +17,7 @@ export interface UsageDailyTable {
     string | number | bigint
   >;
   peak_concurrent_connections: number;
+  /** Taken before the issuer was asked: the rows cover at least everything up to it. */
   computed_at: Date;
 }
 

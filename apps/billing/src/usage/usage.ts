@@ -47,11 +47,12 @@ export interface UsageSummary {
 }
 
 /**
- * Metered usage reporting (Stripe, where the plan has overage pricing) plugs in here: called
+ * Metered usage reporting (Stripe, where the plan has overage pricing: `StripeMeterReporter`
+ * in stripe-meter.ts, wired by the service with the Stripe provider) plugs in here: called
  * after a day's rows are committed, once per tenant, with that tenant's rows (the total first).
  * It runs on every aggregation of the day, so it must be idempotent per (tenant, day) and
  * report the absolute value, never an increment. Failures are logged; the next run reports again.
- * NOT IMPLEMENTED YET: nothing is reported unless a `report` is given.
+ * Nothing is reported unless a `report` is given.
  */
 export type UsageReporter = (tenantId: string, day: string, summary: UsageSummary[]) => Promise<void>;
 
@@ -134,8 +135,10 @@ export class Usage {
   /** One aggregation: recompute `day` from the issuer and replace its rows (exported for tests and the job). */
   async aggregateDay(day: string): Promise<void> {
     requireDay('day', day);
-    const { summaries } = await this.#issuer.summarizeUsage({ day });
+    // Taken before asking the issuer: the rows hold at least everything up to this instant, so
+    // a day whose rows were computed at or after its end holds its final counts.
     const computedAt = this.#clock.now();
+    const { summaries } = await this.#issuer.summarizeUsage({ day });
     const rows = summaries.map((s) => ({
       tenant_id: s.tenantId,
       project_id: s.projectId,

@@ -1,0 +1,164 @@
+/**
+ * Stripe metered usage: where the tenant's plan has overage pricing (`stripe_meter_event_name`
+ * in the plans file) and the tenant has a Stripe customer (stored from its checkout and
+ * subscription webhooks), each COMPLETED UTC day's credentials issued (the tenant's total row)
+ * is sent to Stripe once, as one meter event:
+ *
+ *   event_name  the plan's `stripe_meter_event_name` (the plan the tenant is on when reported)
+ *   payload     { stripe_customer_id, value: credentials issued that day }
+ *   identifier  `<tenant>:<day>` (Stripe drops a second event with the same identifier)
+ *   timestamp   the day's last second (23:59:59 UTC)
+ *
+ * A day is complete once its rows were computed at or after its end (`computed_at` is taken
+ * before the issuer is asked), so today is never reported, nor a day last aggregated before
+ * midnight. Once per (tenant, day): under a transaction-scoped advisory lock, a day already in
+ * `metered_usage_reports` is skipped; otherwise Stripe is called and, only if it succeeded, the
+ * row is inserted in that same transaction. A failed call records nothing: the next aggregation
+ * tries again. (Should the commit fail after Stripe accepted the event, the retry carries the
+ * same identifier and Stripe drops it.)
+ *
+ * The hook is a per-tenant trigger: each call reports every unreported completed day of the
+ * tenant within the last `METER_LOOKBACK_DAYS` days (Stripe refuses timestamps older than 35
+ * days), so yesterday — aggregated by every job run — is covered, and a day missed during a
+ * Stripe outage is caught up by the tenant's next aggregated day.
+ */
+import type { Clock } from '@relayplane/shared/clock';
+import type { Logger } from '@relayplane/shared/logger';
+import { type Kysely, sql } from 'kysely';
+import type Stripe from 'stripe';
+import type { BillingDatabase } from '../db/schema.ts';
+import { isPlanId, type Plan, type PlanId } from '../domain/plans.ts';
+import { SubscriptionStore } from '../stores/subscriptions.ts';
+import { formatDay, type UsageReporter } from './usage.ts';
+
+/** Completed days looked back over on each call (Stripe accepts meter events up to 35 days old). */
+export const METER_LOOKBACK_DAYS = 30;
+
+const DAY_MS = 86_400_000;
+// Transaction-scoped advisory lock per (tenant, day): concurrent reporters take turns, and the
+// second finds the first one's row.
+const METER_LOCK = sql`hashtext('relayplane.billing.metered-usage')`;
+
+/** The meter event `identifier` of a tenant's day. */
+export function meterIdentifier(tenantId: string, day: string): string {
+  return `${tenantId}:${day}`;
+}
+
+/** The meter event `timestamp` of a day: its last second, UTC, in seconds. */
+export function meterTimestamp(day: string): number {
+  return Math.floor(Date.parse(`${day}T00:00:00Z`) / 1000) + 86_399;
+}
+
+/** True when some plan is billed through a Stripe meter. */
+export function hasMeteredPlan(plans: Record<PlanId, Plan>): boolean {
+  return Object.values(plans).some((p) => p.stripeMeterEventName !== undefined);
+}
+
+export class StripeMeterReporter {
+  readonly #stripe: Stripe;
+  readonly #db: Kysely<BillingDatabase>;
+  readonly #plans: Record<PlanId, Plan>;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+
+  /** The `Usage` hook: `(tenantId) => reportTenant(tenantId)` (the rows are read back from the table). */
+  readonly report: UsageReporter = async (tenantId) => {
+    await this.reportTenant(tenantId);
+  };
+
+  constructor(deps: {
+    stripe: Stripe;
+    db: Kysely<BillingDatabase>;
+    plans: Record<PlanId, Plan>;
+    clock: Clock;
+    logger: Logger;
+  }) {
+    this.#stripe = deps.stripe;
+    this.#db = deps.db;
+    this.#plans = deps.plans;
+    this.#clock = deps.clock;
+    this.#logger = deps.logger;
+  }
+
+  /**
+   * Reports the tenant's unreported completed days (oldest first); answers how many were
+   * recorded. Stops at the first failure (which it throws): the next call starts there again.
+   */
+  async reportTenant(tenantId: string): Promise<number> {
+    const billing = await new SubscriptionStore(this.#db).billingOf(tenantId);
+    if (!billing?.stripeCustomerId || !isPlanId(billing.planId)) return 0;
+    const eventName = this.#plans[billing.planId].stripeMeterEventName;
+    if (eventName === undefined) return 0;
+    const today = Math.floor(this.#clock.now().getTime() / DAY_MS) * DAY_MS;
+    const pending = await this.#db
+      .selectFrom('usage_daily as u')
+      .leftJoin('metered_usage_reports as r', (join) =>
+        join.onRef('r.tenant_id', '=', 'u.tenant_id').onRef('r.day', '=', 'u.day'),
+      )
+      .select(sql<string>`to_char(u.day, 'YYYY-MM-DD')`.as('day'))
+      .where('u.tenant_id', '=', tenantId)
+      .where('u.project_id', '=', '')
+      .where('u.day', '>=', formatDay(new Date(today - METER_LOOKBACK_DAYS * DAY_MS)))
+      .where('u.day', '<', formatDay(new Date(today)))
+      // Final: computed from a snapshot taken at or after the day's end (midnight UTC).
+      .where(sql<boolean>`u.computed_at >= ((u.day + 1)::timestamp at time zone 'UTC')`)
+      .where('r.tenant_id', 'is', null)
+      .orderBy('u.day')
+      .execute();
+    let recorded = 0;
+    for (const { day } of pending) {
+      if (await this.#reportDay(tenantId, day, eventName, billing.stripeCustomerId)) recorded++;
+    }
+    return recorded;
+  }
+
+  /** One (tenant, day): sent and recorded, or (already recorded by someone else) nothing. */
+  async #reportDay(tenantId: string, day: string, eventName: string, customerId: string): Promise<boolean> {
+    const identifier = meterIdentifier(tenantId, day);
+    return this.#db.transaction().execute(async (tx) => {
+      await sql`select pg_advisory_xact_lock(${METER_LOCK}, hashtext(${identifier}))`.execute(tx);
+      const done = await tx
+        .selectFrom('metered_usage_reports')
+        .select('tenant_id')
+        .where('tenant_id', '=', tenantId)
+        .where('day', '=', day)
+        .executeTakeFirst();
+      if (done) return false;
+      const total = await tx
+        .selectFrom('usage_daily')
+        .select('credentials_issued')
+        .where('tenant_id', '=', tenantId)
+        .where('project_id', '=', '')
+        .where('day', '=', day)
+        .executeTakeFirst();
+      if (!total) return false;
+      const value = BigInt(total.credentials_issued).toString();
+      // Nothing issued (the row exists for a peak carried over from the day before): nothing
+      // to bill; recorded all the same, so the day is not looked at again.
+      if (value !== '0') {
+        // No fixed Idempotency-Key: Stripe would replay a stored 500 for it. The identifier
+        // is what makes Stripe drop a duplicate.
+        await this.#stripe.billing.meterEvents.create({
+          event_name: eventName,
+          payload: { stripe_customer_id: customerId, value },
+          identifier,
+          timestamp: meterTimestamp(day),
+        });
+      }
+      await tx
+        .insertInto('metered_usage_reports')
+        .values({
+          tenant_id: tenantId,
+          day,
+          event_name: eventName,
+          stripe_customer_id: customerId,
+          value,
+          identifier,
+          reported_at: this.#clock.now(),
+        })
+        .execute();
+      this.#logger.info({ tenantId, day, eventName, value }, 'metered usage reported to stripe');
+      return true;
+    });
+  }
+}

@@ -30,10 +30,10 @@ function plansFile(): string {
     [
       'plans:',
       '  free:',
-      '    limits: { max_concurrent_connections: 2, max_api_keys: 1, max_projects: 1, max_allowlist_entries: 1 }',
+      '    limits: { max_concurrent_connections: 2, max_api_keys: 1, max_projects: 1, max_bots: 1, max_allowlist_entries: 1 }',
       '  pro:',
       '    stripe_price_id: price_pro_e2e',
-      '    limits: { max_concurrent_connections: 50, max_api_keys: 10, max_projects: 10, max_allowlist_entries: 10 }',
+      '    limits: { max_concurrent_connections: 50, max_api_keys: 10, max_projects: 10, max_bots: 10, max_allowlist_entries: 10 }',
       '',
     ].join('\n'),
   );
@@ -96,6 +96,18 @@ async function expectFreeLimits(api: Api, t: Tenant): Promise<void> {
   expect(entry.status).toBe(422);
   expect(entry.body.error).toMatch(/free plan .*max_allowlist_entries/);
 
+  const bot = await api.request('POST', `/admin/v1/projects/${t.projectId}/bots`, {
+    headers: t.auth,
+    body: { name: 'first-bot' },
+  });
+  expect(bot.status).toBe(201);
+  const overBot = await api.request('POST', `/admin/v1/projects/${t.projectId}/bots`, {
+    headers: t.auth,
+    body: { name: 'second-bot' },
+  });
+  expect(overBot.status).toBe(422);
+  expect(overBot.body.error).toMatch(/free plan .*max_bots/);
+
   for (let i = 0; i < 2; i++) {
     const ok = await issue(api, t);
     expect(ok.status).toBe(201);
@@ -119,6 +131,14 @@ async function expectProLimits(api: Api, t: Tenant): Promise<void> {
       await api.request('POST', `/admin/v1/projects/${t.projectId}/allowlist`, {
         headers: t.auth,
         body: { cidr: '::/0' },
+      })
+    ).status,
+  ).toBe(201);
+  expect(
+    (
+      await api.request('POST', `/admin/v1/projects/${t.projectId}/bots`, {
+        headers: t.auth,
+        body: { name: 'second-bot' },
       })
     ).status,
   ).toBe(201);

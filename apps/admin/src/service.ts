@@ -18,6 +18,7 @@ import { createPasswordHasher, type PasswordHasher } from './security/passwords.
 import { AccountStore } from './stores/accounts.ts';
 import { AllowlistStore } from './stores/allowlist.ts';
 import { ApiKeyStore } from './stores/api-keys.ts';
+import { BotStore } from './stores/bots.ts';
 import {
   FallbackLoginThrottle,
   type LoginThrottle,
@@ -81,7 +82,7 @@ const THROTTLE_READY_WAIT_MS = 1_000;
 
 const SESSION_SWEEP_INTERVAL_MS = 10 * 60_000;
 
-/** The admin service: tenants, users, sessions, projects, API keys, IP allowlists. */
+/** The admin service: tenants, users, sessions, projects, API keys, bots, IP allowlists. */
 export class AdminService {
   readonly config: AdminConfig;
   readonly logger: Logger;
@@ -146,6 +147,7 @@ export class AdminService {
         projects: new ProjectStore(database.db),
         apiKeys: this.apiKeys,
         allowlist: new AllowlistStore(database.db),
+        bots: new BotStore(database.db),
         passwords,
         billing: this.#billing,
         bus: this.bus,

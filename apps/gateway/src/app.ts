@@ -17,6 +17,7 @@ import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAuth } from './routes/auth.ts';
 import { registerBilling } from './routes/billing.ts';
+import { registerBots } from './routes/bots.ts';
 import { registerCredentials } from './routes/credentials.ts';
 import type { RouteDeps } from './routes/deps.ts';
 import { registerHealth } from './routes/health.ts';
@@ -169,6 +170,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerSigningKeys(app, routeDeps);
   registerApiKeys(app, routeDeps);
   registerAllowlist(app, routeDeps);
+  registerBots(app, routeDeps);
   registerCredentials(app, routeDeps);
   registerRelays(app, routeDeps);
   registerBilling(app, routeDeps);

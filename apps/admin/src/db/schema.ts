@@ -70,6 +70,32 @@ export interface AllowlistEntriesTable {
   created_at: Date;
 }
 
+export interface BotsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  name: string;
+  /** developer or viewer. */
+  role: string;
+  created_at: Date;
+}
+
+export interface BotKeysTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  bot_id: string;
+  /** SHA-256 (hex) of the bot token; unique. The token itself is never stored. */
+  token_hash: string;
+  /** The token's first 8 characters (`rpb_` + 4 hex). */
+  display_prefix: string;
+  last_four: string;
+  created_at: Date;
+  /** Written by Authenticate at most once a minute. */
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
 export interface AdminDatabase {
   tenants: TenantsTable;
   users: UsersTable;
@@ -78,4 +104,6 @@ export interface AdminDatabase {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
   allowlist_entries: AllowlistEntriesTable;
+  bots: BotsTable;
+  bot_keys: BotKeysTable;
 }

@@ -3,16 +3,21 @@ import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { authenticate } from './authenticate.ts';
 import { createAllowlistEntry } from './create-allowlist-entry.ts';
 import { createApiKey } from './create-api-key.ts';
+import { createBot } from './create-bot.ts';
+import { createBotKey } from './create-bot-key.ts';
 import { createProject } from './create-project.ts';
 import { deleteAllowlistEntry } from './delete-allowlist-entry.ts';
 import type { AdminDeps } from './deps.ts';
 import { getTenant } from './get-tenant.ts';
 import { listAllowlistEntries } from './list-allowlist-entries.ts';
 import { listApiKeys } from './list-api-keys.ts';
+import { listBotKeys } from './list-bot-keys.ts';
+import { listBots } from './list-bots.ts';
 import { listProjects } from './list-projects.ts';
 import { login } from './login.ts';
 import { logout } from './logout.ts';
 import { revokeApiKey } from './revoke-api-key.ts';
+import { revokeBotKey } from './revoke-bot-key.ts';
 import { signup } from './signup.ts';
 import { verifyApiKey } from './verify-api-key.ts';
 
@@ -32,5 +37,10 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     listAllowlistEntries: listAllowlistEntries(deps),
     deleteAllowlistEntry: deleteAllowlistEntry(deps),
     getTenant: getTenant(deps),
+    createBot: createBot(deps),
+    listBots: listBots(deps),
+    createBotKey: createBotKey(deps),
+    listBotKeys: listBotKeys(deps),
+    revokeBotKey: revokeBotKey(deps),
   };
 }

@@ -3,16 +3,20 @@ import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, parseToken } from '@relayplane/shared/tokens';
 import type { AdminDeps } from './deps.ts';
-import { principalMessage, sessionMessage } from './messages.ts';
+import { botMessage, botPrincipalMessage, principalMessage, sessionMessage } from './messages.ts';
 
-/** last_seen_at is advisory; writing it at most once a minute keeps Authenticate a read. */
+/** last_seen_at / last_used_at are advisory; writing them at most once a minute keeps Authenticate a read. */
 const LAST_SEEN_RESOLUTION_MS = 60_000;
 
-/** Authenticate: a user session token → the principal it acts as. */
-export function authenticate(deps: AdminDeps): ServiceImpl<typeof AdminService>['authenticate'] {
+type AuthenticateImpl = ServiceImpl<typeof AdminService>['authenticate'];
+
+/** Authenticate: a user session token or a bot token → the principal it acts as. */
+export function authenticate(deps: AdminDeps): AuthenticateImpl {
   return async (req) => {
     // A malformed token, a bad checksum or another kind of token never reaches the database.
-    if (parseToken(req.token) !== 'userSession') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    const kind = parseToken(req.token);
+    if (kind === 'bot') return authenticateBot(deps, req.token);
+    if (kind !== 'userSession') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     const now = deps.clock.now();
     const session = await deps.sessions.findLiveByTokenHash(hashToken(req.token), now);
     if (!session) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
@@ -21,4 +25,22 @@ export function authenticate(deps: AdminDeps): ServiceImpl<typeof AdminService>[
     }
     return { principal: principalMessage(session), session: sessionMessage(session) };
   };
+}
+
+/** An active bot key → the bot's principal (its tenant, project and role). */
+async function authenticateBot(deps: AdminDeps, token: string): ReturnType<AuthenticateImpl> {
+  const found = await deps.bots.findActiveByTokenHash(hashToken(token));
+  if (!found) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+  const { bot, key } = found;
+  const now = deps.clock.now();
+  const since = new Date(now.getTime() - LAST_SEEN_RESOLUTION_MS);
+  if (!key.lastUsedAt || key.lastUsedAt < since) {
+    // Advisory: a failed write never fails an authentication.
+    try {
+      await deps.bots.touchKey(key.id, now, since);
+    } catch (err) {
+      deps.logger.warn({ err, botKeyId: key.id }, 'could not record bot key use');
+    }
+  }
+  return { principal: botPrincipalMessage(bot), bot: botMessage(bot) };
 }

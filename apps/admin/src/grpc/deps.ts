@@ -9,6 +9,7 @@ import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
 import type { AllowlistStore } from '../stores/allowlist.ts';
 import type { ApiKeyStore } from '../stores/api-keys.ts';
+import type { BotStore } from '../stores/bots.ts';
 import type { LoginThrottle } from '../stores/login-throttle.ts';
 import type { ProjectStore } from '../stores/projects.ts';
 import type { SessionStore } from '../stores/sessions.ts';
@@ -20,8 +21,9 @@ export interface AdminDeps {
   projects: ProjectStore;
   apiKeys: ApiKeyStore;
   allowlist: AllowlistStore;
+  bots: BotStore;
   passwords: PasswordHasher;
-  /** Plan limits (project, API key and allowlist entry counts). */
+  /** Plan limits (project, API key, bot and allowlist entry counts). */
   billing: ServiceClient<typeof BillingRpc>;
   /** Announces revoked API keys to every gateway. */
   bus: Bus;

@@ -3,6 +3,8 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   type AllowlistEntrySchema,
   type ApiKeySchema,
+  type BotKeySchema,
+  type BotSchema,
   PrincipalKind,
   type PrincipalSchema,
   type ProjectSchema,
@@ -15,6 +17,8 @@ import type { Role } from '../domain/roles.ts';
 import type {
   AllowlistEntryRecord,
   ApiKeyRecord,
+  BotKeyRecord,
+  BotRecord,
   ProjectRecord,
   SessionRecord,
   TenantRecord,
@@ -30,6 +34,11 @@ const ROLE_TO_PROTO: Record<Role, TenantRole> = {
 
 export function roleMessage(role: Role): TenantRole {
   return ROLE_TO_PROTO[role];
+}
+
+/** The role a request names; undefined when unspecified (or unknown). */
+export function roleFromMessage(role: TenantRole): Role | undefined {
+  return (Object.keys(ROLE_TO_PROTO) as Role[]).find((r) => ROLE_TO_PROTO[r] === role);
 }
 
 export function userMessage(user: UserRecord): MessageInitShape<typeof UserSchema> {
@@ -101,5 +110,41 @@ export function allowlistEntryMessage(
     projectId: entry.projectId,
     cidr: entry.cidr,
     createdAt: timestampFromDate(entry.createdAt),
+  };
+}
+
+export function botMessage(bot: BotRecord): MessageInitShape<typeof BotSchema> {
+  return {
+    id: bot.id,
+    projectId: bot.projectId,
+    tenantId: bot.tenantId,
+    name: bot.name,
+    role: roleMessage(bot.role),
+    createdAt: timestampFromDate(bot.createdAt),
+  };
+}
+
+export function botKeyMessage(key: BotKeyRecord): MessageInitShape<typeof BotKeySchema> {
+  return {
+    id: key.id,
+    botId: key.botId,
+    projectId: key.projectId,
+    displayPrefix: key.displayPrefix,
+    lastFour: key.lastFour,
+    createdAt: timestampFromDate(key.createdAt),
+    lastUsedAt: key.lastUsedAt ? timestampFromDate(key.lastUsedAt) : undefined,
+    revokedAt: key.revokedAt ? timestampFromDate(key.revokedAt) : undefined,
+  };
+}
+
+/** A bot token's principal: the bot, in its project and tenant, with its role; never a platform admin. */
+export function botPrincipalMessage(bot: BotRecord): MessageInitShape<typeof PrincipalSchema> {
+  return {
+    kind: PrincipalKind.BOT,
+    tenantId: bot.tenantId,
+    projectId: bot.projectId,
+    botId: bot.id,
+    role: roleMessage(bot.role),
+    platformAdmin: false,
   };
 }

@@ -1,6 +1,6 @@
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
-import type { ProjectRecord, SessionRecord } from '../stores/records.ts';
+import type { BotRecord, ProjectRecord, SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 
 export const PROJECT_NOT_FOUND_MESSAGE = 'project not found';
@@ -23,4 +23,19 @@ export async function requireProject(
     : undefined;
   if (!project) throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
   return project;
+}
+
+export const BOT_NOT_FOUND_MESSAGE = 'bot not found';
+export const BOT_KEY_NOT_FOUND_MESSAGE = 'bot key not found';
+export const BOT_ROLE_MESSAGE = 'the role does not allow managing bots';
+
+/** The bot in the project; another project's or tenant's bot answers like a missing one. */
+export async function requireBot(
+  deps: Pick<AdminDeps, 'bots'>,
+  project: ProjectRecord,
+  botId: string,
+): Promise<BotRecord> {
+  const bot = isId('bot', botId) ? await deps.bots.find(project.tenantId, project.id, botId) : undefined;
+  if (!bot) throw new AppError('not_found', BOT_NOT_FOUND_MESSAGE);
+  return bot;
 }

@@ -1,4 +1,5 @@
 import type { ApiKeyMode } from '../domain/api-keys.ts';
+import type { BotRole } from '../domain/bots.ts';
 import type { Role } from '../domain/roles.ts';
 
 export interface TenantRecord {
@@ -70,4 +71,27 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const e = err as { code?: unknown; constraint?: unknown };
   return e.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}
+
+/** A bot: a machine identity of a project, with a project-scoped role. */
+export interface BotRecord {
+  id: string;
+  tenantId: string;
+  projectId: string;
+  name: string;
+  role: BotRole;
+  createdAt: Date;
+}
+
+/** A bot key as listed: everything but the token, which is never stored. */
+export interface BotKeyRecord {
+  id: string;
+  tenantId: string;
+  projectId: string;
+  botId: string;
+  displayPrefix: string;
+  lastFour: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
 }

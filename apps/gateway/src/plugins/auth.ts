@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { BlockList, isIPv4 } from 'node:net';
-import type { ApiKey, Principal, Session } from '@relayplane/proto/admin';
+import { type ApiKey, type Bot, type Principal, PrincipalKind, type Session } from '@relayplane/proto/admin';
 import type { Relay } from '@relayplane/proto/issuer';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { parseToken } from '@relayplane/shared/tokens';
@@ -10,8 +10,14 @@ import type { TtlCache } from '../ttl-cache.ts';
 
 export interface Authenticated {
   principal: Principal;
+  /** Set when a user session token authenticated the request. */
   session: Session | undefined;
+  /** Set when a bot token authenticated the request. */
+  bot: Bot | undefined;
 }
+
+/** A valid bot token on an operation that needs a user: 403, the token itself is fine. */
+export const BOT_TOKEN_REFUSED_MESSAGE = 'this operation needs a user session; bot tokens are not accepted';
 
 export interface ApiKeyAuth {
   apiKey: ApiKey;
@@ -77,8 +83,10 @@ export interface AuthGuards {
   apiKey(request: FastifyRequest): Promise<void>;
   /** A relay node token (`rpr_…`) as bearer. */
   relayNode(request: FastifyRequest): Promise<void>;
-  /** Any authenticated principal. */
+  /** A user session token. A valid bot token: 403. */
   session(request: FastifyRequest): Promise<void>;
+  /** Any authenticated principal: a user session or a bot token. */
+  principal(request: FastifyRequest): Promise<void>;
   /** A platform administrator (operator). 403 for everyone else. */
   platformAdmin(request: FastifyRequest): Promise<void>;
 }
@@ -93,14 +101,21 @@ export function authGuards(
   issuer: GatewayClients['issuer'],
   caches: GuardCaches,
 ): AuthGuards {
-  const session = async (request: FastifyRequest) => {
+  const principal = async (request: FastifyRequest) => {
     const token = bearerToken(request);
     const res = await admin.authenticate({ token });
     if (!res.principal) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-    request.auth = { principal: res.principal, session: res.session };
+    request.auth = { principal: res.principal, session: res.session, bot: res.bot };
+  };
+  const session = async (request: FastifyRequest) => {
+    await principal(request);
+    if (request.auth?.principal.kind === PrincipalKind.BOT) {
+      throw new AppError('forbidden', BOT_TOKEN_REFUSED_MESSAGE);
+    }
   };
   return {
     session,
+    principal,
     async apiKey(request) {
       const header = request.headers['x-api-key'];
       if (header === undefined || header === '') {

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { presentSession, presentTenant, presentUser } from '../present.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import { BOT_SESSION_SCHEMA, presentBotSession } from './bots.ts';
 import type { RouteDeps } from './deps.ts';
 
 const credentials = {
@@ -104,17 +105,21 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
   app.get(
     '/admin/v1/auth/session',
     {
-      onRequest: guards.session,
+      onRequest: guards.principal,
       schema: {
         operationId: 'getSession',
         summary: 'The current session',
-        description: 'User, active tenant, role, expiry and how the request was authenticated.',
+        description:
+          'User, active tenant, role, expiry and how the request was authenticated. A bot token answers ' +
+          'its bot instead (`authenticated_by: bot_token`): the tenant, the project it acts within and its role.',
         tags: ['auth'],
         security: [{ bearerAuth: [] }],
-        response: { 200: ref('Session'), ...AUTH_ERRORS, ...COMMON_ERRORS },
+        response: { 200: { anyOf: [ref('Session'), BOT_SESSION_SCHEMA] }, ...AUTH_ERRORS, ...COMMON_ERRORS },
       },
     },
     async (request) => {
+      const bot = request.auth?.bot;
+      if (bot) return presentBotSession(bot);
       const session = request.auth?.session;
       if (!session) throw new AppError('internal', 'authenticated request without a session');
       return presentSession(session);

@@ -23,6 +23,8 @@ export interface RouteCase {
 
 /** A project id that exists nowhere (the security suite never gets past authentication). */
 const P = 'prj_00000000000000000000';
+/** A bot id that exists nowhere. */
+const B = 'bot_00000000000000000000';
 
 export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/healthz', auth: 'none' },
@@ -61,6 +63,15 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', url: `/admin/v1/projects/${P}/allowlist`, auth: 'session' },
   { method: 'POST', url: `/admin/v1/projects/${P}/allowlist`, auth: 'session', body: { cidr: '10.0.0.0/8' } },
   { method: 'DELETE', url: `/admin/v1/projects/${P}/allowlist/alw_00000000000000000000`, auth: 'session' },
+  { method: 'GET', url: `/admin/v1/projects/${P}/bots`, auth: 'session' },
+  { method: 'POST', url: `/admin/v1/projects/${P}/bots`, auth: 'session', body: { name: 'deployer' } },
+  { method: 'GET', url: `/admin/v1/projects/${P}/bots/${B}/keys`, auth: 'session' },
+  { method: 'POST', url: `/admin/v1/projects/${P}/bots/${B}/keys`, auth: 'session' },
+  {
+    method: 'DELETE',
+    url: `/admin/v1/projects/${P}/bots/${B}/keys/key_00000000000000000000`,
+    auth: 'session',
+  },
   {
     method: 'POST',
     url: '/api/v1/credentials',

@@ -2,10 +2,12 @@ import type { Migration } from 'kysely/migration';
 import * as accountsAndProjects from './20261122T2000-accounts-and-projects.ts';
 import * as apiKeys from './20261123T1000-api-keys.ts';
 import * as allowlist from './20261124T1000-allowlist.ts';
+import * as bots from './20261125T1000-bots.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
   '20261122T2000-accounts-and-projects': accountsAndProjects,
   '20261123T1000-api-keys': apiKeys,
   '20261124T1000-allowlist': allowlist,
+  '20261125T1000-bots': bots,
 };

@@ -46,6 +46,18 @@ export declare type Principal = Message<"relayplane.admin.v1.Principal"> & {
    * @generated from field: string session_id = 6;
    */
   sessionId: string;
+
+  /**
+   * Set for PRINCIPAL_KIND_BOT (user_id and session_id are then empty).
+   *
+   * @generated from field: string bot_id = 7;
+   */
+  botId: string;
+
+  /**
+   * @generated from field: string project_id = 8;
+   */
+  projectId: string;
 };
 
 /**
@@ -310,9 +322,18 @@ export declare type AuthenticateResponse = Message<"relayplane.admin.v1.Authenti
   principal?: Principal | undefined;
 
   /**
+   * Set for a user session token.
+   *
    * @generated from field: relayplane.admin.v1.Session session = 2;
    */
   session?: Session | undefined;
+
+  /**
+   * Set for a bot token.
+   *
+   * @generated from field: relayplane.admin.v1.Bot bot = 3;
+   */
+  bot?: Bot | undefined;
 };
 
 /**
@@ -867,6 +888,328 @@ export declare type GetTenantResponse = Message<"relayplane.admin.v1.GetTenantRe
 export declare const GetTenantResponseSchema: GenMessage<GetTenantResponse>;
 
 /**
+ * Bot is a machine identity of a project. Its role is project-scoped: developer or viewer.
+ *
+ * @generated from message relayplane.admin.v1.Bot
+ */
+export declare type Bot = Message<"relayplane.admin.v1.Bot"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * @generated from field: relayplane.admin.v1.TenantRole role = 4;
+   */
+  role: TenantRole;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 6;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.Bot.
+ * Use `create(BotSchema)` to create a new message.
+ */
+export declare const BotSchema: GenMessage<Bot>;
+
+/**
+ * BotKey is a bot token as listed: never the token itself.
+ *
+ * @generated from message relayplane.admin.v1.BotKey
+ */
+export declare type BotKey = Message<"relayplane.admin.v1.BotKey"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string bot_id = 2;
+   */
+  botId: string;
+
+  /**
+   * The first characters of the token, e.g. "rpb_1a2b".
+   *
+   * @generated from field: string display_prefix = 3;
+   */
+  displayPrefix: string;
+
+  /**
+   * @generated from field: string last_four = 4;
+   */
+  lastFour: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_used_at = 6;
+   */
+  lastUsedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 7;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string project_id = 8;
+   */
+  projectId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.BotKey.
+ * Use `create(BotKeySchema)` to create a new message.
+ */
+export declare const BotKeySchema: GenMessage<BotKey>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateBotRequest
+ */
+export declare type CreateBotRequest = Message<"relayplane.admin.v1.CreateBotRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * developer (default when unspecified) or viewer.
+   *
+   * @generated from field: relayplane.admin.v1.TenantRole role = 4;
+   */
+  role: TenantRole;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateBotRequest.
+ * Use `create(CreateBotRequestSchema)` to create a new message.
+ */
+export declare const CreateBotRequestSchema: GenMessage<CreateBotRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateBotResponse
+ */
+export declare type CreateBotResponse = Message<"relayplane.admin.v1.CreateBotResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Bot bot = 1;
+   */
+  bot?: Bot | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateBotResponse.
+ * Use `create(CreateBotResponseSchema)` to create a new message.
+ */
+export declare const CreateBotResponseSchema: GenMessage<CreateBotResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListBotsRequest
+ */
+export declare type ListBotsRequest = Message<"relayplane.admin.v1.ListBotsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListBotsRequest.
+ * Use `create(ListBotsRequestSchema)` to create a new message.
+ */
+export declare const ListBotsRequestSchema: GenMessage<ListBotsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListBotsResponse
+ */
+export declare type ListBotsResponse = Message<"relayplane.admin.v1.ListBotsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.Bot bots = 1;
+   */
+  bots: Bot[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListBotsResponse.
+ * Use `create(ListBotsResponseSchema)` to create a new message.
+ */
+export declare const ListBotsResponseSchema: GenMessage<ListBotsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateBotKeyRequest
+ */
+export declare type CreateBotKeyRequest = Message<"relayplane.admin.v1.CreateBotKeyRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string bot_id = 3;
+   */
+  botId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateBotKeyRequest.
+ * Use `create(CreateBotKeyRequestSchema)` to create a new message.
+ */
+export declare const CreateBotKeyRequestSchema: GenMessage<CreateBotKeyRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateBotKeyResponse
+ */
+export declare type CreateBotKeyResponse = Message<"relayplane.admin.v1.CreateBotKeyResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.BotKey bot_key = 1;
+   */
+  botKey?: BotKey | undefined;
+
+  /**
+   * The bot token (rpb_…): returned only here.
+   *
+   * @generated from field: string token = 2;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateBotKeyResponse.
+ * Use `create(CreateBotKeyResponseSchema)` to create a new message.
+ */
+export declare const CreateBotKeyResponseSchema: GenMessage<CreateBotKeyResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListBotKeysRequest
+ */
+export declare type ListBotKeysRequest = Message<"relayplane.admin.v1.ListBotKeysRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string bot_id = 3;
+   */
+  botId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListBotKeysRequest.
+ * Use `create(ListBotKeysRequestSchema)` to create a new message.
+ */
+export declare const ListBotKeysRequestSchema: GenMessage<ListBotKeysRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListBotKeysResponse
+ */
+export declare type ListBotKeysResponse = Message<"relayplane.admin.v1.ListBotKeysResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.BotKey bot_keys = 1;
+   */
+  botKeys: BotKey[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListBotKeysResponse.
+ * Use `create(ListBotKeysResponseSchema)` to create a new message.
+ */
+export declare const ListBotKeysResponseSchema: GenMessage<ListBotKeysResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeBotKeyRequest
+ */
+export declare type RevokeBotKeyRequest = Message<"relayplane.admin.v1.RevokeBotKeyRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string bot_id = 3;
+   */
+  botId: string;
+
+  /**
+   * @generated from field: string key_id = 4;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeBotKeyRequest.
+ * Use `create(RevokeBotKeyRequestSchema)` to create a new message.
+ */
+export declare const RevokeBotKeyRequestSchema: GenMessage<RevokeBotKeyRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeBotKeyResponse
+ */
+export declare type RevokeBotKeyResponse = Message<"relayplane.admin.v1.RevokeBotKeyResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.BotKey bot_key = 1;
+   */
+  botKey?: BotKey | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeBotKeyResponse.
+ * Use `create(RevokeBotKeyResponseSchema)` to create a new message.
+ */
+export declare const RevokeBotKeyResponseSchema: GenMessage<RevokeBotKeyResponse>;
+
+/**
  * @generated from enum relayplane.admin.v1.TenantRole
  */
 export enum TenantRole {
@@ -914,6 +1257,13 @@ export enum PrincipalKind {
    * @generated from enum value: PRINCIPAL_KIND_USER_SESSION = 1;
    */
   USER_SESSION = 1,
+
+  /**
+   * A bot token: acts as the bot, within its project, with the bot's role.
+   *
+   * @generated from enum value: PRINCIPAL_KIND_BOT = 2;
+   */
+  BOT = 2,
 }
 
 /**
@@ -1051,6 +1401,53 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof GetTenantRequestSchema;
     output: typeof GetTenantResponseSchema;
+  },
+  /**
+   * Bots of a project (machine identities) and their keys. Managing them needs a user session
+   * of the project's tenant with role owner or admin. A bot key is a bot token (`rpb_`),
+   * answered once by CreateBotKey and stored as its SHA-256 only; Authenticate accepts it and
+   * answers a BOT principal. The plan's bot limit (tenant-wide): unprocessable (422).
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.CreateBot
+   */
+  createBot: {
+    methodKind: "unary";
+    input: typeof CreateBotRequestSchema;
+    output: typeof CreateBotResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ListBots
+   */
+  listBots: {
+    methodKind: "unary";
+    input: typeof ListBotsRequestSchema;
+    output: typeof ListBotsResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.CreateBotKey
+   */
+  createBotKey: {
+    methodKind: "unary";
+    input: typeof CreateBotKeyRequestSchema;
+    output: typeof CreateBotKeyResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ListBotKeys
+   */
+  listBotKeys: {
+    methodKind: "unary";
+    input: typeof ListBotKeysRequestSchema;
+    output: typeof ListBotKeysResponseSchema;
+  },
+  /**
+   * Idempotent: revoking a revoked key answers its original revoked_at.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.RevokeBotKey
+   */
+  revokeBotKey: {
+    methodKind: "unary";
+    input: typeof RevokeBotKeyRequestSchema;
+    output: typeof RevokeBotKeyResponseSchema;
   },
 }>;
 

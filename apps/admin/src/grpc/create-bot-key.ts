@@ -1,0 +1,45 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { newId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { hashToken, newToken } from '@relayplane/shared/tokens';
+import { BOT_KEY_DISPLAY_PREFIX_LENGTH, canManageBots } from '../domain/bots.ts';
+import type { AdminDeps } from './deps.ts';
+import { botKeyMessage } from './messages.ts';
+import { requireUserSession } from './principal.ts';
+import { BOT_NOT_FOUND_MESSAGE, BOT_ROLE_MESSAGE, requireBot, requireProject } from './project-access.ts';
+
+/** CreateBotKey: a bot token (`rpb_`), answered here once; only its SHA-256 is stored. */
+export function createBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['createBotKey'] {
+  return async (req) => {
+    const session = await requireUserSession(deps, req.principal);
+    if (!canManageBots(session.role)) throw new AppError('forbidden', BOT_ROLE_MESSAGE);
+    const project = await requireProject(deps, session, req.projectId);
+    const bot = await requireBot(deps, project, req.botId);
+    const token = newToken('bot');
+    const key = {
+      id: newId('apiKey'),
+      tenantId: bot.tenantId,
+      projectId: bot.projectId,
+      botId: bot.id,
+      displayPrefix: token.slice(0, BOT_KEY_DISPLAY_PREFIX_LENGTH),
+      lastFour: token.slice(-4),
+      createdAt: deps.clock.now(),
+      lastUsedAt: null,
+      revokedAt: null,
+    };
+    const outcome = await deps.bots.createKey({ ...key, tokenHash: hashToken(token) });
+    if (outcome === 'bot_not_found') throw new AppError('not_found', BOT_NOT_FOUND_MESSAGE);
+    deps.logger.info(
+      {
+        botKeyId: key.id,
+        botId: bot.id,
+        projectId: project.id,
+        tenantId: project.tenantId,
+        userId: session.user.id,
+      },
+      'bot key created',
+    );
+    return { botKey: botKeyMessage(key), token };
+  };
+}

@@ -1,0 +1,37 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { isId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { canManageBots } from '../domain/bots.ts';
+import type { AdminDeps } from './deps.ts';
+import { botKeyMessage } from './messages.ts';
+import { requireUserSession } from './principal.ts';
+import { BOT_KEY_NOT_FOUND_MESSAGE, BOT_ROLE_MESSAGE, requireBot, requireProject } from './project-access.ts';
+
+/**
+ * RevokeBotKey: idempotent — revoking a revoked key answers its original revoked_at. The token
+ * stops authenticating at once: Authenticate reads the key on every call (no cache).
+ */
+export function revokeBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['revokeBotKey'] {
+  return async (req) => {
+    const session = await requireUserSession(deps, req.principal);
+    if (!canManageBots(session.role)) throw new AppError('forbidden', BOT_ROLE_MESSAGE);
+    const project = await requireProject(deps, session, req.projectId);
+    const bot = await requireBot(deps, project, req.botId);
+    const revoked = isId('apiKey', req.keyId)
+      ? await deps.bots.revokeKey(bot.tenantId, bot.projectId, bot.id, req.keyId, deps.clock.now())
+      : undefined;
+    if (!revoked) throw new AppError('not_found', BOT_KEY_NOT_FOUND_MESSAGE);
+    deps.logger.info(
+      {
+        botKeyId: revoked.id,
+        botId: bot.id,
+        projectId: project.id,
+        tenantId: project.tenantId,
+        userId: session.user.id,
+      },
+      'bot key revoked',
+    );
+    return { botKey: botKeyMessage(revoked) };
+  };
+}

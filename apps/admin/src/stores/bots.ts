@@ -1,0 +1,214 @@
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AdminDatabase, BotKeysTable, BotsTable } from '../db/schema.ts';
+import { isBotRole } from '../domain/bots.ts';
+import { type BotKeyRecord, type BotRecord, isForeignKeyViolation } from './records.ts';
+
+export interface NewBotKey extends BotKeyRecord {
+  /** sha256(token), hex. */
+  tokenHash: string;
+}
+
+/** An active bot key with the bot it authenticates as. */
+export interface AuthenticatedBot {
+  bot: BotRecord;
+  key: BotKeyRecord;
+}
+
+const BOT_COLUMNS = ['b.id', 'b.tenant_id', 'b.project_id', 'b.name', 'b.role', 'b.created_at'] as const;
+const KEY_COLUMNS = [
+  'k.id',
+  'k.tenant_id',
+  'k.project_id',
+  'k.bot_id',
+  'k.display_prefix',
+  'k.last_four',
+  'k.created_at',
+  'k.last_used_at',
+  'k.revoked_at',
+] as const;
+
+function toBot(row: Selectable<BotsTable>): BotRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    projectId: row.project_id,
+    name: row.name,
+    // The column's check constraint allows only developer and viewer.
+    role: isBotRole(row.role) ? row.role : 'viewer',
+    createdAt: row.created_at,
+  };
+}
+
+function toKey(row: Omit<Selectable<BotKeysTable>, 'token_hash'>): BotKeyRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    projectId: row.project_id,
+    botId: row.bot_id,
+    displayPrefix: row.display_prefix,
+    lastFour: row.last_four,
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+/** Bots and their keys. Only the SHA-256 of a bot token is stored. */
+export class BotStore {
+  readonly #db: Kysely<AdminDatabase>;
+  constructor(db: Kysely<AdminDatabase>) {
+    this.#db = db;
+  }
+
+  /**
+   * Stores the bot unless its tenant already has `maxBots` bots ('limit_reached'). Creations
+   * in one tenant serialise on an advisory lock held until commit, so concurrent requests
+   * cannot overshoot the limit. 'project_not_found' when the project is not (or no longer)
+   * in the bot's tenant.
+   */
+  async create(bot: BotRecord, maxBots: number): Promise<'created' | 'limit_reached' | 'project_not_found'> {
+    try {
+      return await this.#db.transaction().execute(async (trx) => {
+        await sql`select pg_advisory_xact_lock(hashtext(${`admin.bots:${bot.tenantId}`}))`.execute(trx);
+        const { count } = await trx
+          .selectFrom('bots')
+          .select((eb) => eb.fn.countAll<string>().as('count'))
+          .where('tenant_id', '=', bot.tenantId)
+          .executeTakeFirstOrThrow();
+        if (Number(count) >= maxBots) return 'limit_reached';
+        await trx
+          .insertInto('bots')
+          .values({
+            id: bot.id,
+            tenant_id: bot.tenantId,
+            project_id: bot.projectId,
+            name: bot.name,
+            role: bot.role,
+            created_at: bot.createdAt,
+          })
+          .execute();
+        return 'created';
+      });
+    } catch (err) {
+      if (isForeignKeyViolation(err, 'bots_project_fkey')) return 'project_not_found';
+      throw err;
+    }
+  }
+
+  /** The project's bots, oldest first. */
+  async list(tenantId: string, projectId: string): Promise<BotRecord[]> {
+    const rows = await this.#db
+      .selectFrom('bots as b')
+      .select(BOT_COLUMNS)
+      .where('b.project_id', '=', projectId)
+      .where('b.tenant_id', '=', tenantId)
+      .orderBy('b.created_at')
+      .orderBy('b.id')
+      .execute();
+    return rows.map(toBot);
+  }
+
+  /** The bot with this id in this project and tenant; undefined as well when it is elsewhere. */
+  async find(tenantId: string, projectId: string, botId: string): Promise<BotRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('bots as b')
+      .select(BOT_COLUMNS)
+      .where('b.id', '=', botId)
+      .where('b.project_id', '=', projectId)
+      .where('b.tenant_id', '=', tenantId)
+      .executeTakeFirst();
+    return row && toBot(row);
+  }
+
+  /** 'bot_not_found' when the bot is not (or no longer) in that project and tenant. */
+  async createKey(key: NewBotKey): Promise<'created' | 'bot_not_found'> {
+    try {
+      await this.#db
+        .insertInto('bot_keys')
+        .values({
+          id: key.id,
+          tenant_id: key.tenantId,
+          project_id: key.projectId,
+          bot_id: key.botId,
+          token_hash: key.tokenHash,
+          display_prefix: key.displayPrefix,
+          last_four: key.lastFour,
+          created_at: key.createdAt,
+        })
+        .execute();
+      return 'created';
+    } catch (err) {
+      if (isForeignKeyViolation(err, 'bot_keys_bot_fkey')) return 'bot_not_found';
+      throw err;
+    }
+  }
+
+  /** The bot's keys, revoked ones included, newest first. */
+  async listKeys(tenantId: string, projectId: string, botId: string): Promise<BotKeyRecord[]> {
+    const rows = await this.#db
+      .selectFrom('bot_keys as k')
+      .select(KEY_COLUMNS)
+      .where('k.bot_id', '=', botId)
+      .where('k.project_id', '=', projectId)
+      .where('k.tenant_id', '=', tenantId)
+      .orderBy('k.created_at', 'desc')
+      .orderBy('k.id', 'desc')
+      .execute();
+    return rows.map(toKey);
+  }
+
+  /** Revokes the key at `now`, or leaves an earlier revocation as it is (idempotent). */
+  async revokeKey(
+    tenantId: string,
+    projectId: string,
+    botId: string,
+    keyId: string,
+    now: Date,
+  ): Promise<BotKeyRecord | undefined> {
+    const row = await this.#db
+      .updateTable('bot_keys as k')
+      .set({ revoked_at: sql<Date>`coalesce(k.revoked_at, ${now})` })
+      .where('k.id', '=', keyId)
+      .where('k.bot_id', '=', botId)
+      .where('k.project_id', '=', projectId)
+      .where('k.tenant_id', '=', tenantId)
+      .returning(KEY_COLUMNS)
+      .executeTakeFirst();
+    return row && toKey(row);
+  }
+
+  /** The active key with this token hash and its bot: one lookup by unique index. */
+  async findActiveByTokenHash(tokenHash: string): Promise<AuthenticatedBot | undefined> {
+    const row = await this.#db
+      .selectFrom('bot_keys as k')
+      .innerJoin('bots as b', 'b.id', 'k.bot_id')
+      .select(KEY_COLUMNS)
+      .select(['b.name as bot_name', 'b.role as bot_role', 'b.created_at as bot_created_at'])
+      .where('k.token_hash', '=', tokenHash)
+      .where('k.revoked_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      key: toKey(row),
+      bot: toBot({
+        id: row.bot_id,
+        tenant_id: row.tenant_id,
+        project_id: row.project_id,
+        name: row.bot_name,
+        role: row.bot_role,
+        created_at: row.bot_created_at,
+      }),
+    };
+  }
+
+  /** Records a use at `now` unless one at or after `since` is already recorded. */
+  async touchKey(id: string, now: Date, since: Date): Promise<boolean> {
+    const res = await this.#db
+      .updateTable('bot_keys')
+      .set({ last_used_at: now })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', since)]))
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+}

@@ -159,6 +159,7 @@ describe('billing: built-in provider', () => {
   let redis: TestRedis;
   let system: Distributed;
   let api: Api;
+  let other: Api;
 
   beforeAll(async () => {
     database = await createTestDatabase('e2e_billing');
@@ -170,6 +171,8 @@ describe('billing: built-in provider', () => {
       redisPrefix: redis.prefix,
       kek: Buffer.alloc(32, 5).toString('base64'),
       bootstrap: OWNER,
+      // Two gateways: a plan change must reach both entitlement caches at once.
+      replicas: { gateway: 2 },
       extraEnv: {
         RELAYPLANE_PLANS_FILE: plansFile(),
         BILLING_CHECKOUT_MAX_PER_WINDOW: '3',
@@ -179,6 +182,7 @@ describe('billing: built-in provider', () => {
       },
     });
     api = await Api.connect(system.baseUrl);
+    other = await Api.connect(system.baseUrls[1] ?? '');
   }, 120_000);
 
   afterAll(async () => {
@@ -214,6 +218,54 @@ describe('billing: built-in provider', () => {
     expect(await plan(api, t)).toBe('pro');
     // No restart, no waiting: the gateways' entitlement caches were told (plans.changed).
     await expectProLimits(api, t);
+  });
+
+  it('a plan change reaches every gateway at once, a downgrade below current usage included', async () => {
+    const t = await freeTenant(api);
+    const login = await api.request('POST', '/admin/v1/auth/login', { body: OWNER });
+    const admin = { authorization: `Bearer ${login.body.token}` };
+    const tenantId = (await api.request('GET', '/admin/v1/auth/session', { headers: t.auth })).body.tenant.id;
+    // The second gateway caches the free plan's cap (2) by hitting it.
+    expect((await issue(other, t)).status).toBe(201);
+    expect((await issue(other, t)).status).toBe(201);
+    expect((await issue(other, t)).status).toBe(402);
+
+    expect(
+      (
+        await api.request('PUT', `/admin/v1/tenants/${tenantId}/plan`, {
+          headers: admin,
+          body: { plan: 'pro' },
+        })
+      ).status,
+    ).toBe(200);
+    // At once, on the gateway that did not make the change (its cache would otherwise hold 1 s).
+    const live: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await issue(other, t);
+      expect(res.status, `credential ${i + 3} on pro`).toBe(201);
+      live.push(res.body.token);
+    }
+    // Downgrade with 5 credentials live, over the free cap: they stay valid; new ones are refused.
+    expect(
+      (
+        await api.request('PUT', `/admin/v1/tenants/${tenantId}/plan`, {
+          headers: admin,
+          body: { plan: 'free' },
+        })
+      ).status,
+    ).toBe(200);
+    for (const gw of [api, other]) {
+      const refused = await issue(gw, t);
+      expect(refused.status).toBe(402);
+      expect(refused.body.error).toMatch(/free plan .*max_concurrent_connections/);
+    }
+    // Credentials issued on pro live out their TTL: still accepted after the downgrade.
+    for (const token of live) {
+      const still = await other.request('GET', '/v1/relays/assignment', {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(still.status).toBe(200);
+    }
   });
 
   it('throttles checkout per tenant with 429 + Retry-After while another tenant is unaffected; an Idempotency-Key makes one session', async () => {

@@ -1,3 +1,4 @@
+import cookie from '@fastify/cookie';
 import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Logger } from '@relayplane/shared/logger';
@@ -10,7 +11,8 @@ import { EntitlementCache, PLAN_CHANGED } from './entitlements.ts';
 import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
 import { registerOpenApi } from './openapi.ts';
-import { API_KEYS_REVOKED, type ApiKeyAuth, authGuards } from './plugins/auth.ts';
+import { API_KEYS_REVOKED, type ApiKeyAuth, acceptsUserSession, authGuards } from './plugins/auth.ts';
+import { withCookieAuth } from './plugins/csrf.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { registerHttpMetrics } from './plugins/metrics.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
@@ -22,6 +24,7 @@ import { registerCredentials } from './routes/credentials.ts';
 import type { RouteDeps } from './routes/deps.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerJwks } from './routes/jwks.ts';
+import { registerMemberships } from './routes/memberships.ts';
 import { registerPlans } from './routes/plans.ts';
 import { registerProjects } from './routes/projects.ts';
 import { registerRelays } from './routes/relays.ts';
@@ -49,6 +52,8 @@ export interface ServedRoute {
   url: string;
   /** False for the documentation UI's own assets. */
   documented: boolean;
+  /** Its guard accepts a user session: bearer or the session cookie (CSRF-checked). */
+  userSession: boolean;
 }
 
 export interface GatewayApp {
@@ -100,13 +105,19 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   // JSON only: any other body (text/plain included) is answered 415.
   app.removeContentTypeParser('text/plain');
   const routes: ServedRoute[] = [];
+  // Runs before the OpenAPI generator's own onRoute hook (registered later), so the document
+  // shows the cookie alternative and the CSRF 403 of every route whose guard accepts a session.
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) {
+    const methods = [route.method].flat();
+    const userSession = [route.onRequest ?? []].flat().some(acceptsUserSession);
+    if (userSession) route.schema = withCookieAuth(route.schema, methods);
+    for (const method of methods) {
       if (method === 'HEAD') continue;
       routes.push({
         method,
         url: route.url,
         documented: !(route.schema as { hide?: boolean } | undefined)?.hide,
+        userSession,
       });
     }
   });
@@ -118,6 +129,8 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   });
 
   registerErrorHandling(app, deps.config.bodyLimitBytes);
+  // Parses `Cookie` for the session cookie login sets (see plugins/csrf.ts).
+  await app.register(cookie);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   await registerOpenApi(app);
 
@@ -174,6 +187,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerCredentials(app, routeDeps);
   registerRelays(app, routeDeps);
   registerBilling(app, routeDeps);
+  registerMemberships(app, routeDeps);
 
   app.addHook('onClose', async () => {
     issuance.close();

@@ -56,6 +56,15 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
             scheme: 'bearer',
             description: 'A session token from `POST /admin/v1/auth/login` (prefix `rpu_`).',
           },
+          cookieAuth: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: 'rp_session',
+            description:
+              'The HttpOnly session cookie `POST /admin/v1/auth/login` sets (the same `rpu_` token). Used ' +
+              'only when no `Authorization` header is sent. POST, PUT, PATCH and DELETE must then carry ' +
+              "`X-CSRF-Token` (the login answer's `csrf_token`), else 403 `missing or invalid CSRF token`.",
+          },
         },
       },
     },

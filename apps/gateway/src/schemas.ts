@@ -61,8 +61,14 @@ export const SHARED_SCHEMAS = [
       expires_at: dateTime,
       authenticated_by: {
         type: 'string',
-        enum: ['bearer'],
-        description: 'How this request was authenticated.',
+        enum: ['bearer', 'cookie'],
+        description: 'How this request was authenticated: the `Authorization` header or the session cookie.',
+      },
+      csrf_token: {
+        type: 'string',
+        description:
+          'Only when the session cookie authenticated the request: the token to send as `X-CSRF-Token` ' +
+          'on every POST, PUT, PATCH and DELETE (a page reloaded after login gets it here again).',
       },
     },
   },
@@ -298,7 +304,9 @@ export const BODY_ERRORS = {
 } as const;
 
 export const AUTH_ERRORS = {
-  401: errorResponse('Missing, malformed, unknown or expired bearer token: `invalid or expired token`.'),
+  401: errorResponse(
+    'Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`.',
+  ),
 } as const;
 
 export { ref };

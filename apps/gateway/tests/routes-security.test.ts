@@ -151,6 +151,7 @@ describe('gateway routes: authentication and authorization', () => {
           .replace(/rly_0+/, ':relay_id')
           .replace(/alw_0+/, ':entry_id')
           .replace(/ten_0+/, ':tenant_id')
+          .replace(/usr_0+/, ':user_id')
           .replace(/cks_0+/, ':id')
           .replace(/webhooks\/stripe$/, 'webhooks/:provider')
           .replace(/\?.*$/, '')}`,

@@ -1,6 +1,8 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { addMember } from './add-member.ts';
 import { authenticate } from './authenticate.ts';
+import { changeMemberRole } from './change-member-role.ts';
 import { createAllowlistEntry } from './create-allowlist-entry.ts';
 import { createApiKey } from './create-api-key.ts';
 import { createBot } from './create-bot.ts';
@@ -13,12 +15,15 @@ import { listAllowlistEntries } from './list-allowlist-entries.ts';
 import { listApiKeys } from './list-api-keys.ts';
 import { listBotKeys } from './list-bot-keys.ts';
 import { listBots } from './list-bots.ts';
+import { listMembers } from './list-members.ts';
 import { listProjects } from './list-projects.ts';
 import { login } from './login.ts';
 import { logout } from './logout.ts';
+import { removeMember } from './remove-member.ts';
 import { revokeApiKey } from './revoke-api-key.ts';
 import { revokeBotKey } from './revoke-bot-key.ts';
 import { signup } from './signup.ts';
+import { switchTenant } from './switch-tenant.ts';
 import { verifyApiKey } from './verify-api-key.ts';
 
 export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService> {
@@ -42,5 +47,10 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     createBotKey: createBotKey(deps),
     listBotKeys: listBotKeys(deps),
     revokeBotKey: revokeBotKey(deps),
+    switchTenant: switchTenant(deps),
+    listMembers: listMembers(deps),
+    addMember: addMember(deps),
+    changeMemberRole: changeMemberRole(deps),
+    removeMember: removeMember(deps),
   };
 }

@@ -5,6 +5,7 @@ import {
   type ApiKeySchema,
   type BotKeySchema,
   type BotSchema,
+  type MemberSchema,
   PrincipalKind,
   type PrincipalSchema,
   type ProjectSchema,
@@ -19,6 +20,7 @@ import type {
   ApiKeyRecord,
   BotKeyRecord,
   BotRecord,
+  MemberRecord,
   ProjectRecord,
   SessionRecord,
   TenantRecord,
@@ -146,5 +148,14 @@ export function botPrincipalMessage(bot: BotRecord): MessageInitShape<typeof Pri
     botId: bot.id,
     role: roleMessage(bot.role),
     platformAdmin: false,
+  };
+}
+
+export function memberMessage(member: MemberRecord): MessageInitShape<typeof MemberSchema> {
+  return {
+    user: userMessage(member.user),
+    tenantId: member.tenantId,
+    role: roleMessage(member.role),
+    createdAt: timestampFromDate(member.createdAt),
   };
 }

@@ -1,7 +1,8 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
+import type { MemberChange, MemberDecision } from '../domain/memberships.ts';
 import { isRole, type Role } from '../domain/roles.ts';
-import { isUniqueViolation, type TenantRecord, type UserRecord } from './records.ts';
+import { isUniqueViolation, type MemberRecord, type TenantRecord, type UserRecord } from './records.ts';
 
 /** Any constant works; it only has to be the same in every replica (and unused elsewhere). */
 const BOOTSTRAP_LOCK_KEY = 7_236_801_102_113_584;
@@ -11,6 +12,12 @@ export interface NewOwner {
   user: UserRecord;
   passwordHash: string;
 }
+
+/** What a membership change came to; `member` is the membership as it is afterwards (or was, when removed). */
+export type MemberChangeResult =
+  | { outcome: 'not_found' }
+  | { outcome: Exclude<MemberDecision, 'ok'> }
+  | { outcome: 'ok'; member: MemberRecord };
 
 export interface UserWithPassword extends UserRecord {
   passwordHash: string;
@@ -95,12 +102,143 @@ export class AccountStore {
     return row && { id: row.id, name: row.name, createdAt: row.created_at };
   }
 
+  /** The tenant's members, oldest membership first. */
+  async listMembers(tenantId: string): Promise<MemberRecord[]> {
+    const rows = await memberQuery(this.#db, tenantId).orderBy('m.created_at').orderBy('u.id').execute();
+    return rows.flatMap((row) => memberRecord(tenantId, row) ?? []);
+  }
+
+  /** The role `userId` holds in `tenantId`, if a member. */
+  async roleIn(tenantId: string, userId: string): Promise<Role | undefined> {
+    const row = await this.#db
+      .selectFrom('memberships')
+      .select('role')
+      .where('tenant_id', '=', tenantId)
+      .where('user_id', '=', userId)
+      .executeTakeFirst();
+    return row && isRole(row.role) ? row.role : undefined;
+  }
+
+  /** Adds `user` to the tenant; 'exists' when already a member. */
+  async addMember(
+    tenantId: string,
+    user: UserRecord,
+    role: Role,
+    now: Date,
+  ): Promise<MemberRecord | 'exists'> {
+    const res = await this.#db
+      .insertInto('memberships')
+      .values({ tenant_id: tenantId, user_id: user.id, role, created_at: now })
+      .onConflict((oc) => oc.columns(['tenant_id', 'user_id']).doNothing())
+      .returning('user_id')
+      .executeTakeFirst();
+    if (!res) return 'exists';
+    return { user, tenantId, role, createdAt: now };
+  }
+
+  /**
+   * Changes or removes a membership if `decide` allows it, given the member's current role, the
+   * acting user's current role and the tenant's owner count. The tenant row is locked for the
+   * whole decision, so two concurrent changes (say, removing each of the last two owners) are
+   * decided one after the other and cannot leave the tenant without an owner.
+   */
+  async changeMember(
+    tenantId: string,
+    actorId: string,
+    userId: string,
+    change: MemberChange,
+    decide: (actor: Role, target: Role, owners: number) => MemberDecision,
+  ): Promise<MemberChangeResult> {
+    return this.#db.transaction().execute(async (trx): Promise<MemberChangeResult> => {
+      if (!(await lockTenant(trx, tenantId))) return { outcome: 'not_found' };
+      const row = await memberQuery(trx, tenantId).where('m.user_id', '=', userId).executeTakeFirst();
+      const member = row && memberRecord(tenantId, row);
+      if (!member) return { outcome: 'not_found' };
+      const actor = await trx
+        .selectFrom('memberships')
+        .select('role')
+        .where('tenant_id', '=', tenantId)
+        .where('user_id', '=', actorId)
+        .executeTakeFirst();
+      if (!actor || !isRole(actor.role)) return { outcome: 'not_allowed' };
+      const owners = await trx
+        .selectFrom('memberships')
+        .select((eb) => eb.fn.countAll<string>().as('n'))
+        .where('tenant_id', '=', tenantId)
+        .where('role', '=', 'owner')
+        .executeTakeFirstOrThrow();
+      const decision = decide(actor.role, member.role, Number(owners.n));
+      if (decision !== 'ok') return { outcome: decision };
+      if (change.kind === 'remove') {
+        await trx
+          .deleteFrom('memberships')
+          .where('tenant_id', '=', tenantId)
+          .where('user_id', '=', userId)
+          .execute();
+        return { outcome: 'ok', member };
+      }
+      await trx
+        .updateTable('memberships')
+        .set({ role: change.role })
+        .where('tenant_id', '=', tenantId)
+        .where('user_id', '=', userId)
+        .execute();
+      return { outcome: 'ok', member: { ...member, role: change.role } };
+    });
+  }
+
   async addMembership(tenantId: string, userId: string, role: Role, now: Date): Promise<void> {
     await this.#db
       .insertInto('memberships')
       .values({ tenant_id: tenantId, user_id: userId, role, created_at: now })
       .execute();
   }
+}
+
+/** Locks the tenant's row until commit: every membership change of a tenant serialises on it. */
+async function lockTenant(trx: Transaction<AdminDatabase>, tenantId: string): Promise<boolean> {
+  const row = await trx
+    .selectFrom('tenants')
+    .select('id')
+    .where('id', '=', tenantId)
+    .forUpdate()
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+function memberQuery(db: Kysely<AdminDatabase> | Transaction<AdminDatabase>, tenantId: string) {
+  return db
+    .selectFrom('memberships as m')
+    .innerJoin('users as u', 'u.id', 'm.user_id')
+    .select([
+      'u.id',
+      'u.email',
+      'u.platform_admin',
+      'u.created_at as user_created_at',
+      'm.role',
+      'm.created_at',
+    ])
+    .where('m.tenant_id', '=', tenantId);
+}
+
+function memberRecord(
+  tenantId: string,
+  row: {
+    id: string;
+    email: string;
+    platform_admin: boolean;
+    user_created_at: Date;
+    role: string;
+    created_at: Date;
+  },
+): MemberRecord | undefined {
+  if (!isRole(row.role)) return undefined;
+  return {
+    user: { id: row.id, email: row.email, platformAdmin: row.platform_admin, createdAt: row.user_created_at },
+    tenantId,
+    role: row.role,
+    createdAt: row.created_at,
+  };
 }
 
 async function insertOwner(trx: Transaction<AdminDatabase>, owner: NewOwner): Promise<void> {

@@ -15,6 +15,14 @@ export interface UserRecord {
   createdAt: Date;
 }
 
+/** A user's membership of a tenant. */
+export interface MemberRecord {
+  user: UserRecord;
+  tenantId: string;
+  role: Role;
+  createdAt: Date;
+}
+
 export interface ProjectRecord {
   id: string;
   tenantId: string;

@@ -89,6 +89,29 @@ export class SessionStore {
     };
   }
 
+  /**
+   * Moves the session to `tenantId`, in one conditional statement, only while its user is a
+   * member there. False when not a member (or no such session).
+   */
+  async switchTenant(id: string, userId: string, tenantId: string): Promise<boolean> {
+    const res = await this.#db
+      .updateTable('sessions')
+      .set({ tenant_id: tenantId })
+      .where('id', '=', id)
+      .where('user_id', '=', userId)
+      .where((eb) =>
+        eb.exists(
+          eb
+            .selectFrom('memberships')
+            .select('memberships.user_id')
+            .where('memberships.tenant_id', '=', tenantId)
+            .where('memberships.user_id', '=', userId),
+        ),
+      )
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
   async touch(id: string, now: Date): Promise<void> {
     await this.#db.updateTable('sessions').set({ last_seen_at: now }).where('id', '=', id).execute();
   }

@@ -7,6 +7,7 @@ import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyRequest } from 'fastify';
 import type { GatewayClients } from '../clients.ts';
 import type { TtlCache } from '../ttl-cache.ts';
+import { requireCsrf, SESSION_COOKIE } from './csrf.ts';
 
 export interface Authenticated {
   principal: Principal;
@@ -14,6 +15,8 @@ export interface Authenticated {
   session: Session | undefined;
   /** Set when a bot token authenticated the request. */
   bot: Bot | undefined;
+  /** How the credential came: the `Authorization` header or the session cookie. */
+  via: 'bearer' | 'cookie';
 }
 
 /** A valid bot token on an operation that needs a user: 403, the token itself is fine. */
@@ -78,14 +81,43 @@ export function bearerToken(request: FastifyRequest): string {
   return match[1];
 }
 
+/**
+ * The session credential of a request: the bearer header when one is sent (it wins over a
+ * cookie), else the session cookie. A cookie only ever holds a user session token.
+ */
+function sessionCredential(request: FastifyRequest): { token: string; via: 'bearer' | 'cookie' } {
+  const header = request.headers.authorization;
+  const cookie = request.cookies?.[SESSION_COOKIE];
+  if ((header === undefined || header === '') && cookie !== undefined && cookie !== '') {
+    if (parseToken(cookie) !== 'userSession') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    return { token: cookie, via: 'cookie' };
+  }
+  return { token: bearerToken(request), via: 'bearer' };
+}
+
+const USER_SESSION_GUARD = Symbol('acceptsUserSession');
+
+/** Marks a guard that accepts a user session, and so the session cookie (CSRF-checked). */
+function acceptingUserSession<T extends object>(guard: T): T {
+  return Object.assign(guard, { [USER_SESSION_GUARD]: true });
+}
+
+/** Whether a route hook is a guard that accepts a user session (bearer or cookie). */
+export function acceptsUserSession(hook: unknown): boolean {
+  return typeof hook === 'function' && USER_SESSION_GUARD in hook;
+}
+
 export interface AuthGuards {
   /** A project API key in `X-API-Key`. */
   apiKey(request: FastifyRequest): Promise<void>;
   /** A relay node token (`rpr_…`) as bearer. */
   relayNode(request: FastifyRequest): Promise<void>;
-  /** A user session token. A valid bot token: 403. */
+  /**
+   * A user session token, as bearer or as the session cookie (then state-changing methods need
+   * `X-CSRF-Token`). A valid bot token: 403.
+   */
   session(request: FastifyRequest): Promise<void>;
-  /** Any authenticated principal: a user session or a bot token. */
+  /** Any authenticated principal: a user session (bearer or cookie) or a bot token. */
   principal(request: FastifyRequest): Promise<void>;
   /** A platform administrator (operator). 403 for everyone else. */
   platformAdmin(request: FastifyRequest): Promise<void>;
@@ -101,18 +133,25 @@ export function authGuards(
   issuer: GatewayClients['issuer'],
   caches: GuardCaches,
 ): AuthGuards {
-  const principal = async (request: FastifyRequest) => {
-    const token = bearerToken(request);
+  const principal = acceptingUserSession(async (request: FastifyRequest) => {
+    const { token, via } = sessionCredential(request);
     const res = await admin.authenticate({ token });
     if (!res.principal) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-    request.auth = { principal: res.principal, session: res.session, bot: res.bot };
-  };
-  const session = async (request: FastifyRequest) => {
+    if (via === 'cookie') {
+      if (!res.session || res.principal.kind === PrincipalKind.BOT) {
+        throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      }
+      // After authentication: an expired or logged-out cookie answers 401, not 403.
+      requireCsrf(request, token);
+    }
+    request.auth = { principal: res.principal, session: res.session, bot: res.bot, via };
+  });
+  const session = acceptingUserSession(async (request: FastifyRequest) => {
     await principal(request);
     if (request.auth?.principal.kind === PrincipalKind.BOT) {
       throw new AppError('forbidden', BOT_TOKEN_REFUSED_MESSAGE);
     }
-  };
+  });
   return {
     session,
     principal,
@@ -147,12 +186,12 @@ export function authGuards(
         return res.relay;
       });
     },
-    async platformAdmin(request) {
+    platformAdmin: acceptingUserSession(async (request: FastifyRequest) => {
       await session(request);
       if (!request.auth?.principal.platformAdmin) {
         throw new AppError('forbidden', 'this operation needs a platform administrator');
       }
-    },
+    }),
   };
 }
 

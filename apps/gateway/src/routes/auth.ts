@@ -1,6 +1,7 @@
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
+import { clearSessionCookie, csrfTokenFor, SESSION_COOKIE, setSessionCookie } from '../plugins/csrf.ts';
 import { presentSession, presentTenant, presentUser } from '../present.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
 import { BOT_SESSION_SCHEMA, presentBotSession } from './bots.ts';
@@ -61,8 +62,12 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         summary: 'Log in with email and password',
         description:
           'Answers a bearer session token (prefix `rpu_`), shown only here and stored hashed. Send it as ' +
-          '`Authorization: Bearer <token>`. Wrong email and wrong password get the same 401. Attempts are ' +
-          'limited per account and per client IP: 429 with `Retry-After`.',
+          '`Authorization: Bearer <token>`. The same token is also set as the session cookie ' +
+          `\`${SESSION_COOKIE}\` (\`HttpOnly; SameSite=Strict; Path=/\`, \`Secure\` over HTTPS, \`Max-Age\` = ` +
+          'the session lifetime) for browsers. A request authenticated by that cookie (no `Authorization` ' +
+          'header) must send `csrf_token` as `X-CSRF-Token` on every POST, PUT, PATCH and DELETE, else 403 ' +
+          '`missing or invalid CSRF token`; bearer requests need no CSRF token. Wrong email and wrong ' +
+          'password get the same 401. Attempts are limited per account and per client IP: 429 with `Retry-After`.',
         tags: ['auth'],
         security: [],
         body: {
@@ -74,10 +79,15 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         response: {
           200: {
             type: 'object',
-            required: ['token', 'token_type', 'expires_at', 'session'],
+            required: ['token', 'token_type', 'expires_at', 'csrf_token', 'session'],
             additionalProperties: false,
             properties: {
               token: { type: 'string' },
+              csrf_token: {
+                type: 'string',
+                description:
+                  'Send as `X-CSRF-Token` on state-changing requests authenticated by the session cookie.',
+              },
               token_type: { type: 'string', const: 'Bearer' },
               expires_at: { type: 'string', format: 'date-time' },
               session: ref('Session'),
@@ -90,7 +100,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const res = await clients.admin.login({
         email: request.body.email,
         password: request.body.password,
@@ -98,7 +108,14 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
       });
       if (!res.session) throw new AppError('internal', 'login returned no session');
       const session = presentSession(res.session);
-      return { token: res.token, token_type: 'Bearer' as const, expires_at: session.expires_at, session };
+      setSessionCookie(request, reply, res.token, session.expires_at);
+      return {
+        token: res.token,
+        token_type: 'Bearer' as const,
+        expires_at: session.expires_at,
+        csrf_token: csrfTokenFor(res.token),
+        session,
+      };
     },
   );
 
@@ -110,8 +127,10 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         operationId: 'getSession',
         summary: 'The current session',
         description:
-          'User, active tenant, role, expiry and how the request was authenticated. A bot token answers ' +
-          'its bot instead (`authenticated_by: bot_token`): the tenant, the project it acts within and its role.',
+          'User, active tenant, role, expiry and how the request was authenticated (`bearer` or `cookie`). ' +
+          'Authenticated by the session cookie, it also answers the `csrf_token` to send as `X-CSRF-Token`. ' +
+          'A bot token answers its bot instead (`authenticated_by: bot_token`): the tenant, the project it ' +
+          'acts within and its role.',
         tags: ['auth'],
         security: [{ bearerAuth: [] }],
         response: { 200: { anyOf: [ref('Session'), BOT_SESSION_SCHEMA] }, ...AUTH_ERRORS, ...COMMON_ERRORS },
@@ -122,7 +141,13 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
       if (bot) return presentBotSession(bot);
       const session = request.auth?.session;
       if (!session) throw new AppError('internal', 'authenticated request without a session');
-      return presentSession(session);
+      if (request.auth?.via !== 'cookie') return presentSession(session);
+      const token = request.cookies[SESSION_COOKIE] ?? '';
+      return {
+        ...presentSession(session),
+        authenticated_by: 'cookie' as const,
+        csrf_token: csrfTokenFor(token),
+      };
     },
   );
 
@@ -133,6 +158,9 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
       schema: {
         operationId: 'logout',
         summary: 'Log out: the session token stops working',
+        description:
+          'Ends the session (bearer or cookie) and clears the session cookie (`Max-Age=0`). With the ' +
+          'cookie, `X-CSRF-Token` is required like on every state-changing request.',
         tags: ['auth'],
         security: [{ bearerAuth: [] }],
         response: { 204: { description: 'Logged out.', type: 'null' }, ...AUTH_ERRORS, ...COMMON_ERRORS },
@@ -140,6 +168,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
     },
     async (request, reply) => {
       await clients.admin.logout({ principal: principalOf(request) });
+      clearSessionCookie(request, reply);
       return reply.code(204).send();
     },
   );

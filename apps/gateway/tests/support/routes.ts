@@ -12,7 +12,7 @@ export type Auth =
   | 'provider_signature';
 
 export interface RouteCase {
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   url: string;
   auth: Auth;
   /** A valid body, for routes that take one. */
@@ -47,6 +47,26 @@ export const ROUTES: RouteCase[] = [
   },
   { method: 'GET', url: '/admin/v1/auth/session', auth: 'session' },
   { method: 'POST', url: '/admin/v1/auth/logout', auth: 'session' },
+  {
+    method: 'POST',
+    url: '/admin/v1/auth/session/tenant',
+    auth: 'session',
+    body: { tenant_id: 'ten_00000000000000000000' },
+  },
+  { method: 'GET', url: '/admin/v1/members', auth: 'session' },
+  {
+    method: 'POST',
+    url: '/admin/v1/members',
+    auth: 'session',
+    body: { email: 'x@example.test', role: 'viewer' },
+  },
+  {
+    method: 'PATCH',
+    url: '/admin/v1/members/usr_00000000000000000000',
+    auth: 'session',
+    body: { role: 'viewer' },
+  },
+  { method: 'DELETE', url: '/admin/v1/members/usr_00000000000000000000', auth: 'session' },
   { method: 'POST', url: '/admin/v1/projects', auth: 'session', body: { name: 'ok-name' } },
   { method: 'GET', url: '/admin/v1/projects', auth: 'session' },
   { method: 'GET', url: '/admin/v1/signing-keys', auth: 'platform_admin' },

@@ -7,6 +7,7 @@ import { AdminService, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { IssuerService, readIssuerConfig } from '@relayplane/issuer';
 import { RedisBus } from '@relayplane/shared/bus';
+import type { Clock } from '@relayplane/shared/clock';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRedis } from '@relayplane/shared/redis';
 import { testLogger } from '@relayplane/testing/logger';
@@ -35,6 +36,8 @@ export interface StackOptions {
   trustedProxies?: string[];
   /** Billing, admin and issuer serve their metrics on a free loopback port (`metricsPort`). */
   serveMetrics?: boolean;
+  /** The admin service's clock (session expiry); default the system clock. */
+  adminClock?: Clock;
 }
 
 export async function startStack(label: string, options: StackOptions = {}): Promise<Stack> {
@@ -80,7 +83,7 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
         billingAddress: `127.0.0.1:${billing.port}`,
         metricsAddress,
       }),
-      { logger: testLogger('admin') },
+      { logger: testLogger('admin'), clock: options.adminClock },
     );
     await admin.start();
     closers.push(() => admin.destroy());

@@ -1210,6 +1210,231 @@ export declare type RevokeBotKeyResponse = Message<"relayplane.admin.v1.RevokeBo
 export declare const RevokeBotKeyResponseSchema: GenMessage<RevokeBotKeyResponse>;
 
 /**
+ * @generated from message relayplane.admin.v1.SwitchTenantRequest
+ */
+export declare type SwitchTenantRequest = Message<"relayplane.admin.v1.SwitchTenantRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.SwitchTenantRequest.
+ * Use `create(SwitchTenantRequestSchema)` to create a new message.
+ */
+export declare const SwitchTenantRequestSchema: GenMessage<SwitchTenantRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.SwitchTenantResponse
+ */
+export declare type SwitchTenantResponse = Message<"relayplane.admin.v1.SwitchTenantResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.SwitchTenantResponse.
+ * Use `create(SwitchTenantResponseSchema)` to create a new message.
+ */
+export declare const SwitchTenantResponseSchema: GenMessage<SwitchTenantResponse>;
+
+/**
+ * Member is a user's membership of a tenant.
+ *
+ * @generated from message relayplane.admin.v1.Member
+ */
+export declare type Member = Message<"relayplane.admin.v1.Member"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.User user = 1;
+   */
+  user?: User | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: relayplane.admin.v1.TenantRole role = 3;
+   */
+  role: TenantRole;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.Member.
+ * Use `create(MemberSchema)` to create a new message.
+ */
+export declare const MemberSchema: GenMessage<Member>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListMembersRequest
+ */
+export declare type ListMembersRequest = Message<"relayplane.admin.v1.ListMembersRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListMembersRequest.
+ * Use `create(ListMembersRequestSchema)` to create a new message.
+ */
+export declare const ListMembersRequestSchema: GenMessage<ListMembersRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListMembersResponse
+ */
+export declare type ListMembersResponse = Message<"relayplane.admin.v1.ListMembersResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.Member members = 1;
+   */
+  members: Member[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListMembersResponse.
+ * Use `create(ListMembersResponseSchema)` to create a new message.
+ */
+export declare const ListMembersResponseSchema: GenMessage<ListMembersResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.AddMemberRequest
+ */
+export declare type AddMemberRequest = Message<"relayplane.admin.v1.AddMemberRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string email = 2;
+   */
+  email: string;
+
+  /**
+   * @generated from field: relayplane.admin.v1.TenantRole role = 3;
+   */
+  role: TenantRole;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.AddMemberRequest.
+ * Use `create(AddMemberRequestSchema)` to create a new message.
+ */
+export declare const AddMemberRequestSchema: GenMessage<AddMemberRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.AddMemberResponse
+ */
+export declare type AddMemberResponse = Message<"relayplane.admin.v1.AddMemberResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.AddMemberResponse.
+ * Use `create(AddMemberResponseSchema)` to create a new message.
+ */
+export declare const AddMemberResponseSchema: GenMessage<AddMemberResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ChangeMemberRoleRequest
+ */
+export declare type ChangeMemberRoleRequest = Message<"relayplane.admin.v1.ChangeMemberRoleRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: relayplane.admin.v1.TenantRole role = 3;
+   */
+  role: TenantRole;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ChangeMemberRoleRequest.
+ * Use `create(ChangeMemberRoleRequestSchema)` to create a new message.
+ */
+export declare const ChangeMemberRoleRequestSchema: GenMessage<ChangeMemberRoleRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ChangeMemberRoleResponse
+ */
+export declare type ChangeMemberRoleResponse = Message<"relayplane.admin.v1.ChangeMemberRoleResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ChangeMemberRoleResponse.
+ * Use `create(ChangeMemberRoleResponseSchema)` to create a new message.
+ */
+export declare const ChangeMemberRoleResponseSchema: GenMessage<ChangeMemberRoleResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RemoveMemberRequest
+ */
+export declare type RemoveMemberRequest = Message<"relayplane.admin.v1.RemoveMemberRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RemoveMemberRequest.
+ * Use `create(RemoveMemberRequestSchema)` to create a new message.
+ */
+export declare const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RemoveMemberResponse
+ */
+export declare type RemoveMemberResponse = Message<"relayplane.admin.v1.RemoveMemberResponse"> & {
+  /**
+   * The membership as it was before removal.
+   *
+   * @generated from field: relayplane.admin.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RemoveMemberResponse.
+ * Use `create(RemoveMemberResponseSchema)` to create a new message.
+ */
+export declare const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse>;
+
+/**
  * @generated from enum relayplane.admin.v1.TenantRole
  */
 export enum TenantRole {
@@ -1448,6 +1673,59 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RevokeBotKeyRequestSchema;
     output: typeof RevokeBotKeyResponseSchema;
+  },
+  /**
+   * SwitchTenant moves the caller's session (same token) to another tenant the user is a member
+   * of, with the role of that membership; not a member (or no such tenant): forbidden (403).
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.SwitchTenant
+   */
+  switchTenant: {
+    methodKind: "unary";
+    input: typeof SwitchTenantRequestSchema;
+    output: typeof SwitchTenantResponseSchema;
+  },
+  /**
+   * Members of the active tenant. Any member may list them; only owners and admins manage them
+   * (forbidden otherwise). Only an owner may grant the owner role or change or remove an owner.
+   * The last owner can be neither demoted nor removed: conflict (409). A user id that is not a
+   * member of the active tenant: not_found (404).
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ListMembers
+   */
+  listMembers: {
+    methodKind: "unary";
+    input: typeof ListMembersRequestSchema;
+    output: typeof ListMembersResponseSchema;
+  },
+  /**
+   * Adds an existing user, by email (no invitation is sent). Unknown email: not_found;
+   * already a member: conflict.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.AddMember
+   */
+  addMember: {
+    methodKind: "unary";
+    input: typeof AddMemberRequestSchema;
+    output: typeof AddMemberResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ChangeMemberRole
+   */
+  changeMemberRole: {
+    methodKind: "unary";
+    input: typeof ChangeMemberRoleRequestSchema;
+    output: typeof ChangeMemberRoleResponseSchema;
+  },
+  /**
+   * The removed member's sessions in this tenant stop authenticating at once.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.RemoveMember
+   */
+  removeMember: {
+    methodKind: "unary";
+    input: typeof RemoveMemberRequestSchema;
+    output: typeof RemoveMemberResponseSchema;
   },
 }>;
 

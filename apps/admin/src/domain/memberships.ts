@@ -1,0 +1,38 @@
+/** Who may change which membership of a tenant. Pure. */
+import type { Role } from './roles.ts';
+
+/** What a change of membership would do, or why it may not. */
+export type MemberDecision = 'ok' | 'not_allowed' | 'owner_only' | 'last_owner';
+
+export type MemberChange = { kind: 'remove' } | { kind: 'set_role'; role: Role };
+
+/** Owners and admins manage members; developers and viewers only list them. */
+export function canManageMembers(role: Role): boolean {
+  return role === 'owner' || role === 'admin';
+}
+
+/** Adding a member: only an owner may make someone an owner. */
+export function decideAddMember(actor: Role, role: Role): MemberDecision {
+  if (!canManageMembers(actor)) return 'not_allowed';
+  if (role === 'owner' && actor !== 'owner') return 'owner_only';
+  return 'ok';
+}
+
+/**
+ * Changing or removing a member whose role is `target`, when the tenant has `owners` owners.
+ * Only an owner touches the owner role (granting it, or changing or removing an owner), so an
+ * admin can never lock the owners out; and the last owner stays, so a tenant is never unowned.
+ */
+export function decideMemberChange(
+  actor: Role,
+  target: Role,
+  change: MemberChange,
+  owners: number,
+): MemberDecision {
+  if (!canManageMembers(actor)) return 'not_allowed';
+  const grantsOwner = change.kind === 'set_role' && change.role === 'owner';
+  if ((target === 'owner' || grantsOwner) && actor !== 'owner') return 'owner_only';
+  const losesOwner = target === 'owner' && (change.kind === 'remove' || change.role !== 'owner');
+  if (losesOwner && owners <= 1) return 'last_owner';
+  return 'ok';
+}

@@ -1,0 +1,38 @@
+import type { TenantRole } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import type { MemberDecision } from '../domain/memberships.ts';
+import { ROLES, type Role } from '../domain/roles.ts';
+import type { MemberChangeResult } from '../stores/accounts.ts';
+import type { MemberRecord } from '../stores/records.ts';
+import { roleFromMessage } from './messages.ts';
+
+export const CANNOT_MANAGE_MEMBERS_MESSAGE = 'the role does not allow managing members';
+export const OWNER_ONLY_MESSAGE = 'only an owner can grant the owner role or change an owner';
+export const LAST_OWNER_MESSAGE = 'a tenant needs at least one owner';
+export const MEMBER_NOT_FOUND_MESSAGE = 'member not found';
+
+/** The role a request names, or invalid_request. */
+export function requestedRole(role: TenantRole): Role {
+  const named = roleFromMessage(role);
+  if (!named) throw new AppError('invalid_request', `role must be one of ${ROLES.join(', ')}`);
+  return named;
+}
+
+/** The error a refused membership decision answers. */
+export function refuse(decision: Exclude<MemberDecision, 'ok'>): AppError {
+  switch (decision) {
+    case 'not_allowed':
+      return new AppError('forbidden', CANNOT_MANAGE_MEMBERS_MESSAGE);
+    case 'owner_only':
+      return new AppError('forbidden', OWNER_ONLY_MESSAGE);
+    case 'last_owner':
+      return new AppError('conflict', LAST_OWNER_MESSAGE);
+  }
+}
+
+/** The changed member, or the error the outcome answers. */
+export function changedMember(result: MemberChangeResult): MemberRecord {
+  if (result.outcome === 'ok') return result.member;
+  if (result.outcome === 'not_found') throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);
+  throw refuse(result.outcome);
+}

@@ -1,0 +1,88 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { AppError } from '@relayplane/shared/errors';
+import type { FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import { errorResponse } from '../schemas.ts';
+
+/** The session cookie login sets: the same `rpu_` token the body answers. */
+export const SESSION_COOKIE = 'rp_session';
+export const CSRF_HEADER = 'x-csrf-token';
+export const CSRF_REFUSED_MESSAGE = 'missing or invalid CSRF token';
+
+const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+export function isStateChanging(method: string): boolean {
+  return STATE_CHANGING.has(method.toUpperCase());
+}
+
+/**
+ * The CSRF token of a session, derived rather than stored: HMAC-SHA256 keyed by the session
+ * token. Whoever can compute it already holds the session token; a cross-site page can neither
+ * read the HttpOnly cookie nor a same-origin response, so it cannot learn it.
+ */
+export function csrfTokenFor(sessionToken: string): string {
+  return createHmac('sha256', sessionToken).update('relayplane-csrf').digest('base64url');
+}
+
+/** A cookie-authenticated state-changing request must carry the session's CSRF token: else 403. */
+export function requireCsrf(request: FastifyRequest, sessionToken: string): void {
+  if (!isStateChanging(request.method)) return;
+  const sent = request.headers[CSRF_HEADER];
+  const expected = Buffer.from(csrfTokenFor(sessionToken));
+  const actual = typeof sent === 'string' ? Buffer.from(sent) : undefined;
+  if (!actual || actual.length !== expected.length || !timingSafeEqual(actual, expected)) {
+    throw new AppError('forbidden', CSRF_REFUSED_MESSAGE);
+  }
+}
+
+/**
+ * `HttpOnly` (scripts cannot read it), `SameSite=Strict` (browsers do not send it on any
+ * cross-site request, navigations included: the cookie only serves the API and the admin UI of
+ * the same site, so nothing legitimate needs it cross-site), `Path=/`, `Secure` when the request
+ * came over HTTPS (`X-Forwarded-Proto` believed from trusted proxies only), `Max-Age` = the time
+ * left of the session.
+ */
+export function setSessionCookie(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  token: string,
+  expiresAt: string,
+): void {
+  const maxAge = Math.max(0, Math.floor((Date.parse(expiresAt) - Date.now()) / 1000));
+  reply.setCookie(SESSION_COOKIE, token, cookieOptions(request, maxAge));
+}
+
+export function clearSessionCookie(request: FastifyRequest, reply: FastifyReply): void {
+  reply.setCookie(SESSION_COOKIE, '', cookieOptions(request, 0));
+}
+
+function cookieOptions(request: FastifyRequest, maxAge: number) {
+  return {
+    httpOnly: true,
+    sameSite: 'strict' as const,
+    path: '/',
+    secure: request.protocol === 'https',
+    maxAge,
+  };
+}
+
+const CSRF_403 = `A cookie-authenticated request without the session's \`X-CSRF-Token\`: \`${CSRF_REFUSED_MESSAGE}\`.`;
+
+/**
+ * The OpenAPI view of a route whose guard accepts a user session: the session cookie is an
+ * alternative to the bearer header, and state-changing methods document the CSRF 403.
+ */
+export function withCookieAuth(schema: FastifySchema | undefined, methods: readonly string[]): FastifySchema {
+  const base = (schema ?? {}) as FastifySchema & {
+    security?: Record<string, string[]>[];
+    response?: Record<string | number, { description?: string }>;
+  };
+  const security = [...(base.security ?? [])];
+  if (!security.some((s) => 'cookieAuth' in s)) security.push({ cookieAuth: [] });
+  if (!methods.some(isStateChanging)) return { ...base, security } as FastifySchema;
+  const response = { ...(base.response ?? {}) };
+  const existing = response[403];
+  response[403] = existing
+    ? { ...existing, description: `${existing.description ?? ''} Or: ${CSRF_403}`.trim() }
+    : errorResponse(CSRF_403);
+  return { ...base, security, response } as FastifySchema;
+}

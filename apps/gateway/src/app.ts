@@ -130,7 +130,8 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
 
   registerErrorHandling(app, deps.config.bodyLimitBytes);
   // Parses `Cookie` for the session cookie login sets (see plugins/csrf.ts).
-  await app.register(cookie);
+  // No parsing hook: session guards parse the Cookie header when they need it (sessionCookieOf).
+  await app.register(cookie, { hook: false });
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   await registerOpenApi(app);
 

@@ -7,7 +7,7 @@ import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyRequest } from 'fastify';
 import type { GatewayClients } from '../clients.ts';
 import type { TtlCache } from '../ttl-cache.ts';
-import { requireCsrf, SESSION_COOKIE } from './csrf.ts';
+import { requireCsrf, sessionCookieOf } from './csrf.ts';
 
 export interface Authenticated {
   principal: Principal;
@@ -87,7 +87,7 @@ export function bearerToken(request: FastifyRequest): string {
  */
 function sessionCredential(request: FastifyRequest): { token: string; via: 'bearer' | 'cookie' } {
   const header = request.headers.authorization;
-  const cookie = request.cookies?.[SESSION_COOKIE];
+  const cookie = sessionCookieOf(request);
   if ((header === undefined || header === '') && cookie !== undefined && cookie !== '') {
     if (parseToken(cookie) !== 'userSession') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     return { token: cookie, via: 'cookie' };

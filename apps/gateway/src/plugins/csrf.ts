@@ -10,6 +10,16 @@ export const CSRF_REFUSED_MESSAGE = 'missing or invalid CSRF token';
 
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+/**
+ * The session cookie of a request, parsed on demand: only session routes read it, so the hot
+ * paths (credentials, JWKS) never parse a Cookie header (@fastify/cookie runs with `hook: false`).
+ */
+export function sessionCookieOf(request: FastifyRequest): string | undefined {
+  const header = request.headers.cookie;
+  if (header === undefined || header === '') return undefined;
+  return request.server.parseCookie(header)[SESSION_COOKIE];
+}
+
 export function isStateChanging(method: string): boolean {
   return STATE_CHANGING.has(method.toUpperCase());
 }

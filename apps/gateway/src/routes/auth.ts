@@ -1,7 +1,13 @@
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { clearSessionCookie, csrfTokenFor, SESSION_COOKIE, setSessionCookie } from '../plugins/csrf.ts';
+import {
+  clearSessionCookie,
+  csrfTokenFor,
+  SESSION_COOKIE,
+  sessionCookieOf,
+  setSessionCookie,
+} from '../plugins/csrf.ts';
 import { presentSession, presentTenant, presentUser } from '../present.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
 import { BOT_SESSION_SCHEMA, presentBotSession } from './bots.ts';
@@ -142,7 +148,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
       const session = request.auth?.session;
       if (!session) throw new AppError('internal', 'authenticated request without a session');
       if (request.auth?.via !== 'cookie') return presentSession(session);
-      const token = request.cookies[SESSION_COOKIE] ?? '';
+      const token = sessionCookieOf(request) ?? '';
       return {
         ...presentSession(session),
         authenticated_by: 'cookie' as const,

@@ -2,7 +2,7 @@ import { type Member, TenantRole } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { csrfTokenFor, SESSION_COOKIE } from '../plugins/csrf.ts';
+import { csrfTokenFor, sessionCookieOf } from '../plugins/csrf.ts';
 import { iso, presentSession, presentUser } from '../present.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
@@ -92,7 +92,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
       });
       if (!res.session) throw new AppError('internal', 'switchTenant returned no session');
       if (request.auth?.via !== 'cookie') return presentSession(res.session);
-      const token = request.cookies[SESSION_COOKIE] ?? '';
+      const token = sessionCookieOf(request) ?? '';
       return {
         ...presentSession(res.session),
         authenticated_by: 'cookie' as const,

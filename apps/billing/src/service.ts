@@ -106,7 +106,7 @@ export class BillingService {
             new RedisRateLimiter(deps.throttleRedis, `${config.redis.prefix}billing:throttle:`, windowMs),
             memory,
             logger,
-            'billing-checkout',
+            'checkout throttle',
           )
         : memory;
 

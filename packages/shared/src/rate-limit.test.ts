@@ -34,6 +34,7 @@ describe('fixed-window rate limiting', () => {
         if (down) throw new Error('redis down');
         return { count: 42, resetInMs: 5 };
       },
+      async clear() {},
     };
     const limiter = new FallbackRateLimiter(primary, new MemoryRateLimiter(clock, 1_000), logger, 'test');
     expect(await limiter.hit('a')).toMatchObject({ count: 1 });

@@ -20,6 +20,8 @@ export interface WindowHit {
 export interface RateLimiter {
   /** Counts one hit against `key`; the first hit of a window starts it. */
   hit(key: string): Promise<WindowHit>;
+  /** Forgets the hits of `key` (e.g. a successful login clears its account). */
+  clear(key: string): Promise<void>;
 }
 
 /** INCR; PEXPIRE on the window's first hit (or when a key somehow lost its TTL); answers {count, PTTL}. */
@@ -63,6 +65,10 @@ export class RedisRateLimiter implements RateLimiter {
     if (!Array.isArray(reply) || reply.length !== 2) throw new Error('unexpected rate limiter reply');
     return { count: Number(reply[0]), resetInMs: Math.max(1, Number(reply[1])) };
   }
+
+  async clear(key: string): Promise<void> {
+    await this.#redis.del(this.#prefix + key);
+  }
 }
 
 export class MemoryRateLimiter implements RateLimiter {
@@ -86,6 +92,10 @@ export class MemoryRateLimiter implements RateLimiter {
     }
     window.count += 1;
     return { count: window.count, resetInMs: Math.max(1, window.endsAt - now) };
+  }
+
+  async clear(key: string): Promise<void> {
+    this.#windows.delete(key);
   }
 
   /** How many keys are held (tests check that expired windows are dropped). */
@@ -127,21 +137,34 @@ export class FallbackRateLimiter implements RateLimiter {
   async hit(key: string): Promise<WindowHit> {
     try {
       const hit = await this.#primary.hit(key);
-      if (this.#degraded) {
-        this.#degraded = false;
-        this.#logger.info({ limiter: this.#name }, 'rate limiter back on redis');
-      }
+      this.#recovered();
       return hit;
     } catch (err) {
-      if (!this.#degraded) {
-        this.#degraded = true;
-        const message = err instanceof Error ? err.message : String(err);
-        this.#logger.warn(
-          { err: { message }, limiter: this.#name },
-          'rate limiter falling back to per-process limits',
-        );
-      }
+      this.#failed(err);
       return this.#fallback.hit(key);
     }
+  }
+
+  async clear(key: string): Promise<void> {
+    await this.#fallback.clear(key);
+    try {
+      await this.#primary.clear(key);
+      this.#recovered();
+    } catch (err) {
+      this.#failed(err);
+    }
+  }
+
+  #failed(err: unknown): void {
+    if (this.#degraded) return;
+    this.#degraded = true;
+    const message = err instanceof Error ? err.message : String(err);
+    this.#logger.warn({ err: { message } }, `${this.#name} falling back to in-memory limits`);
+  }
+
+  #recovered(): void {
+    if (!this.#degraded) return;
+    this.#degraded = false;
+    this.#logger.info(`${this.#name} back on redis`);
   }
 }

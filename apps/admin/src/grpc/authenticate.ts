@@ -16,7 +16,8 @@ export function authenticate(deps: AdminDeps): AuthenticateImpl {
     // A malformed token, a bad checksum or another kind of token never reaches the database.
     const kind = parseToken(req.token);
     if (kind === 'bot') return authenticateBot(deps, req.token);
-    if (kind !== 'userSession') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    // A CLI token (device flow) is a session row of its own kind: same lookup, same checks.
+    if (kind !== 'userSession' && kind !== 'cli') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     const now = deps.clock.now();
     const session = await deps.sessions.findLiveByTokenHash(hashToken(req.token), now);
     if (!session) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);

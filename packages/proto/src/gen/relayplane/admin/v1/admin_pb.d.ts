@@ -48,7 +48,7 @@ export declare type Principal = Message<"relayplane.admin.v1.Principal"> & {
   sessionId: string;
 
   /**
-   * Set for PRINCIPAL_KIND_BOT (user_id and session_id are then empty).
+   * Set for PRINCIPAL_KIND_BOT and PRINCIPAL_KIND_IDENTITY (user_id and session_id are then empty).
    *
    * @generated from field: string bot_id = 7;
    */
@@ -58,6 +58,18 @@ export declare type Principal = Message<"relayplane.admin.v1.Principal"> & {
    * @generated from field: string project_id = 8;
    */
   projectId: string;
+
+  /**
+   * PRINCIPAL_KIND_IDENTITY: the token's id and its scopes (permissions, docs/iam.md).
+   *
+   * @generated from field: string identity_token_id = 9;
+   */
+  identityTokenId: string;
+
+  /**
+   * @generated from field: repeated string scopes = 10;
+   */
+  scopes: string[];
 };
 
 /**
@@ -192,6 +204,13 @@ export declare type Session = Message<"relayplane.admin.v1.Session"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 6;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * "session" (login) or "cli" (a CLI token from the device flow).
+   *
+   * @generated from field: string kind = 7;
+   */
+  kind: string;
 };
 
 /**
@@ -329,11 +348,18 @@ export declare type AuthenticateResponse = Message<"relayplane.admin.v1.Authenti
   session?: Session | undefined;
 
   /**
-   * Set for a bot token.
+   * Set for a bot token and an identity token (the identity).
    *
    * @generated from field: relayplane.admin.v1.Bot bot = 3;
    */
   bot?: Bot | undefined;
+
+  /**
+   * Set for an identity token.
+   *
+   * @generated from field: relayplane.admin.v1.IdentityToken identity_token = 4;
+   */
+  identityToken?: IdentityToken | undefined;
 };
 
 /**
@@ -1435,6 +1461,436 @@ export declare type RemoveMemberResponse = Message<"relayplane.admin.v1.RemoveMe
 export declare const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse>;
 
 /**
+ * IdentityToken as listed: never the token itself.
+ *
+ * @generated from message relayplane.admin.v1.IdentityToken
+ */
+export declare type IdentityToken = Message<"relayplane.admin.v1.IdentityToken"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * The bot the token acts as.
+   *
+   * @generated from field: string identity_id = 3;
+   */
+  identityId: string;
+
+  /**
+   * @generated from field: repeated string scopes = 4;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 7;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_used_at = 8;
+   */
+  lastUsedAt?: Timestamp | undefined;
+
+  /**
+   * The first characters of the token, e.g. "rpi_1a2b".
+   *
+   * @generated from field: string display_prefix = 9;
+   */
+  displayPrefix: string;
+
+  /**
+   * @generated from field: string last_four = 10;
+   */
+  lastFour: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.IdentityToken.
+ * Use `create(IdentityTokenSchema)` to create a new message.
+ */
+export declare const IdentityTokenSchema: GenMessage<IdentityToken>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateIdentityTokenRequest
+ */
+export declare type CreateIdentityTokenRequest = Message<"relayplane.admin.v1.CreateIdentityTokenRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string identity_id = 3;
+   */
+  identityId: string;
+
+  /**
+   * @generated from field: repeated string scopes = 4;
+   */
+  scopes: string[];
+
+  /**
+   * Unset: the default lifetime.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateIdentityTokenRequest.
+ * Use `create(CreateIdentityTokenRequestSchema)` to create a new message.
+ */
+export declare const CreateIdentityTokenRequestSchema: GenMessage<CreateIdentityTokenRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateIdentityTokenResponse
+ */
+export declare type CreateIdentityTokenResponse = Message<"relayplane.admin.v1.CreateIdentityTokenResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.IdentityToken identity_token = 1;
+   */
+  identityToken?: IdentityToken | undefined;
+
+  /**
+   * The raw token (rpi_…): returned only here.
+   *
+   * @generated from field: string value = 2;
+   */
+  value: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateIdentityTokenResponse.
+ * Use `create(CreateIdentityTokenResponseSchema)` to create a new message.
+ */
+export declare const CreateIdentityTokenResponseSchema: GenMessage<CreateIdentityTokenResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListIdentityTokensRequest
+ */
+export declare type ListIdentityTokensRequest = Message<"relayplane.admin.v1.ListIdentityTokensRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string identity_id = 3;
+   */
+  identityId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListIdentityTokensRequest.
+ * Use `create(ListIdentityTokensRequestSchema)` to create a new message.
+ */
+export declare const ListIdentityTokensRequestSchema: GenMessage<ListIdentityTokensRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListIdentityTokensResponse
+ */
+export declare type ListIdentityTokensResponse = Message<"relayplane.admin.v1.ListIdentityTokensResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.IdentityToken identity_tokens = 1;
+   */
+  identityTokens: IdentityToken[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListIdentityTokensResponse.
+ * Use `create(ListIdentityTokensResponseSchema)` to create a new message.
+ */
+export declare const ListIdentityTokensResponseSchema: GenMessage<ListIdentityTokensResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeIdentityTokenRequest
+ */
+export declare type RevokeIdentityTokenRequest = Message<"relayplane.admin.v1.RevokeIdentityTokenRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string identity_id = 3;
+   */
+  identityId: string;
+
+  /**
+   * @generated from field: string token_id = 4;
+   */
+  tokenId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeIdentityTokenRequest.
+ * Use `create(RevokeIdentityTokenRequestSchema)` to create a new message.
+ */
+export declare const RevokeIdentityTokenRequestSchema: GenMessage<RevokeIdentityTokenRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeIdentityTokenResponse
+ */
+export declare type RevokeIdentityTokenResponse = Message<"relayplane.admin.v1.RevokeIdentityTokenResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.IdentityToken identity_token = 1;
+   */
+  identityToken?: IdentityToken | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeIdentityTokenResponse.
+ * Use `create(RevokeIdentityTokenResponseSchema)` to create a new message.
+ */
+export declare const RevokeIdentityTokenResponseSchema: GenMessage<RevokeIdentityTokenResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.StartDeviceAuthorizationRequest
+ */
+export declare type StartDeviceAuthorizationRequest = Message<"relayplane.admin.v1.StartDeviceAuthorizationRequest"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * Space-separated OAuth scope as requested (informational; the CLI token acts as the user).
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+
+  /**
+   * @generated from field: string client_ip = 3;
+   */
+  clientIp: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.StartDeviceAuthorizationRequest.
+ * Use `create(StartDeviceAuthorizationRequestSchema)` to create a new message.
+ */
+export declare const StartDeviceAuthorizationRequestSchema: GenMessage<StartDeviceAuthorizationRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.StartDeviceAuthorizationResponse
+ */
+export declare type StartDeviceAuthorizationResponse = Message<"relayplane.admin.v1.StartDeviceAuthorizationResponse"> & {
+  /**
+   * @generated from field: string device_code = 1;
+   */
+  deviceCode: string;
+
+  /**
+   * XXXX-XXXX from an unambiguous alphabet.
+   *
+   * @generated from field: string user_code = 2;
+   */
+  userCode: string;
+
+  /**
+   * @generated from field: int32 expires_in = 3;
+   */
+  expiresIn: number;
+
+  /**
+   * @generated from field: int32 interval = 4;
+   */
+  interval: number;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.StartDeviceAuthorizationResponse.
+ * Use `create(StartDeviceAuthorizationResponseSchema)` to create a new message.
+ */
+export declare const StartDeviceAuthorizationResponseSchema: GenMessage<StartDeviceAuthorizationResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ExchangeDeviceCodeRequest
+ */
+export declare type ExchangeDeviceCodeRequest = Message<"relayplane.admin.v1.ExchangeDeviceCodeRequest"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: string device_code = 2;
+   */
+  deviceCode: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ExchangeDeviceCodeRequest.
+ * Use `create(ExchangeDeviceCodeRequestSchema)` to create a new message.
+ */
+export declare const ExchangeDeviceCodeRequestSchema: GenMessage<ExchangeDeviceCodeRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ExchangeDeviceCodeResponse
+ */
+export declare type ExchangeDeviceCodeResponse = Message<"relayplane.admin.v1.ExchangeDeviceCodeResponse"> & {
+  /**
+   * The CLI token (rpc_…): returned only here.
+   *
+   * @generated from field: string access_token = 1;
+   */
+  accessToken: string;
+
+  /**
+   * @generated from field: int32 expires_in = 2;
+   */
+  expiresIn: number;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ExchangeDeviceCodeResponse.
+ * Use `create(ExchangeDeviceCodeResponseSchema)` to create a new message.
+ */
+export declare const ExchangeDeviceCodeResponseSchema: GenMessage<ExchangeDeviceCodeResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.DescribeDeviceGrantRequest
+ */
+export declare type DescribeDeviceGrantRequest = Message<"relayplane.admin.v1.DescribeDeviceGrantRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string user_code = 2;
+   */
+  userCode: string;
+
+  /**
+   * @generated from field: string client_ip = 3;
+   */
+  clientIp: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DescribeDeviceGrantRequest.
+ * Use `create(DescribeDeviceGrantRequestSchema)` to create a new message.
+ */
+export declare const DescribeDeviceGrantRequestSchema: GenMessage<DescribeDeviceGrantRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.DescribeDeviceGrantResponse
+ */
+export declare type DescribeDeviceGrantResponse = Message<"relayplane.admin.v1.DescribeDeviceGrantResponse"> & {
+  /**
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * The normalised user code, XXXX-XXXX.
+   *
+   * @generated from field: string user_code = 3;
+   */
+  userCode: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DescribeDeviceGrantResponse.
+ * Use `create(DescribeDeviceGrantResponseSchema)` to create a new message.
+ */
+export declare const DescribeDeviceGrantResponseSchema: GenMessage<DescribeDeviceGrantResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.DecideDeviceGrantRequest
+ */
+export declare type DecideDeviceGrantRequest = Message<"relayplane.admin.v1.DecideDeviceGrantRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string user_code = 2;
+   */
+  userCode: string;
+
+  /**
+   * @generated from field: bool approve = 3;
+   */
+  approve: boolean;
+
+  /**
+   * @generated from field: string client_ip = 4;
+   */
+  clientIp: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DecideDeviceGrantRequest.
+ * Use `create(DecideDeviceGrantRequestSchema)` to create a new message.
+ */
+export declare const DecideDeviceGrantRequestSchema: GenMessage<DecideDeviceGrantRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.DecideDeviceGrantResponse
+ */
+export declare type DecideDeviceGrantResponse = Message<"relayplane.admin.v1.DecideDeviceGrantResponse"> & {
+  /**
+   * "approved" or "denied".
+   *
+   * @generated from field: string status = 1;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DecideDeviceGrantResponse.
+ * Use `create(DecideDeviceGrantResponseSchema)` to create a new message.
+ */
+export declare const DecideDeviceGrantResponseSchema: GenMessage<DecideDeviceGrantResponse>;
+
+/**
  * @generated from enum relayplane.admin.v1.TenantRole
  */
 export enum TenantRole {
@@ -1489,6 +1945,14 @@ export enum PrincipalKind {
    * @generated from enum value: PRINCIPAL_KIND_BOT = 2;
    */
   BOT = 2,
+
+  /**
+   * An identity token: acts as its bot (the identity), within its project, holding only the
+   * token's scopes that the bot's role also grants.
+   *
+   * @generated from enum value: PRINCIPAL_KIND_IDENTITY = 3;
+   */
+  IDENTITY = 3,
 }
 
 /**
@@ -1726,6 +2190,80 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RemoveMemberRequestSchema;
     output: typeof RemoveMemberResponseSchema;
+  },
+  /**
+   * Identity tokens (`rpi_`): bearer tokens that act as a bot (the identity) of a project with
+   * a subset of permissions (scopes, docs/iam.md). Only a user session or an identity token may
+   * create one; the scopes must be held by the caller and by the identity. The value is
+   * answered once, by CreateIdentityToken; only its SHA-256 is stored.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.CreateIdentityToken
+   */
+  createIdentityToken: {
+    methodKind: "unary";
+    input: typeof CreateIdentityTokenRequestSchema;
+    output: typeof CreateIdentityTokenResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ListIdentityTokens
+   */
+  listIdentityTokens: {
+    methodKind: "unary";
+    input: typeof ListIdentityTokensRequestSchema;
+    output: typeof ListIdentityTokensResponseSchema;
+  },
+  /**
+   * Idempotent: revoking a revoked token answers its original revoked_at.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.RevokeIdentityToken
+   */
+  revokeIdentityToken: {
+    methodKind: "unary";
+    input: typeof RevokeIdentityTokenRequestSchema;
+    output: typeof RevokeIdentityTokenResponseSchema;
+  },
+  /**
+   * OAuth 2.0 Device Authorization Grant (RFC 8628) for the CLI. Errors of the token
+   * endpoint are invalid_request (400) whose message is the OAuth error code
+   * (authorization_pending, slow_down, expired_token, access_denied, invalid_grant,
+   * invalid_client). Device codes and user codes are stored as SHA-256 only.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.StartDeviceAuthorization
+   */
+  startDeviceAuthorization: {
+    methodKind: "unary";
+    input: typeof StartDeviceAuthorizationRequestSchema;
+    output: typeof StartDeviceAuthorizationResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ExchangeDeviceCode
+   */
+  exchangeDeviceCode: {
+    methodKind: "unary";
+    input: typeof ExchangeDeviceCodeRequestSchema;
+    output: typeof ExchangeDeviceCodeResponseSchema;
+  },
+  /**
+   * The pending grant behind a user code, for the verification page (rate-limited per user
+   * and client IP: rate_limited; unknown or expired code: not_found).
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.DescribeDeviceGrant
+   */
+  describeDeviceGrant: {
+    methodKind: "unary";
+    input: typeof DescribeDeviceGrantRequestSchema;
+    output: typeof DescribeDeviceGrantResponseSchema;
+  },
+  /**
+   * Approve or deny a user code as the caller (a user session). Approval ties the CLI token
+   * the device then receives to the caller's user and active tenant.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.DecideDeviceGrant
+   */
+  decideDeviceGrant: {
+    methodKind: "unary";
+    input: typeof DecideDeviceGrantRequestSchema;
+    output: typeof DecideDeviceGrantResponseSchema;
   },
 }>;
 

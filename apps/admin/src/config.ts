@@ -41,6 +41,8 @@ export interface AdminConfig {
   bootstrap: BootstrapConfig | undefined;
   /** Login attempt limits (per account and per client IP, fixed window). */
   loginLimits: LoginLimits;
+  /** OAuth device authorization grant (RFC 8628) for the CLI. */
+  deviceFlow: DeviceFlowConfig;
   /** host:port of the Prometheus metrics listener (`ADMIN_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
   logLevel: LogLevel;
@@ -54,6 +56,47 @@ export interface LoginLimits {
 }
 
 export const SESSION_TTL_RANGE = { min: 300, max: 2_592_000 } as const;
+
+export interface DeviceFlowConfig {
+  /** Public OAuth clients allowed to start the flow (`ADMIN_DEVICE_CLIENT_IDS`, comma-separated). */
+  clientIds: string[];
+  /** Lifetime of a device code / user code pair (RFC 8628 `expires_in`). */
+  codeTtlSeconds: number;
+  /** Polling interval a new grant starts with (RFC 8628 `interval`). */
+  intervalSeconds: number;
+  /** Lifetime of the CLI token (`rpc_`) an approved grant answers. */
+  tokenTtlSeconds: number;
+  /** Fixed-window limits: codes issued per client IP; user codes entered per user and per client IP. */
+  limits: { maxCodesPerIp: number; maxEntriesPerUser: number; maxEntriesPerIp: number; windowSeconds: number };
+}
+
+const CLIENT_ID = /^[\x21-\x7e]{1,128}$/;
+
+function readDeviceFlow(r: EnvReader): DeviceFlowConfig {
+  const clientIds = (r.optional('ADMIN_DEVICE_CLIENT_IDS') ?? 'relayplane-cli')
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
+  const bad = clientIds.find((id) => !CLIENT_ID.test(id));
+  if (bad !== undefined || clientIds.length === 0) {
+    throw new ConfigError(
+      'ADMIN_DEVICE_CLIENT_IDS',
+      'must be a comma-separated list of printable client ids',
+    );
+  }
+  return {
+    clientIds,
+    codeTtlSeconds: r.int('ADMIN_DEVICE_CODE_TTL_SECONDS', 600, { min: 60, max: 1_800 }),
+    intervalSeconds: r.int('ADMIN_DEVICE_POLL_INTERVAL_SECONDS', 5, { min: 1, max: 60 }),
+    tokenTtlSeconds: r.int('ADMIN_CLI_TOKEN_TTL_SECONDS', 2_592_000, { min: 300, max: 31_536_000 }),
+    limits: {
+      maxCodesPerIp: r.int('ADMIN_DEVICE_MAX_CODES_PER_IP', 30, { min: 1, max: 1_000_000 }),
+      maxEntriesPerUser: r.int('ADMIN_DEVICE_MAX_ENTRIES_PER_USER', 20, { min: 1, max: 100_000 }),
+      maxEntriesPerIp: r.int('ADMIN_DEVICE_MAX_ENTRIES_PER_IP', 60, { min: 1, max: 1_000_000 }),
+      windowSeconds: r.int('ADMIN_DEVICE_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
+    },
+  };
+}
 
 function readBootstrap(r: EnvReader): BootstrapConfig | undefined {
   const rawEmail = r.optional('RELAYPLANE_BOOTSTRAP_EMAIL');
@@ -123,6 +166,7 @@ export function readAdminConfig(
       maxPerIp: r.int('ADMIN_LOGIN_MAX_PER_IP', 50, { min: 1, max: 1_000_000 }),
       windowSeconds: r.int('ADMIN_LOGIN_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
     },
+    deviceFlow: overrides.deviceFlow ?? readDeviceFlow(r),
     metricsAddress:
       'metricsAddress' in overrides
         ? overrides.metricsAddress

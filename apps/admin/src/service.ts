@@ -19,6 +19,8 @@ import { AccountStore } from './stores/accounts.ts';
 import { AllowlistStore } from './stores/allowlist.ts';
 import { ApiKeyStore } from './stores/api-keys.ts';
 import { BotStore } from './stores/bots.ts';
+import { createDeviceThrottle, DeviceGrantStore } from './stores/device-grants.ts';
+import { IdentityTokenStore } from './stores/identity-tokens.ts';
 import {
   FallbackLoginThrottle,
   type LoginThrottle,
@@ -98,6 +100,7 @@ export class AdminService {
   /** Counts login attempts (per account and per client IP). */
   readonly loginThrottle: LoginThrottle;
   readonly #throttleConnection: RedisConnection | undefined;
+  readonly #deviceGrants: DeviceGrantStore;
   readonly #busSetup: BusSetup;
   readonly #billing: ServiceClient<typeof BillingRpc>;
   readonly #ownsBilling: boolean;
@@ -129,6 +132,7 @@ export class AdminService {
     this.accounts = new AccountStore(database.db);
     this.sessions = new SessionStore(database.db);
     this.apiKeys = new ApiKeyStore(database.db);
+    this.#deviceGrants = new DeviceGrantStore(database.db);
     this.#busSetup = busSetup;
     this.bus = busSetup.bus;
     const throttle = createLoginThrottle(config, logger, this.#clock);
@@ -148,6 +152,7 @@ export class AdminService {
         apiKeys: this.apiKeys,
         allowlist: new AllowlistStore(database.db),
         bots: new BotStore(database.db),
+        identityTokens: new IdentityTokenStore(database.db),
         passwords,
         billing: this.#billing,
         bus: this.bus,
@@ -158,6 +163,16 @@ export class AdminService {
         loginLimits: config.loginLimits,
         sessionTtlSeconds: config.sessionTtlSeconds,
         signupEnabled: config.signupEnabled,
+        deviceGrants: this.#deviceGrants,
+        deviceThrottle: createDeviceThrottle(
+          throttle.connection && config.redis
+            ? { connection: throttle.connection, prefix: config.redis.prefix }
+            : undefined,
+          config.deviceFlow.limits.windowSeconds,
+          this.#clock,
+          logger,
+        ),
+        deviceFlow: config.deviceFlow,
       }),
     );
   }
@@ -224,6 +239,11 @@ export class AdminService {
     try {
       const deleted = await this.sessions.deleteExpired(this.#clock.now());
       if (deleted) this.logger.debug({ deleted }, 'expired sessions deleted');
+      // Expired device grants are kept an hour, so a late poll still answers expired_token.
+      const grants = await this.#deviceGrants.deleteExpired(
+        new Date(this.#clock.now().getTime() - 3_600_000),
+      );
+      if (grants) this.logger.debug({ deleted: grants }, 'expired device grants deleted');
       return deleted;
     } catch (err) {
       this.logger.warn({ err }, 'could not delete expired sessions');

@@ -403,7 +403,7 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
       await expectAppError(
         client.createProject({ principal, name: 'nope', environment: '' }),
         'forbidden',
-        'your role does not allow creating projects',
+        'your role (viewer) does not grant permission projects:write',
       );
       const forged: Principal = { ...principal, role: TenantRole.OWNER };
       await expectAppError(

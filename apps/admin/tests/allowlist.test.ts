@@ -17,7 +17,7 @@ const sha256 = (value: string) => createHash('sha256').update(value).digest('hex
 const seconds = (ts: { seconds: bigint } | undefined) => (ts === undefined ? undefined : Number(ts.seconds));
 const FREE_LIMIT_MESSAGE =
   'the free plan allows at most 3 allowlist entries per project (max_allowlist_entries); upgrade the plan to add more';
-const ROLE_MESSAGE = 'your role does not allow managing the allowlist';
+const ROLE_MESSAGE = 'your role (viewer) does not grant permission allowlist:write';
 
 describe('IP allowlists over gRPC (real PostgreSQL, real billing)', () => {
   let database: TestDatabase;

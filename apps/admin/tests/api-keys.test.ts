@@ -368,7 +368,7 @@ describe('API keys over gRPC (real PostgreSQL, real billing, real Redis bus)', (
       if (!principal) throw new Error('no principal');
       expect(principal.tenantId).toBe(owner.tenantId);
 
-      const forbidden = 'your role does not allow managing API keys';
+      const forbidden = 'your role (viewer) does not grant permission api_keys:write';
       await expectAppError(
         client.createApiKey({ principal, projectId: owner.projectId, name: '', mode: '', scopes: [] }),
         'forbidden',

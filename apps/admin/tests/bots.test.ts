@@ -227,7 +227,7 @@ describe('bots and bot keys over gRPC (real PostgreSQL, real billing)', () => {
     await expectAppError(client.authenticate({ token }), 'unauthenticated', INVALID_TOKEN_MESSAGE);
   });
 
-  it('a bot principal cannot manage bots (unauthenticated: it is no user session)', async () => {
+  it('a bot principal cannot manage bots: its role never grants bots:write (docs/iam.md)', async () => {
     const t = await newTenant('botmgr');
     const bot = await createBot(t.principal, t.projectId);
     const { token } = await createKey(t.principal, t.projectId, bot.id);
@@ -235,11 +235,13 @@ describe('bots and bot keys over gRPC (real PostgreSQL, real billing)', () => {
     if (!principal) throw new Error('no principal');
     await expectAppError(
       client.createBot({ principal, projectId: t.projectId, name: 'x', role: 0 }),
-      'unauthenticated',
+      'forbidden',
+      'permission bots:write is not available to bots or identity tokens; use a user session',
     );
     await expectAppError(
       client.createBotKey({ principal, projectId: t.projectId, botId: bot.id }),
-      'unauthenticated',
+      'forbidden',
+      'permission bots:write is not available to bots or identity tokens; use a user session',
     );
   });
 
@@ -250,7 +252,7 @@ describe('bots and bot keys over gRPC (real PostgreSQL, real billing)', () => {
     const { botKey } = await createKey(adminUser, t.projectId, bot.id);
     for (const role of ['developer', 'viewer'] as const) {
       const principal = await member(t.tenantId, role);
-      const forbidden = 'the role does not allow managing bots';
+      const forbidden = `your role (${role}) does not grant permission bots:write`;
       await expectAppError(
         client.createBot({ principal, projectId: t.projectId, name: 'x', role: 0 }),
         'forbidden',

@@ -1,6 +1,7 @@
 import cookie from '@fastify/cookie';
 import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
+import type { Permission } from '@relayplane/shared/iam';
 import type { Logger } from '@relayplane/shared/logger';
 import type { Registry } from '@relayplane/shared/metrics';
 import { requestIdFrom, runWithRequestContext } from '@relayplane/shared/request-context';
@@ -11,7 +12,13 @@ import { EntitlementCache, PLAN_CHANGED } from './entitlements.ts';
 import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
 import { registerOpenApi } from './openapi.ts';
-import { API_KEYS_REVOKED, type ApiKeyAuth, acceptsUserSession, authGuards } from './plugins/auth.ts';
+import {
+  API_KEYS_REVOKED,
+  type ApiKeyAuth,
+  acceptsUserSession,
+  authGuards,
+  permissionOf,
+} from './plugins/auth.ts';
 import { withCookieAuth } from './plugins/csrf.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { registerHttpMetrics } from './plugins/metrics.ts';
@@ -22,7 +29,9 @@ import { registerBilling } from './routes/billing.ts';
 import { registerBots } from './routes/bots.ts';
 import { registerCredentials } from './routes/credentials.ts';
 import type { RouteDeps } from './routes/deps.ts';
+import { registerDevice } from './routes/device.ts';
 import { registerHealth } from './routes/health.ts';
+import { registerIdentityTokens } from './routes/identity-tokens.ts';
 import { registerJwks } from './routes/jwks.ts';
 import { registerMemberships } from './routes/memberships.ts';
 import { registerPlans } from './routes/plans.ts';
@@ -54,6 +63,8 @@ export interface ServedRoute {
   documented: boolean;
   /** Its guard accepts a user session: bearer or the session cookie (CSRF-checked). */
   userSession: boolean;
+  /** The IAM permission its guard checks (docs/iam.md), if any. */
+  permission: Permission | undefined;
 }
 
 export interface GatewayApp {
@@ -109,7 +120,9 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   // shows the cookie alternative and the CSRF 403 of every route whose guard accepts a session.
   app.addHook('onRoute', (route) => {
     const methods = [route.method].flat();
-    const userSession = [route.onRequest ?? []].flat().some(acceptsUserSession);
+    const hooks = [route.onRequest ?? []].flat();
+    const userSession = hooks.some(acceptsUserSession);
+    const permission = hooks.map(permissionOf).find((p) => p !== undefined);
     if (userSession) route.schema = withCookieAuth(route.schema, methods);
     for (const method of methods) {
       if (method === 'HEAD') continue;
@@ -118,6 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
         url: route.url,
         documented: !(route.schema as { hide?: boolean } | undefined)?.hide,
         userSession,
+        permission,
       });
     }
   });
@@ -185,10 +199,12 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerApiKeys(app, routeDeps);
   registerAllowlist(app, routeDeps);
   registerBots(app, routeDeps);
+  registerIdentityTokens(app, routeDeps);
   registerCredentials(app, routeDeps);
   registerRelays(app, routeDeps);
   registerBilling(app, routeDeps);
   registerMemberships(app, routeDeps);
+  registerDevice(app, routeDeps);
 
   app.addHook('onClose', async () => {
     issuance.close();

@@ -3,6 +3,7 @@ import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import {
   type ApiKey,
+  PrincipalKind,
   type Project,
   type Session,
   type Tenant,
@@ -12,6 +13,7 @@ import {
 import type { Plan } from '@relayplane/proto/billing';
 import { KeyState, type Relay, type SigningKey } from '@relayplane/proto/issuer';
 import { AppError } from '@relayplane/shared/errors';
+import { permissionsOf, roleName } from '@relayplane/shared/iam';
 
 export function iso(ts: Timestamp | undefined): string | undefined {
   return ts ? timestampDate(ts).toISOString() : undefined;
@@ -67,7 +69,9 @@ export function presentSession(s: Session) {
     role: required(ROLES[s.role], 'session.role'),
     created_at: required(iso(s.createdAt), 'session.created_at'),
     expires_at: required(iso(s.expiresAt), 'session.expires_at'),
+    kind: s.kind === 'cli' ? ('cli' as const) : ('session' as const),
     authenticated_by: 'bearer' as const,
+    permissions: [...permissionsOf({ kind: PrincipalKind.USER_SESSION, role: roleName(s.role) })],
   };
 }
 

@@ -50,7 +50,17 @@ export const SHARED_SCHEMAS = [
   {
     $id: 'Session',
     type: 'object',
-    required: ['id', 'user', 'tenant', 'role', 'created_at', 'expires_at', 'authenticated_by'],
+    required: [
+      'id',
+      'user',
+      'tenant',
+      'role',
+      'created_at',
+      'expires_at',
+      'kind',
+      'authenticated_by',
+      'permissions',
+    ],
     additionalProperties: false,
     properties: {
       id: { type: 'string' },
@@ -59,6 +69,16 @@ export const SHARED_SCHEMAS = [
       role: { type: 'string', enum: ['owner', 'admin', 'developer', 'viewer'] },
       created_at: dateTime,
       expires_at: dateTime,
+      kind: {
+        type: 'string',
+        enum: ['session', 'cli'],
+        description: '`session`: a login (`rpu_…`); `cli`: a CLI token from the device flow (`rpc_…`).',
+      },
+      permissions: {
+        type: 'array',
+        items: { type: 'string' },
+        description: 'What the role grants in the active tenant (docs/iam.md).',
+      },
       authenticated_by: {
         type: 'string',
         enum: ['bearer', 'cookie'],

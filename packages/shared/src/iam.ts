@@ -111,20 +111,23 @@ export function can(subject: Subject, permission: Permission): boolean {
   return permissionsOf(subject).has(permission);
 }
 
-const KIND_NAMES: Partial<Record<PrincipalKind, string>> = {
-  [PrincipalKind.USER_SESSION]: 'your role',
-  [PrincipalKind.BOT]: "the bot's role",
-  [PrincipalKind.IDENTITY]: "the identity token's scopes",
-};
-
 /** The 403 message for a missing permission: names the permission and what lacks it. */
 export function deniedMessage(subject: Subject, permission: Permission): string {
-  const who = KIND_NAMES[subject.kind] ?? 'this principal';
-  if (subject.kind !== PrincipalKind.USER_SESSION && !PROJECT_PERMISSIONS.has(permission)) {
-    return `permission ${permission} is not available to bots or identity tokens; use a user session`;
+  const role = subject.role ?? 'none';
+  switch (subject.kind) {
+    case PrincipalKind.USER_SESSION:
+      return `your role (${role}) does not grant permission ${permission}`;
+    case PrincipalKind.BOT:
+    case PrincipalKind.IDENTITY:
+      if (!PROJECT_PERMISSIONS.has(permission)) {
+        return `permission ${permission} is not available to bots or identity tokens; use a user session`;
+      }
+      return subject.kind === PrincipalKind.BOT
+        ? `the bot's role (${role}) does not grant permission ${permission}`
+        : `the identity token's scopes do not grant permission ${permission}`;
+    default:
+      return `this principal does not hold permission ${permission}`;
   }
-  const role = subject.role && subject.kind !== PrincipalKind.IDENTITY ? ` (${subject.role})` : '';
-  return `${who}${role} does not grant permission ${permission}`;
 }
 
 /** Undefined when allowed; otherwise the 403 message. */

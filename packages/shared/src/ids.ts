@@ -11,6 +11,8 @@ export const ID_PREFIXES = {
   relay: 'rly',
   allowlistEntry: 'alw',
   checkoutSession: 'cks',
+  identityToken: 'idt',
+  deviceGrant: 'dvg',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

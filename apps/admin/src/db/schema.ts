@@ -31,6 +31,8 @@ export interface SessionsTable {
   created_at: Date;
   expires_at: Date;
   last_seen_at: Date | null;
+  /** `session` (login) or `cli` (a CLI token from the device flow). */
+  kind: string;
 }
 
 export interface ProjectsTable {
@@ -96,7 +98,47 @@ export interface BotKeysTable {
   revoked_at: Date | null;
 }
 
+export interface IdentityTokensTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  /** The identity: a bot of the project. */
+  bot_id: string;
+  /** SHA-256 (hex) of the token; unique. The token itself is never stored. */
+  token_hash: string;
+  scopes: string[];
+  /** The token's first 8 characters (`rpi_` + 4 hex). */
+  display_prefix: string;
+  last_four: string;
+  created_by_user_id: string | null;
+  created_by_token_id: string | null;
+  created_at: Date;
+  expires_at: Date;
+  /** Written by Authenticate at most once a minute. */
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+/** OAuth device authorization grants (RFC 8628); only SHA-256 hashes of both codes are stored. */
+export interface DeviceGrantsTable {
+  device_code_hash: string;
+  user_code_hash: string;
+  client_id: string;
+  scope: string;
+  /** pending, approved, denied or consumed (the token was answered). */
+  status: string;
+  /** Grows by 5 s with every slow_down. */
+  interval_seconds: number;
+  created_at: Date;
+  expires_at: Date;
+  last_polled_at: Date | null;
+  user_id: string | null;
+  tenant_id: string | null;
+  decided_at: Date | null;
+}
+
 export interface AdminDatabase {
+  device_grants: DeviceGrantsTable;
   tenants: TenantsTable;
   users: UsersTable;
   memberships: MembershipsTable;
@@ -106,4 +148,5 @@ export interface AdminDatabase {
   allowlist_entries: AllowlistEntriesTable;
   bots: BotsTable;
   bot_keys: BotKeysTable;
+  identity_tokens: IdentityTokensTable;
 }

@@ -18,11 +18,6 @@ export function isBotRole(value: string): value is BotRole {
   return (BOT_ROLES as readonly string[]).includes(value);
 }
 
-/** Only owners and admins create bots and their keys. */
-export function canManageBots(role: Role): boolean {
-  return role === 'owner' || role === 'admin';
-}
-
 /** Undefined (unspecified) means developer. */
 export function checkBotRole(role: Role | undefined): Checked<BotRole> {
   if (role === undefined) return ok(DEFAULT_BOT_ROLE);

@@ -1,4 +1,6 @@
 /** Who may change which membership of a tenant. Pure. */
+import { PrincipalKind } from '@relayplane/proto/admin';
+import { can } from '@relayplane/shared/iam';
 import type { Role } from './roles.ts';
 
 /** What a change of membership would do, or why it may not. */
@@ -6,9 +8,9 @@ export type MemberDecision = 'ok' | 'not_allowed' | 'owner_only' | 'last_owner';
 
 export type MemberChange = { kind: 'remove' } | { kind: 'set_role'; role: Role };
 
-/** Owners and admins manage members; developers and viewers only list them. */
+/** Whether the role grants members:write (docs/iam.md: owners and admins). */
 export function canManageMembers(role: Role): boolean {
-  return role === 'owner' || role === 'admin';
+  return can({ kind: PrincipalKind.USER_SESSION, role }, 'members:write');
 }
 
 /** Adding a member: only an owner may make someone an owner. */

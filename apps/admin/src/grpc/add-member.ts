@@ -6,7 +6,7 @@ import { normaliseEmail } from '../domain/validation.ts';
 import type { AdminDeps } from './deps.ts';
 import { refuse, requestedRole } from './members.ts';
 import { memberMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
+import { requireUserActor } from './principal.ts';
 
 export const NO_SUCH_USER_MESSAGE = 'no user with that email';
 export const ALREADY_MEMBER_MESSAGE = 'the user is already a member of this tenant';
@@ -18,7 +18,7 @@ export const ALREADY_MEMBER_MESSAGE = 'the user is already a member of this tena
  */
 export function addMember(deps: AdminDeps): ServiceImpl<typeof AdminService>['addMember'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
+    const session = await requireUserActor(deps, req.principal, 'members:write');
     const role = requestedRole(req.role);
     const decision = decideAddMember(session.role, role);
     if (decision !== 'ok') throw refuse(decision);

@@ -10,7 +10,12 @@ import { createBotKey } from './create-bot-key.ts';
 import { createProject } from './create-project.ts';
 import { deleteAllowlistEntry } from './delete-allowlist-entry.ts';
 import type { AdminDeps } from './deps.ts';
+import { decideDeviceGrant } from './device-decide-grant.ts';
+import { describeDeviceGrant } from './device-describe-grant.ts';
+import { exchangeDeviceCode } from './device-exchange-code.ts';
+import { startDeviceAuthorization } from './device-start-authorization.ts';
 import { getTenant } from './get-tenant.ts';
+import { createIdentityToken, listIdentityTokens, revokeIdentityToken } from './identity-tokens.ts';
 import { listAllowlistEntries } from './list-allowlist-entries.ts';
 import { listApiKeys } from './list-api-keys.ts';
 import { listBotKeys } from './list-bot-keys.ts';
@@ -52,5 +57,12 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     addMember: addMember(deps),
     changeMemberRole: changeMemberRole(deps),
     removeMember: removeMember(deps),
+    createIdentityToken: createIdentityToken(deps),
+    listIdentityTokens: listIdentityTokens(deps),
+    revokeIdentityToken: revokeIdentityToken(deps),
+    startDeviceAuthorization: startDeviceAuthorization(deps),
+    exchangeDeviceCode: exchangeDeviceCode(deps),
+    describeDeviceGrant: describeDeviceGrant(deps),
+    decideDeviceGrant: decideDeviceGrant(deps),
   };
 }

@@ -3,7 +3,14 @@ import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, parseToken } from '@relayplane/shared/tokens';
 import type { AdminDeps } from './deps.ts';
-import { botMessage, botPrincipalMessage, principalMessage, sessionMessage } from './messages.ts';
+import {
+  botMessage,
+  botPrincipalMessage,
+  identityPrincipalMessage,
+  identityTokenMessage,
+  principalMessage,
+  sessionMessage,
+} from './messages.ts';
 
 /** last_seen_at / last_used_at are advisory; writing them at most once a minute keeps Authenticate a read. */
 const LAST_SEEN_RESOLUTION_MS = 60_000;
@@ -16,8 +23,10 @@ export function authenticate(deps: AdminDeps): AuthenticateImpl {
     // A malformed token, a bad checksum or another kind of token never reaches the database.
     const kind = parseToken(req.token);
     if (kind === 'bot') return authenticateBot(deps, req.token);
+    if (kind === 'identity') return authenticateIdentity(deps, req.token);
     // A CLI token (device flow) is a session row of its own kind: same lookup, same checks.
-    if (kind !== 'userSession' && kind !== 'cli') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    if (kind !== 'userSession' && kind !== 'cli')
+      throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     const now = deps.clock.now();
     const session = await deps.sessions.findLiveByTokenHash(hashToken(req.token), now);
     if (!session) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
@@ -44,4 +53,25 @@ async function authenticateBot(deps: AdminDeps, token: string): ReturnType<Authe
     }
   }
   return { principal: botPrincipalMessage(bot), bot: botMessage(bot) };
+}
+
+/** A live identity token → its principal: the bot it acts as, with the token's scopes. */
+async function authenticateIdentity(deps: AdminDeps, token: string): ReturnType<AuthenticateImpl> {
+  const now = deps.clock.now();
+  const found = await deps.identityTokens.findLiveByTokenHash(hashToken(token), now);
+  if (!found) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+  const since = new Date(now.getTime() - LAST_SEEN_RESOLUTION_MS);
+  if (!found.token.lastUsedAt || found.token.lastUsedAt < since) {
+    // Advisory: a failed write never fails an authentication.
+    try {
+      await deps.identityTokens.touch(found.token.id, now, since);
+    } catch (err) {
+      deps.logger.warn({ err, identityTokenId: found.token.id }, 'could not record identity token use');
+    }
+  }
+  return {
+    principal: identityPrincipalMessage(found.token, found.bot),
+    bot: botMessage(found.bot),
+    identityToken: identityTokenMessage(found.token),
+  };
 }

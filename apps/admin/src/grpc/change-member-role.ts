@@ -2,22 +2,16 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { canManageMembers, decideMemberChange } from '../domain/memberships.ts';
+import { decideMemberChange } from '../domain/memberships.ts';
 import type { AdminDeps } from './deps.ts';
-import {
-  CANNOT_MANAGE_MEMBERS_MESSAGE,
-  changedMember,
-  MEMBER_NOT_FOUND_MESSAGE,
-  requestedRole,
-} from './members.ts';
+import { changedMember, MEMBER_NOT_FOUND_MESSAGE, requestedRole } from './members.ts';
 import { memberMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
+import { requireUserActor } from './principal.ts';
 
 /** ChangeMemberRole: owners and admins; the owner role stays with owners; never the last owner. */
 export function changeMemberRole(deps: AdminDeps): ServiceImpl<typeof AdminService>['changeMemberRole'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageMembers(session.role)) throw new AppError('forbidden', CANNOT_MANAGE_MEMBERS_MESSAGE);
+    const session = await requireUserActor(deps, req.principal, 'members:write');
     const role = requestedRole(req.role);
     if (!isId('user', req.userId)) throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);
     const change = { kind: 'set_role', role } as const;

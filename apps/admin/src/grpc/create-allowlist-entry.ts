@@ -4,11 +4,10 @@ import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { parseCidr } from '../domain/cidr.ts';
-import { canManageApiKeys } from '../domain/roles.ts';
 import type { AdminDeps } from './deps.ts';
 import { allowlistEntryMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
-import { ALLOWLIST_ROLE_MESSAGE, PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
+import { requireActor } from './principal.ts';
+import { PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
 
 /**
  * CreateAllowlistEntry: one CIDR block for a project of the principal's active tenant, stored
@@ -20,9 +19,8 @@ export function createAllowlistEntry(
   deps: AdminDeps,
 ): ServiceImpl<typeof AdminService>['createAllowlistEntry'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageApiKeys(session.role)) throw new AppError('forbidden', ALLOWLIST_ROLE_MESSAGE);
-    const project = await requireProject(deps, session, req.projectId);
+    const actor = await requireActor(deps, req.principal, 'allowlist:write');
+    const project = await requireProject(deps, actor, req.projectId);
     const parsed = parseCidr(req.cidr);
     if (!parsed.ok) throw new AppError('unprocessable', parsed.message);
     const cidr = parsed.value.text;
@@ -49,7 +47,7 @@ export function createAllowlistEntry(
         allowlistEntryId: entry.id,
         projectId: project.id,
         tenantId: project.tenantId,
-        userId: session.user.id,
+        ...actor.log,
         cidr,
       },
       'allowlist entry created',

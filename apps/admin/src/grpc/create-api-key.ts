@@ -4,11 +4,10 @@ import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { checkApiKeyMode, checkApiKeyName, checkApiKeyScopes, generateApiKey } from '../domain/api-keys.ts';
-import { canManageApiKeys } from '../domain/roles.ts';
 import type { AdminDeps } from './deps.ts';
 import { apiKeyMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
-import { API_KEY_ROLE_MESSAGE, PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
+import { requireActor } from './principal.ts';
+import { PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
 import { valid } from './valid.ts';
 
 /**
@@ -18,12 +17,11 @@ import { valid } from './valid.ts';
  */
 export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['createApiKey'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageApiKeys(session.role)) throw new AppError('forbidden', API_KEY_ROLE_MESSAGE);
+    const actor = await requireActor(deps, req.principal, 'api_keys:write');
     const name = valid(checkApiKeyName(req.name));
     const mode = valid(checkApiKeyMode(req.mode));
     const scopes = valid(checkApiKeyScopes(req.scopes));
-    const project = await requireProject(deps, session, req.projectId);
+    const project = await requireProject(deps, actor, req.projectId);
 
     // Billing decides the limit and what exceeding it answers; without a reachable billing the call fails (503).
     const limit = entitlementOf(
@@ -53,7 +51,7 @@ export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
         apiKeyId: apiKey.id,
         projectId: project.id,
         tenantId: project.tenantId,
-        userId: session.user.id,
+        ...actor.log,
         mode,
       },
       'API key created',

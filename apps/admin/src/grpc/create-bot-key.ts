@@ -3,18 +3,17 @@ import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, newToken } from '@relayplane/shared/tokens';
-import { BOT_KEY_DISPLAY_PREFIX_LENGTH, canManageBots } from '../domain/bots.ts';
+import { BOT_KEY_DISPLAY_PREFIX_LENGTH } from '../domain/bots.ts';
 import type { AdminDeps } from './deps.ts';
 import { botKeyMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
-import { BOT_NOT_FOUND_MESSAGE, BOT_ROLE_MESSAGE, requireBot, requireProject } from './project-access.ts';
+import { requireActor } from './principal.ts';
+import { BOT_NOT_FOUND_MESSAGE, requireBot, requireProject } from './project-access.ts';
 
 /** CreateBotKey: a bot token (`rpb_`), answered here once; only its SHA-256 is stored. */
 export function createBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['createBotKey'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageBots(session.role)) throw new AppError('forbidden', BOT_ROLE_MESSAGE);
-    const project = await requireProject(deps, session, req.projectId);
+    const actor = await requireActor(deps, req.principal, 'bots:write');
+    const project = await requireProject(deps, actor, req.projectId);
     const bot = await requireBot(deps, project, req.botId);
     const token = newToken('bot');
     const key = {
@@ -36,7 +35,7 @@ export function createBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
         botId: bot.id,
         projectId: project.id,
         tenantId: project.tenantId,
-        userId: session.user.id,
+        ...actor.log,
       },
       'bot key created',
     );

@@ -3,21 +3,20 @@ import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { canManageBots, checkBotName, checkBotRole } from '../domain/bots.ts';
+import { checkBotName, checkBotRole } from '../domain/bots.ts';
 import type { AdminDeps } from './deps.ts';
 import { botMessage, roleFromMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
-import { BOT_ROLE_MESSAGE, PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
+import { requireActor } from './principal.ts';
+import { PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
 import { valid } from './valid.ts';
 
 /** CreateBot: a bot in a project of the principal's tenant, within the plan's (tenant-wide) bot limit. */
 export function createBot(deps: AdminDeps): ServiceImpl<typeof AdminService>['createBot'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageBots(session.role)) throw new AppError('forbidden', BOT_ROLE_MESSAGE);
+    const actor = await requireActor(deps, req.principal, 'bots:write');
     const name = valid(checkBotName(req.name));
     const role = valid(checkBotRole(roleFromMessage(req.role)));
-    const project = await requireProject(deps, session, req.projectId);
+    const project = await requireProject(deps, actor, req.projectId);
 
     // Billing decides the limit and what exceeding it answers; without a reachable billing the call fails (503).
     const limit = entitlementOf(
@@ -36,7 +35,7 @@ export function createBot(deps: AdminDeps): ServiceImpl<typeof AdminService>['cr
     if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
     if (outcome === 'limit_reached') throw limit.exceeded();
     deps.logger.info(
-      { botId: bot.id, projectId: project.id, tenantId: project.tenantId, userId: session.user.id, role },
+      { botId: bot.id, projectId: project.id, tenantId: project.tenantId, ...actor.log, role },
       'bot created',
     );
     return { bot: botMessage(bot) };

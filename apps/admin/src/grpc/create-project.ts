@@ -3,20 +3,16 @@ import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { canCreateProject } from '../domain/roles.ts';
 import { checkEnvironment, checkProjectName } from '../domain/validation.ts';
 import type { AdminDeps } from './deps.ts';
 import { projectMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
+import { requireUserActor } from './principal.ts';
 import { valid } from './valid.ts';
 
 /** CreateProject: a project in the principal's active tenant, within the tenant plan's project limit. */
 export function createProject(deps: AdminDeps): ServiceImpl<typeof AdminService>['createProject'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canCreateProject(session.role)) {
-      throw new AppError('forbidden', 'your role does not allow creating projects');
-    }
+    const session = await requireUserActor(deps, req.principal, 'projects:write');
     const name = valid(checkProjectName(req.name));
     const environment = valid(checkEnvironment(req.environment));
     const project = {

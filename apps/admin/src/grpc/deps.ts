@@ -2,14 +2,17 @@ import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
+import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import type { ServiceClient } from '@relayplane/shared/rpc';
-import type { LoginLimits } from '../config.ts';
+import type { DeviceFlowConfig, LoginLimits } from '../config.ts';
 import type { AdminMetrics } from '../metrics.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
 import type { AllowlistStore } from '../stores/allowlist.ts';
 import type { ApiKeyStore } from '../stores/api-keys.ts';
 import type { BotStore } from '../stores/bots.ts';
+import type { DeviceGrantStore } from '../stores/device-grants.ts';
+import type { IdentityTokenStore } from '../stores/identity-tokens.ts';
 import type { LoginThrottle } from '../stores/login-throttle.ts';
 import type { ProjectStore } from '../stores/projects.ts';
 import type { SessionStore } from '../stores/sessions.ts';
@@ -22,6 +25,7 @@ export interface AdminDeps {
   apiKeys: ApiKeyStore;
   allowlist: AllowlistStore;
   bots: BotStore;
+  identityTokens: IdentityTokenStore;
   passwords: PasswordHasher;
   /** Plan limits (project, API key, bot and allowlist entry counts). */
   billing: ServiceClient<typeof BillingRpc>;
@@ -36,4 +40,9 @@ export interface AdminDeps {
   loginLimits: LoginLimits;
   sessionTtlSeconds: number;
   signupEnabled: boolean;
+  /** OAuth device authorization grants (RFC 8628). */
+  deviceGrants: DeviceGrantStore;
+  /** Counts device codes issued per client IP and user codes entered per user and per client IP. */
+  deviceThrottle: RateLimiter;
+  deviceFlow: DeviceFlowConfig;
 }

@@ -2,7 +2,7 @@ import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { AdminDeps } from './deps.ts';
 import { allowlistEntryMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
+import { requireActor } from './principal.ts';
 import { requireProject } from './project-access.ts';
 
 /** ListAllowlistEntries: a project's IP allowlist, oldest entry first. Every role may list. */
@@ -10,8 +10,8 @@ export function listAllowlistEntries(
   deps: AdminDeps,
 ): ServiceImpl<typeof AdminService>['listAllowlistEntries'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    const project = await requireProject(deps, session, req.projectId);
+    const actor = await requireActor(deps, req.principal, 'allowlist:read');
+    const project = await requireProject(deps, actor, req.projectId);
     const entries = await deps.allowlist.list(project.tenantId, project.id);
     return { entries: entries.map(allowlistEntryMessage) };
   };

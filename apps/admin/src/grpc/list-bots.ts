@@ -2,14 +2,14 @@ import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { AdminDeps } from './deps.ts';
 import { botMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
+import { requireActor } from './principal.ts';
 import { requireProject } from './project-access.ts';
 
 /** ListBots: a project's bots, oldest first. Every role of the tenant may list. */
 export function listBots(deps: AdminDeps): ServiceImpl<typeof AdminService>['listBots'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    const project = await requireProject(deps, session, req.projectId);
+    const actor = await requireActor(deps, req.principal, 'bots:read');
+    const project = await requireProject(deps, actor, req.projectId);
     const bots = await deps.bots.list(project.tenantId, project.id);
     return { bots: bots.map(botMessage) };
   };

@@ -5,6 +5,7 @@ import {
   type ApiKeySchema,
   type BotKeySchema,
   type BotSchema,
+  type IdentityTokenSchema,
   type MemberSchema,
   PrincipalKind,
   type PrincipalSchema,
@@ -20,6 +21,7 @@ import type {
   ApiKeyRecord,
   BotKeyRecord,
   BotRecord,
+  IdentityTokenRecord,
   MemberRecord,
   ProjectRecord,
   SessionRecord,
@@ -74,6 +76,7 @@ export function sessionMessage(session: SessionRecord): MessageInitShape<typeof 
     role: roleMessage(session.role),
     createdAt: timestampFromDate(session.createdAt),
     expiresAt: timestampFromDate(session.expiresAt),
+    kind: session.kind ?? 'session',
   };
 }
 
@@ -157,5 +160,35 @@ export function memberMessage(member: MemberRecord): MessageInitShape<typeof Mem
     tenantId: member.tenantId,
     role: roleMessage(member.role),
     createdAt: timestampFromDate(member.createdAt),
+  };
+}
+
+export function identityTokenMessage(
+  token: IdentityTokenRecord,
+): MessageInitShape<typeof IdentityTokenSchema> {
+  return {
+    id: token.id,
+    projectId: token.projectId,
+    identityId: token.botId,
+    scopes: token.scopes,
+    displayPrefix: token.displayPrefix,
+    lastFour: token.lastFour,
+    createdAt: timestampFromDate(token.createdAt),
+    expiresAt: timestampFromDate(token.expiresAt),
+    lastUsedAt: token.lastUsedAt ? timestampFromDate(token.lastUsedAt) : undefined,
+    revokedAt: token.revokedAt ? timestampFromDate(token.revokedAt) : undefined,
+  };
+}
+
+/** An identity token acts as its bot, within the bot's project, holding the token's scopes. */
+export function identityPrincipalMessage(
+  token: IdentityTokenRecord,
+  bot: BotRecord,
+): MessageInitShape<typeof PrincipalSchema> {
+  return {
+    ...botPrincipalMessage(bot),
+    kind: PrincipalKind.IDENTITY,
+    identityTokenId: token.id,
+    scopes: token.scopes,
   };
 }

@@ -1,5 +1,7 @@
 import { type Principal, PrincipalKind } from '@relayplane/proto/admin';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { can, deniedMessage, type Permission, type Subject } from '@relayplane/shared/iam';
+import type { Role } from '../domain/roles.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 
@@ -20,4 +22,113 @@ export async function requireUserSession(
     throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
   }
   return session;
+}
+
+/** Who a call acts as, re-read from the database. */
+export interface Actor {
+  kind: PrincipalKind;
+  tenantId: string;
+  role: Role;
+  /** Bots and identity tokens act within this project only; undefined for users. */
+  projectId: string | undefined;
+  /** Set for user sessions (and CLI tokens). */
+  session: SessionRecord | undefined;
+  /** The bot a bot token or an identity token acts as. */
+  botId: string | undefined;
+  /** Set for identity tokens. */
+  identityTokenId: string | undefined;
+  /** Identity tokens: the token's scopes. */
+  scopes: readonly string[] | undefined;
+  /** Who did it, for logs: a user, a bot or an identity token id. */
+  log: { userId: string } | { botId: string } | { identityTokenId: string; botId: string };
+}
+
+export function subjectOfActor(actor: Actor): Subject {
+  return { kind: actor.kind, role: actor.role, scopes: actor.scopes };
+}
+
+/**
+ * The actor behind a principal, re-read from the database, when it holds `permission`
+ * (docs/iam.md; the decision itself is `can` in @relayplane/shared/iam): else 403 naming the
+ * permission. A logged-out session, a revoked or expired token, a deleted bot: 401.
+ */
+export async function requireActor(
+  deps: Pick<AdminDeps, 'sessions' | 'bots' | 'identityTokens' | 'clock'>,
+  principal: Principal | undefined,
+  permission: Permission,
+): Promise<Actor> {
+  const actor = await actorOf(deps, principal);
+  const subject = subjectOfActor(actor);
+  if (!can(subject, permission)) throw new AppError('forbidden', deniedMessage(subject, permission));
+  return actor;
+}
+
+async function actorOf(
+  deps: Pick<AdminDeps, 'sessions' | 'bots' | 'identityTokens' | 'clock'>,
+  principal: Principal | undefined,
+): Promise<Actor> {
+  switch (principal?.kind) {
+    case PrincipalKind.USER_SESSION: {
+      const session = await requireUserSession(deps, principal);
+      return {
+        kind: PrincipalKind.USER_SESSION,
+        tenantId: session.tenant.id,
+        role: session.role,
+        projectId: undefined,
+        session,
+        botId: undefined,
+        identityTokenId: undefined,
+        scopes: undefined,
+        log: { userId: session.user.id },
+      };
+    }
+    case PrincipalKind.BOT: {
+      const bot = await deps.bots.find(principal.tenantId, principal.projectId, principal.botId);
+      if (!bot) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      return {
+        kind: PrincipalKind.BOT,
+        tenantId: bot.tenantId,
+        role: bot.role,
+        projectId: bot.projectId,
+        session: undefined,
+        botId: bot.id,
+        identityTokenId: undefined,
+        scopes: undefined,
+        log: { botId: bot.id },
+      };
+    }
+    case PrincipalKind.IDENTITY: {
+      const found = await deps.identityTokens.findLiveById(principal.identityTokenId, deps.clock.now());
+      if (!found || found.bot.tenantId !== principal.tenantId) {
+        throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      }
+      return {
+        kind: PrincipalKind.IDENTITY,
+        tenantId: found.bot.tenantId,
+        role: found.bot.role,
+        projectId: found.bot.projectId,
+        session: undefined,
+        botId: found.bot.id,
+        identityTokenId: found.token.id,
+        scopes: found.token.scopes,
+        log: { identityTokenId: found.token.id, botId: found.bot.id },
+      };
+    }
+    default:
+      throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+  }
+}
+
+/**
+ * A user session (or CLI token) holding `permission`. For permissions that are never a
+ * machine's (docs/iam.md), `requireActor` already refused bots and identity tokens with 403.
+ */
+export async function requireUserActor(
+  deps: Pick<AdminDeps, 'sessions' | 'bots' | 'identityTokens' | 'clock'>,
+  principal: Principal | undefined,
+  permission: Permission,
+): Promise<SessionRecord> {
+  const actor = await requireActor(deps, principal, permission);
+  if (!actor.session) throw new AppError('forbidden', 'this operation needs a user session');
+  return actor.session;
 }

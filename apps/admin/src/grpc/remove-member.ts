@@ -2,11 +2,11 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { canManageMembers, decideMemberChange } from '../domain/memberships.ts';
+import { decideMemberChange } from '../domain/memberships.ts';
 import type { AdminDeps } from './deps.ts';
-import { CANNOT_MANAGE_MEMBERS_MESSAGE, changedMember, MEMBER_NOT_FOUND_MESSAGE } from './members.ts';
+import { changedMember, MEMBER_NOT_FOUND_MESSAGE } from './members.ts';
 import { memberMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
+import { requireUserActor } from './principal.ts';
 
 /**
  * RemoveMember: owners and admins; only an owner removes an owner; never the last owner.
@@ -14,8 +14,7 @@ import { requireUserSession } from './principal.ts';
  */
 export function removeMember(deps: AdminDeps): ServiceImpl<typeof AdminService>['removeMember'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageMembers(session.role)) throw new AppError('forbidden', CANNOT_MANAGE_MEMBERS_MESSAGE);
+    const session = await requireUserActor(deps, req.principal, 'members:write');
     if (!isId('user', req.userId)) throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);
     const change = { kind: 'remove' } as const;
     const member = changedMember(

@@ -3,11 +3,10 @@ import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { API_KEYS_REVOKED_CHANNEL } from '../domain/api-keys.ts';
-import { canManageApiKeys } from '../domain/roles.ts';
 import type { AdminDeps } from './deps.ts';
 import { apiKeyMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
-import { API_KEY_NOT_FOUND_MESSAGE, API_KEY_ROLE_MESSAGE, requireProject } from './project-access.ts';
+import { requireActor } from './principal.ts';
+import { API_KEY_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
 
 /**
  * RevokeApiKey: idempotent — revoking a revoked key answers its original revoked_at. Once the
@@ -18,9 +17,8 @@ import { API_KEY_NOT_FOUND_MESSAGE, API_KEY_ROLE_MESSAGE, requireProject } from 
  */
 export function revokeApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['revokeApiKey'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageApiKeys(session.role)) throw new AppError('forbidden', API_KEY_ROLE_MESSAGE);
-    const project = await requireProject(deps, session, req.projectId);
+    const actor = await requireActor(deps, req.principal, 'api_keys:write');
+    const project = await requireProject(deps, actor, req.projectId);
     const revoked = isId('apiKey', req.keyId)
       ? await deps.apiKeys.revoke(project.tenantId, project.id, req.keyId, deps.clock.now())
       : undefined;
@@ -35,7 +33,7 @@ export function revokeApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
       );
     }
     deps.logger.info(
-      { apiKeyId: apiKey.id, projectId: project.id, tenantId: project.tenantId, userId: session.user.id },
+      { apiKeyId: apiKey.id, projectId: project.id, tenantId: project.tenantId, ...actor.log },
       'API key revoked',
     );
     return { apiKey: apiKeyMessage(apiKey) };

@@ -2,11 +2,10 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { canManageBots } from '../domain/bots.ts';
 import type { AdminDeps } from './deps.ts';
 import { botKeyMessage } from './messages.ts';
-import { requireUserSession } from './principal.ts';
-import { BOT_KEY_NOT_FOUND_MESSAGE, BOT_ROLE_MESSAGE, requireBot, requireProject } from './project-access.ts';
+import { requireActor } from './principal.ts';
+import { BOT_KEY_NOT_FOUND_MESSAGE, requireBot, requireProject } from './project-access.ts';
 
 /**
  * RevokeBotKey: idempotent — revoking a revoked key answers its original revoked_at. The token
@@ -14,9 +13,8 @@ import { BOT_KEY_NOT_FOUND_MESSAGE, BOT_ROLE_MESSAGE, requireBot, requireProject
  */
 export function revokeBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['revokeBotKey'] {
   return async (req) => {
-    const session = await requireUserSession(deps, req.principal);
-    if (!canManageBots(session.role)) throw new AppError('forbidden', BOT_ROLE_MESSAGE);
-    const project = await requireProject(deps, session, req.projectId);
+    const actor = await requireActor(deps, req.principal, 'bots:write');
+    const project = await requireProject(deps, actor, req.projectId);
     const bot = await requireBot(deps, project, req.botId);
     const revoked = isId('apiKey', req.keyId)
       ? await deps.bots.revokeKey(bot.tenantId, bot.projectId, bot.id, req.keyId, deps.clock.now())
@@ -28,7 +26,7 @@ export function revokeBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
         botId: bot.id,
         projectId: project.id,
         tenantId: project.tenantId,
-        userId: session.user.id,
+        ...actor.log,
       },
       'bot key revoked',
     );

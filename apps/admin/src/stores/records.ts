@@ -72,7 +72,11 @@ export interface SessionRecord {
   user: UserRecord;
   tenant: TenantRecord;
   role: Role;
+  /** `session` (login; also when absent) or `cli` (a CLI token from the device flow). */
+  kind?: SessionKind;
 }
+
+export type SessionKind = 'session' | 'cli';
 
 /** True when `err` is PostgreSQL's unique_violation, optionally on the named constraint. */
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
@@ -100,6 +104,23 @@ export interface BotKeyRecord {
   displayPrefix: string;
   lastFour: string;
   createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+/** An identity token as stored, without its hash. */
+export interface IdentityTokenRecord {
+  id: string;
+  tenantId: string;
+  projectId: string;
+  botId: string;
+  scopes: string[];
+  displayPrefix: string;
+  lastFour: string;
+  createdByUserId: string | null;
+  createdByTokenId: string | null;
+  createdAt: Date;
+  expiresAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;
 }

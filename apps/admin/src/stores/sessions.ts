@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import { isRole } from '../domain/roles.ts';
-import type { SessionRecord } from './records.ts';
+import type { SessionKind, SessionRecord } from './records.ts';
 
 export interface NewSession {
   id: string;
@@ -10,6 +10,8 @@ export interface NewSession {
   tenantId: string;
   createdAt: Date;
   expiresAt: Date;
+  /** Default `session`; `cli` for a CLI token (device flow). */
+  kind?: SessionKind;
 }
 
 /** User sessions. Only the SHA-256 of a session token is stored. */
@@ -29,6 +31,7 @@ export class SessionStore {
         tenant_id: session.tenantId,
         created_at: session.createdAt,
         expires_at: session.expiresAt,
+        kind: session.kind ?? 'session',
       })
       .execute();
   }
@@ -68,6 +71,7 @@ export class SessionStore {
         't.name as tenant_name',
         't.created_at as tenant_created_at',
         'm.role',
+        's.kind',
       ])
       .where(column, '=', value)
       .where('s.expires_at', '>', now)
@@ -86,6 +90,7 @@ export class SessionStore {
       },
       tenant: { id: row.tenant_id, name: row.tenant_name, createdAt: row.tenant_created_at },
       role: row.role,
+      kind: row.kind === 'cli' ? 'cli' : 'session',
     };
   }
 

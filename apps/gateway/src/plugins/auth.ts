@@ -1,8 +1,16 @@
 import { createHash } from 'node:crypto';
 import { BlockList, isIPv4 } from 'node:net';
-import { type ApiKey, type Bot, type Principal, PrincipalKind, type Session } from '@relayplane/proto/admin';
+import {
+  type ApiKey,
+  type Bot,
+  type IdentityToken,
+  type Principal,
+  PrincipalKind,
+  type Session,
+} from '@relayplane/proto/admin';
 import type { Relay } from '@relayplane/proto/issuer';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { can, deniedMessage, type Permission, subjectOf } from '@relayplane/shared/iam';
 import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyRequest } from 'fastify';
 import type { GatewayClients } from '../clients.ts';
@@ -11,16 +19,25 @@ import { requireCsrf, sessionCookieOf } from './csrf.ts';
 
 export interface Authenticated {
   principal: Principal;
-  /** Set when a user session token authenticated the request. */
+  /** Set when a user session token (or a CLI token) authenticated the request. */
   session: Session | undefined;
-  /** Set when a bot token authenticated the request. */
+  /** Set when a bot token or an identity token (its identity) authenticated the request. */
   bot: Bot | undefined;
+  /** Set when an identity token authenticated the request. */
+  identityToken: IdentityToken | undefined;
   /** How the credential came: the `Authorization` header or the session cookie. */
   via: 'bearer' | 'cookie';
 }
 
-/** A valid bot token on an operation that needs a user: 403, the token itself is fine. */
-export const BOT_TOKEN_REFUSED_MESSAGE = 'this operation needs a user session; bot tokens are not accepted';
+/** A valid bot or identity token on an operation that needs a user: 403, the token itself is fine. */
+export const BOT_TOKEN_REFUSED_MESSAGE =
+  'this operation needs a user session; bot tokens and identity tokens are not accepted';
+/** Identity token creation: a bot token is refused (contract: a user session or an identity token only). */
+export const IDENTITY_CALLER_MESSAGE =
+  'identity tokens can be created with a user session or an identity token only; bot tokens are not accepted';
+/** An API key where a bearer token is needed: the key is valid or not, it is the wrong kind (403). */
+export const API_KEY_REFUSED_MESSAGE =
+  'API keys authenticate credential issuance only; this operation needs a bearer token';
 
 export interface ApiKeyAuth {
   apiKey: ApiKey;
@@ -71,6 +88,7 @@ const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
 export function bearerToken(request: FastifyRequest): string {
   const header = request.headers.authorization;
   if (header === undefined || header === '') {
+    if (request.headers['x-api-key'] !== undefined) throw new AppError('forbidden', API_KEY_REFUSED_MESSAGE);
     throw new AppError('unauthenticated', 'missing bearer token: send "Authorization: Bearer <token>"');
   }
   const match = BEARER.exec(header);
@@ -96,6 +114,7 @@ function sessionCredential(request: FastifyRequest): { token: string; via: 'bear
 }
 
 const USER_SESSION_GUARD = Symbol('acceptsUserSession');
+const PERMISSION = Symbol('permission');
 
 /** Marks a guard that accepts a user session, and so the session cookie (CSRF-checked). */
 function acceptingUserSession<T extends object>(guard: T): T {
@@ -107,18 +126,34 @@ export function acceptsUserSession(hook: unknown): boolean {
   return typeof hook === 'function' && USER_SESSION_GUARD in hook;
 }
 
+/** The IAM permission a route hook's guard checks, if it is a permission guard. */
+export function permissionOf(hook: unknown): Permission | undefined {
+  return typeof hook === 'function' && PERMISSION in hook ? (hook[PERMISSION] as Permission) : undefined;
+}
+
+function machineKind(kind: PrincipalKind): boolean {
+  return kind === PrincipalKind.BOT || kind === PrincipalKind.IDENTITY;
+}
+
 export interface AuthGuards {
   /** A project API key in `X-API-Key`. */
   apiKey(request: FastifyRequest): Promise<void>;
   /** A relay node token (`rpr_…`) as bearer. */
   relayNode(request: FastifyRequest): Promise<void>;
   /**
-   * A user session token, as bearer or as the session cookie (then state-changing methods need
-   * `X-CSRF-Token`). A valid bot token: 403.
+   * A user session token (or a CLI token), as bearer or as the session cookie (then
+   * state-changing methods need `X-CSRF-Token`). A valid bot or identity token: 403.
    */
   session(request: FastifyRequest): Promise<void>;
-  /** Any authenticated principal: a user session (bearer or cookie) or a bot token. */
+  /** Any authenticated principal: a user session (bearer or cookie), a CLI, bot or identity token. */
   principal(request: FastifyRequest): Promise<void>;
+  /**
+   * Any principal holding the IAM permission (docs/iam.md; decided by @relayplane/shared/iam):
+   * else 403 naming it. Admin decides again with the role it re-reads.
+   */
+  allow(permission: Permission): (request: FastifyRequest) => Promise<void>;
+  /** `allow`, minus bot tokens (403): identity token routes take a user session or an identity token. */
+  identityCaller(permission: Permission): (request: FastifyRequest) => Promise<void>;
   /** A platform administrator (operator). 403 for everyone else. */
   platformAdmin(request: FastifyRequest): Promise<void>;
 }
@@ -138,23 +173,42 @@ export function authGuards(
     const res = await admin.authenticate({ token });
     if (!res.principal) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     if (via === 'cookie') {
-      if (!res.session || res.principal.kind === PrincipalKind.BOT) {
+      if (!res.session || machineKind(res.principal.kind)) {
         throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
       }
       // After authentication: an expired or logged-out cookie answers 401, not 403.
       requireCsrf(request, token);
     }
-    request.auth = { principal: res.principal, session: res.session, bot: res.bot, via };
+    request.auth = {
+      principal: res.principal,
+      session: res.session,
+      bot: res.bot,
+      identityToken: res.identityToken,
+      via,
+    };
   });
   const session = acceptingUserSession(async (request: FastifyRequest) => {
     await principal(request);
-    if (request.auth?.principal.kind === PrincipalKind.BOT) {
+    if (request.auth && machineKind(request.auth.principal.kind)) {
       throw new AppError('forbidden', BOT_TOKEN_REFUSED_MESSAGE);
     }
   });
+  const allow = (permission: Permission, refuseBots = false) => {
+    const guard = acceptingUserSession(async (request: FastifyRequest) => {
+      await principal(request);
+      const p = principalOf(request);
+      if (refuseBots && p.kind === PrincipalKind.BOT)
+        throw new AppError('forbidden', IDENTITY_CALLER_MESSAGE);
+      const subject = subjectOf(p);
+      if (!can(subject, permission)) throw new AppError('forbidden', deniedMessage(subject, permission));
+    });
+    return Object.assign(guard, { [PERMISSION]: permission });
+  };
   return {
     session,
     principal,
+    allow: (permission) => allow(permission),
+    identityCaller: (permission) => allow(permission, true),
     async apiKey(request) {
       const header = request.headers['x-api-key'];
       if (header === undefined || header === '') {

@@ -22,7 +22,7 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
   app.get<{ Params: { project_id: string } }>(
     '/admin/v1/projects/:project_id/allowlist',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('allowlist:read'),
       schema: {
         operationId: 'listAllowlistEntries',
         summary: "List a project's IP allowlist",
@@ -56,7 +56,7 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
   app.post<{ Params: { project_id: string }; Body: { cidr: string } }>(
     '/admin/v1/projects/:project_id/allowlist',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('allowlist:write'),
       schema: {
         operationId: 'createAllowlistEntry',
         summary: 'Add an IPv4 or IPv6 CIDR to the allowlist',
@@ -100,7 +100,7 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
   app.delete<{ Params: { project_id: string; entry_id: string } }>(
     '/admin/v1/projects/:project_id/allowlist/:entry_id',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('allowlist:write'),
       schema: {
         operationId: 'deleteAllowlistEntry',
         summary: 'Remove an allowlist entry',

@@ -18,7 +18,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards }: Route
   app.get<{ Params: { project_id: string } }>(
     '/admin/v1/projects/:project_id/api-keys',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('api_keys:read'),
       schema: {
         operationId: 'listApiKeys',
         summary: "List a project's API keys",
@@ -52,7 +52,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards }: Route
   app.post<{ Params: { project_id: string }; Body: { name?: string; mode?: string; scopes?: string[] } }>(
     '/admin/v1/projects/:project_id/api-keys',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('api_keys:write'),
       schema: {
         operationId: 'createApiKey',
         summary: 'Create an API key (shown once)',
@@ -107,7 +107,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards }: Route
   app.delete<{ Params: { project_id: string; key_id: string } }>(
     '/admin/v1/projects/:project_id/api-keys/:key_id',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('api_keys:write'),
       schema: {
         operationId: 'revokeApiKey',
         summary: 'Revoke an API key',

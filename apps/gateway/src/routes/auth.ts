@@ -136,7 +136,8 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'User, active tenant, role, expiry and how the request was authenticated (`bearer` or `cookie`). ' +
           'Authenticated by the session cookie, it also answers the `csrf_token` to send as `X-CSRF-Token`. ' +
           'A bot token answers its bot instead (`authenticated_by: bot_token`): the tenant, the project it ' +
-          'acts within and its role.',
+          'acts within and its role; an identity token answers its identity (the bot) and the token ' +
+          '(`authenticated_by: identity_token`). `permissions` lists what the principal holds (docs/iam.md).',
         tags: ['auth'],
         security: [{ bearerAuth: [] }],
         response: { 200: { anyOf: [ref('Session'), BOT_SESSION_SCHEMA] }, ...AUTH_ERRORS, ...COMMON_ERRORS },
@@ -144,7 +145,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
     },
     async (request) => {
       const bot = request.auth?.bot;
-      if (bot) return presentBotSession(bot);
+      if (bot) return presentBotSession(principalOf(request), bot, request.auth?.identityToken);
       const session = request.auth?.session;
       if (!session) throw new AppError('internal', 'authenticated request without a session');
       if (request.auth?.via !== 'cookie') return presentSession(session);

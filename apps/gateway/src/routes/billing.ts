@@ -5,7 +5,6 @@
  * billing's (docs/billing.md); these routes authenticate, validate and present.
  */
 
-import { TenantRole } from '@relayplane/proto/admin';
 import type { CheckoutSession, Subscription } from '@relayplane/proto/billing';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -66,13 +65,6 @@ function publicBaseUrl(request: FastifyRequest): string {
   return `${request.protocol}://${request.host}`;
 }
 
-function requireBillingRole(request: FastifyRequest): void {
-  const { role } = principalOf(request);
-  if (role !== TenantRole.OWNER && role !== TenantRole.ADMIN) {
-    throw new AppError('forbidden', 'only owners and admins of the tenant may change its plan');
-  }
-}
-
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function page(reply: FastifyReply, status: number, title: string, body: string) {
@@ -94,7 +86,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
   app.get(
     '/admin/v1/billing/subscription',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('billing:read'),
       schema: {
         operationId: 'getSubscription',
         summary: "The active tenant's plan",
@@ -119,7 +111,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
   app.post<{ Body: { plan: string } }>(
     '/admin/v1/billing/checkout-sessions',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('billing:write'),
       schema: {
         operationId: 'createCheckoutSession',
         summary: 'Start a plan change (checkout session)',
@@ -156,7 +148,6 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
       },
     },
     async (request, reply) => {
-      requireBillingRole(request);
       const key = request.headers['idempotency-key'];
       if (key !== undefined && (typeof key !== 'string' || !IDEMPOTENCY_KEY.test(key))) {
         throw new AppError('invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters');
@@ -176,7 +167,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
   app.get<{ Querystring: { from: string; to: string } }>(
     '/admin/v1/billing/usage',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('billing:read'),
       schema: {
         operationId: 'getUsage',
         summary: 'Daily usage of the active tenant',

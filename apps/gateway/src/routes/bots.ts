@@ -1,10 +1,18 @@
-import { type Bot, type BotKey, TenantRole } from '@relayplane/proto/admin';
+import {
+  type Bot,
+  type BotKey,
+  type IdentityToken,
+  type Principal,
+  TenantRole,
+} from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
+import { permissionsOf, subjectOf } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso } from '../present.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
+import { IDENTITY_TOKEN_SCHEMA, presentIdentityToken } from './identity-tokens.ts';
 
 const dateTime = { type: 'string', format: 'date-time' } as const;
 const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as const;
@@ -44,18 +52,26 @@ const BOT_KEY_SCHEMA = {
 /** What `GET /admin/v1/auth/session` answers for a request authenticated by a bot token. */
 export const BOT_SESSION_SCHEMA = {
   type: 'object',
-  required: ['authenticated_by', 'tenant_id', 'project_id', 'role', 'bot'],
+  required: ['authenticated_by', 'tenant_id', 'project_id', 'role', 'permissions', 'bot'],
   additionalProperties: false,
   properties: {
     authenticated_by: {
       type: 'string',
-      const: 'bot_token',
-      description: 'How this request was authenticated.',
+      enum: ['bot_token', 'identity_token'],
+      description: 'How this request was authenticated: a bot token, or an identity token acting as `bot`.',
     },
     tenant_id: { type: 'string' },
     project_id: { type: 'string', description: 'The bot acts within this project only.' },
     role: { type: 'string', enum: ['developer', 'viewer'] },
+    permissions: {
+      type: 'array',
+      items: { type: 'string' },
+      description:
+        "What this principal holds (docs/iam.md): the bot's role within its project, and for an " +
+        "identity token only the token's scopes among those.",
+    },
     bot: BOT_SCHEMA,
+    identity_token: IDENTITY_TOKEN_SCHEMA,
   },
 } as const;
 
@@ -80,14 +96,21 @@ export function presentBot(b: Bot) {
   };
 }
 
-export function presentBotSession(b: Bot) {
+/** What GET /admin/v1/auth/session answers for a bot token or an identity token (its identity). */
+export function presentBotSession(principal: Principal, b: Bot, identityToken: IdentityToken | undefined) {
   const bot = presentBot(b);
-  return {
-    authenticated_by: 'bot_token' as const,
+  const base = {
     tenant_id: b.tenantId,
     project_id: bot.project_id,
     role: bot.role,
+    permissions: [...permissionsOf(subjectOf(principal))],
     bot,
+  };
+  if (!identityToken) return { authenticated_by: 'bot_token' as const, ...base };
+  return {
+    authenticated_by: 'identity_token' as const,
+    ...base,
+    identity_token: presentIdentityToken(identityToken),
   };
 }
 
@@ -125,7 +148,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
   app.get<{ Params: { project_id: string } }>(
     '/admin/v1/projects/:project_id/bots',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('bots:read'),
       schema: {
         operationId: 'listBots',
         summary: "List a project's bots (machine identities)",
@@ -159,7 +182,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
   app.post<{ Params: { project_id: string }; Body: { name: string; role?: BotRole } }>(
     '/admin/v1/projects/:project_id/bots',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('bots:write'),
       schema: {
         operationId: 'createBot',
         summary: 'Create a bot in a project',
@@ -204,7 +227,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
   app.post<{ Params: { project_id: string; bot_id: string } }>(
     '/admin/v1/projects/:project_id/bots/:bot_id/keys',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('bots:write'),
       schema: {
         operationId: 'createBotKey',
         summary: 'Create a key for a bot (its bot token, shown once)',
@@ -246,7 +269,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
   app.get<{ Params: { project_id: string; bot_id: string } }>(
     '/admin/v1/projects/:project_id/bots/:bot_id/keys',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('bots:read'),
       schema: {
         operationId: 'listBotKeys',
         summary: "List a bot's keys",
@@ -282,7 +305,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
   app.delete<{ Params: { project_id: string; bot_id: string; key_id: string } }>(
     '/admin/v1/projects/:project_id/bots/:bot_id/keys/:key_id',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('bots:write'),
       schema: {
         operationId: 'revokeBotKey',
         summary: 'Revoke a bot key',

@@ -1,4 +1,3 @@
-import { TenantRole } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
@@ -107,7 +106,7 @@ export function registerCredentials(
   app.post<{ Params: { jti: string } }>(
     '/admin/v1/credentials/:jti/revoke',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('credentials:revoke'),
       schema: {
         operationId: 'revokeCredential',
         summary: 'Revoke a relay credential',
@@ -137,9 +136,6 @@ export function registerCredentials(
     },
     async (request) => {
       const principal = principalOf(request);
-      if (principal.role === TenantRole.VIEWER) {
-        throw new AppError('forbidden', 'your role does not allow revoking credentials');
-      }
       const res = await clients.issuer.revokeCredential({
         tenantId: principal.tenantId,
         jti: request.params.jti,

@@ -104,7 +104,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
   app.get(
     '/admin/v1/members',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('members:read'),
       schema: {
         operationId: 'listMembers',
         summary: 'List the members of the active tenant',
@@ -132,7 +132,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
   app.post<{ Body: { email: string; role: RoleName } }>(
     '/admin/v1/members',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('members:write'),
       schema: {
         operationId: 'addMember',
         summary: 'Add an existing user to the active tenant',
@@ -171,7 +171,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
   app.patch<{ Params: { user_id: string }; Body: { role: RoleName } }>(
     '/admin/v1/members/:user_id',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('members:write'),
       schema: {
         operationId: 'changeMemberRole',
         summary: "Change a member's role",
@@ -211,7 +211,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
   app.delete<{ Params: { user_id: string } }>(
     '/admin/v1/members/:user_id',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('members:write'),
       schema: {
         operationId: 'removeMember',
         summary: 'Remove a member from the active tenant',

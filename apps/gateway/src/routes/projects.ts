@@ -9,7 +9,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
   app.post<{ Body: { name: string; environment?: string } }>(
     '/admin/v1/projects',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('projects:write'),
       schema: {
         operationId: 'createProject',
         summary: 'Create a project in the active tenant',
@@ -59,7 +59,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
   app.get(
     '/admin/v1/projects',
     {
-      onRequest: guards.session,
+      onRequest: guards.allow('projects:read'),
       schema: {
         operationId: 'listProjects',
         summary: 'List the projects of the active tenant',

@@ -3,6 +3,8 @@ import * as accountsAndProjects from './20261122T2000-accounts-and-projects.ts';
 import * as apiKeys from './20261123T1000-api-keys.ts';
 import * as allowlist from './20261124T1000-allowlist.ts';
 import * as bots from './20261125T1000-bots.ts';
+import * as deviceGrants from './20261126T1000-device-grants.ts';
+import * as identityTokens from './20261126T1100-identity-tokens.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +12,6 @@ export const migrations: Record<string, Migration> = {
   '20261123T1000-api-keys': apiKeys,
   '20261124T1000-allowlist': allowlist,
   '20261125T1000-bots': bots,
+  '20261126T1000-device-grants': deviceGrants,
+  '20261126T1100-identity-tokens': identityTokens,
 };

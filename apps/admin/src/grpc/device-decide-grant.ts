@@ -1,0 +1,29 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { hashCode } from '../domain/device-codes.ts';
+import type { AdminDeps } from './deps.ts';
+import { enterUserCode, USER_CODE_NOT_FOUND_MESSAGE } from './device-flow.ts';
+
+/**
+ * DecideDeviceGrant: approves or denies a pending user code as the caller. Approval ties the
+ * CLI token the device then receives to the caller's user and the session's active tenant.
+ * Of two concurrent decisions on one code only the first applies; the second answers not_found.
+ */
+export function decideDeviceGrant(deps: AdminDeps): ServiceImpl<typeof AdminService>['decideDeviceGrant'] {
+  return async (req) => {
+    const { session, userCode } = await enterUserCode(deps, req.principal, req.userCode, req.clientIp);
+    const decided = await deps.deviceGrants.decide(hashCode(userCode), deps.clock.now(), {
+      approve: req.approve,
+      userId: session.user.id,
+      tenantId: session.tenant.id,
+    });
+    if (!decided) throw new AppError('not_found', USER_CODE_NOT_FOUND_MESSAGE);
+    const status = req.approve ? 'approved' : 'denied';
+    deps.logger.info(
+      { clientId: decided.clientId, userId: session.user.id, tenantId: session.tenant.id, status },
+      `device authorization ${status}`,
+    );
+    return { status, clientId: decided.clientId };
+  };
+}

@@ -1,0 +1,19 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { hashCode } from '../domain/device-codes.ts';
+import type { AdminDeps } from './deps.ts';
+import { enterUserCode, USER_CODE_NOT_FOUND_MESSAGE } from './device-flow.ts';
+
+/** DescribeDeviceGrant: the pending grant behind a user code, for the verification page. */
+export function describeDeviceGrant(
+  deps: AdminDeps,
+): ServiceImpl<typeof AdminService>['describeDeviceGrant'] {
+  return async (req) => {
+    const { userCode } = await enterUserCode(deps, req.principal, req.userCode, req.clientIp);
+    const grant = await deps.deviceGrants.findPending(hashCode(userCode), deps.clock.now());
+    if (!grant) throw new AppError('not_found', USER_CODE_NOT_FOUND_MESSAGE);
+    return { clientId: grant.clientId, expiresAt: timestampFromDate(grant.expiresAt), userCode };
+  };
+}

@@ -1,0 +1,69 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { newId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { hashToken, newToken } from '@relayplane/shared/tokens';
+import { decidePoll, hashCode, type PollOutcome } from '../domain/device-codes.ts';
+import type { AdminDeps } from './deps.ts';
+
+/** Longer than any device code we issue (43 characters): not ours, no lookup. */
+const DEVICE_CODE_MAX_LENGTH = 128;
+
+type Exchanged = { outcome: PollOutcome; token?: string; sessionId?: string };
+
+/**
+ * ExchangeDeviceCode (RFC 8628 §3.4–3.5): one poll. The grant's row is locked for the poll,
+ * so an approved grant answers its CLI token (`rpc_`, a session of kind `cli` of the approver
+ * in the tenant they approved in) exactly once, however many polls race. Every other outcome
+ * is `invalid_request` whose message is the OAuth error code.
+ */
+export function exchangeDeviceCode(deps: AdminDeps): ServiceImpl<typeof AdminService>['exchangeDeviceCode'] {
+  return async (req) => {
+    if (req.clientId === '' || req.deviceCode === '')
+      throw new AppError('invalid_request', 'invalid_request');
+    if (!deps.deviceFlow.clientIds.includes(req.clientId))
+      throw new AppError('invalid_request', 'invalid_client');
+    if (req.deviceCode.length > DEVICE_CODE_MAX_LENGTH)
+      throw new AppError('invalid_request', 'invalid_grant');
+    const now = deps.clock.now();
+    const ttlSeconds = deps.deviceFlow.tokenTtlSeconds;
+    const polled = await deps.deviceGrants.poll<Exchanged>(hashCode(req.deviceCode), (grant) => {
+      // A device code issued to another client (RFC 6749 §5.2): the grant is left untouched.
+      if (grant.clientId !== req.clientId) return { update: undefined, result: { outcome: 'invalid_grant' } };
+      const decision = decidePoll(grant, now);
+      const update = { intervalSeconds: decision.intervalSeconds, lastPolledAt: now };
+      if (decision.outcome !== 'issue' || !grant.userId || !grant.tenantId) {
+        return {
+          update,
+          result: { outcome: decision.outcome === 'issue' ? 'invalid_grant' : decision.outcome },
+        };
+      }
+      const token = newToken('cli');
+      const sessionId = newId('session');
+      const consume = {
+        id: sessionId,
+        tokenHash: hashToken(token),
+        userId: grant.userId,
+        tenantId: grant.tenantId,
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + ttlSeconds * 1000),
+      };
+      return { update: { ...update, consume }, result: { outcome: 'issue', token, sessionId } };
+    });
+    if (!polled) throw new AppError('invalid_request', 'invalid_grant');
+    const { grant, result } = polled;
+    if (result.outcome !== 'issue' || result.token === undefined) {
+      throw new AppError('invalid_request', result.outcome);
+    }
+    deps.logger.info(
+      {
+        clientId: grant.clientId,
+        userId: grant.userId,
+        tenantId: grant.tenantId,
+        sessionId: result.sessionId,
+      },
+      'device authorization redeemed: CLI token issued',
+    );
+    return { accessToken: result.token, expiresIn: ttlSeconds };
+  };
+}

@@ -1,0 +1,54 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { hashCode, isValidScope, newDeviceCode, newUserCode } from '../domain/device-codes.ts';
+import { deviceThrottleKeys } from '../stores/device-grants.ts';
+import type { AdminDeps } from './deps.ts';
+import { DEVICE_CODES_RATE_LIMITED_MESSAGE, enforceLimits } from './device-flow.ts';
+
+/** 20^8 user codes: a collision with a live one is rare; a few fresh draws always find a free one. */
+const USER_CODE_ATTEMPTS = 5;
+
+/**
+ * StartDeviceAuthorization (RFC 8628 §3.1–3.2): a device code (256 bits) and a user code for
+ * a known public client, counted per client IP. Both codes are answered here only; the
+ * database holds their SHA-256.
+ */
+export function startDeviceAuthorization(
+  deps: AdminDeps,
+): ServiceImpl<typeof AdminService>['startDeviceAuthorization'] {
+  return async (req) => {
+    if (req.clientId === '') throw new AppError('invalid_request', 'invalid_request');
+    if (!deps.deviceFlow.clientIds.includes(req.clientId))
+      throw new AppError('invalid_request', 'invalid_client');
+    if (!isValidScope(req.scope)) throw new AppError('invalid_request', 'invalid_scope');
+    const clientIp = req.clientIp.trim();
+    if (clientIp !== '') {
+      await enforceLimits(
+        deps.deviceThrottle,
+        [{ key: deviceThrottleKeys.issueIp(clientIp), max: deps.deviceFlow.limits.maxCodesPerIp }],
+        DEVICE_CODES_RATE_LIMITED_MESSAGE,
+      );
+    }
+    const { codeTtlSeconds, intervalSeconds } = deps.deviceFlow;
+    const now = deps.clock.now();
+    for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
+      const deviceCode = newDeviceCode();
+      const userCode = newUserCode();
+      const outcome = await deps.deviceGrants.create({
+        deviceCodeHash: hashCode(deviceCode),
+        userCodeHash: hashCode(userCode),
+        clientId: req.clientId,
+        scope: req.scope,
+        intervalSeconds,
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + codeTtlSeconds * 1000),
+      });
+      if (outcome === 'created') {
+        deps.logger.info({ clientId: req.clientId, clientIp }, 'device authorization started');
+        return { deviceCode, userCode, expiresIn: codeTtlSeconds, interval: intervalSeconds };
+      }
+    }
+    throw new AppError('unavailable', 'could not allocate a user code; retry', { retryAfterSeconds: 1 });
+  };
+}

@@ -1,0 +1,130 @@
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { type AdminService, PrincipalKind } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import { PROJECT_PERMISSIONS, permissionsOf } from '@relayplane/shared/iam';
+import { isId, newId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { hashToken, newToken } from '@relayplane/shared/tokens';
+import {
+  checkIdentityExpiry,
+  checkIdentityScopes,
+  IDENTITY_TOKEN_DISPLAY_PREFIX_LENGTH,
+} from '../domain/identity-tokens.ts';
+import type { AdminDeps } from './deps.ts';
+import { identityTokenMessage } from './messages.ts';
+import { type Actor, requireActor, subjectOfActor } from './principal.ts';
+import { requireProject } from './project-access.ts';
+import { valid } from './valid.ts';
+
+export const IDENTITY_NOT_FOUND_MESSAGE = 'identity not found';
+export const IDENTITY_TOKEN_NOT_FOUND_MESSAGE = 'identity token not found';
+export const BOT_CALLER_MESSAGE =
+  'identity tokens can be created with a user session or an identity token only; bot tokens are not accepted';
+
+type Impl = ServiceImpl<typeof AdminService>;
+
+/** The identity (a bot of the project); another project's or tenant's bot answers like a missing one. */
+async function requireIdentity(deps: AdminDeps, actor: Actor, projectId: string, identityId: string) {
+  const project = await requireProject(deps, actor, projectId);
+  const bot = isId('bot', identityId)
+    ? await deps.bots.find(project.tenantId, project.id, identityId)
+    : undefined;
+  if (!bot) throw new AppError('not_found', IDENTITY_NOT_FOUND_MESSAGE);
+  return bot;
+}
+
+/**
+ * CreateIdentityToken: a token (`rpi_`) acting as a bot of the project with the requested
+ * scopes, each of which the caller holds (else 403) and the identity's role grants (else 403:
+ * a token never holds more than its identity). Callers: a user session or an identity token.
+ */
+export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'] {
+  return async (req) => {
+    const actor = await requireActor(deps, req.principal, 'identity_tokens:write');
+    if (actor.kind === PrincipalKind.BOT) throw new AppError('forbidden', BOT_CALLER_MESSAGE);
+    const bot = await requireIdentity(deps, actor, req.projectId, req.identityId);
+    const scopes = valid(checkIdentityScopes(req.scopes));
+    const now = deps.clock.now();
+    const expiresAt = valid(
+      checkIdentityExpiry(req.expiresAt ? timestampDate(req.expiresAt) : undefined, now),
+    );
+
+    const held = permissionsOf(subjectOfActor(actor));
+    const notHeld = scopes.find((s) => !held.has(s));
+    if (notHeld) throw new AppError('forbidden', `the caller does not hold scope ${notHeld}`);
+    const identity = permissionsOf({ kind: PrincipalKind.BOT, role: bot.role });
+    const beyond = scopes.find((s) => !identity.has(s));
+    if (beyond) {
+      throw new AppError(
+        'forbidden',
+        PROJECT_PERMISSIONS.has(beyond)
+          ? `the identity's role (${bot.role}) does not grant scope ${beyond}`
+          : `scope ${beyond} is not available to identities (it needs a user session)`,
+      );
+    }
+
+    const value = newToken('identity');
+    const token = {
+      id: newId('identityToken'),
+      tenantId: bot.tenantId,
+      projectId: bot.projectId,
+      botId: bot.id,
+      scopes,
+      displayPrefix: value.slice(0, IDENTITY_TOKEN_DISPLAY_PREFIX_LENGTH),
+      lastFour: value.slice(-4),
+      createdByUserId: actor.session?.user.id ?? null,
+      createdByTokenId: actor.identityTokenId ?? null,
+      createdAt: now,
+      expiresAt,
+      lastUsedAt: null,
+      revokedAt: null,
+    };
+    const outcome = await deps.identityTokens.create({ ...token, tokenHash: hashToken(value) });
+    if (outcome === 'bot_not_found') throw new AppError('not_found', IDENTITY_NOT_FOUND_MESSAGE);
+    deps.logger.info(
+      {
+        identityTokenId: token.id,
+        identityId: bot.id,
+        projectId: bot.projectId,
+        tenantId: bot.tenantId,
+        scopes,
+        by: actor.log,
+      },
+      'identity token created',
+    );
+    return { identityToken: identityTokenMessage(token), value };
+  };
+}
+
+/** ListIdentityTokens: the identity's tokens (never their values), newest first. */
+export function listIdentityTokens(deps: AdminDeps): Impl['listIdentityTokens'] {
+  return async (req) => {
+    const actor = await requireActor(deps, req.principal, 'identity_tokens:read');
+    const bot = await requireIdentity(deps, actor, req.projectId, req.identityId);
+    const tokens = await deps.identityTokens.list(bot.tenantId, bot.projectId, bot.id);
+    return { identityTokens: tokens.map(identityTokenMessage) };
+  };
+}
+
+/** RevokeIdentityToken: idempotent; the token stops authenticating at once. */
+export function revokeIdentityToken(deps: AdminDeps): Impl['revokeIdentityToken'] {
+  return async (req) => {
+    const actor = await requireActor(deps, req.principal, 'identity_tokens:write');
+    const bot = await requireIdentity(deps, actor, req.projectId, req.identityId);
+    const token = isId('identityToken', req.tokenId)
+      ? await deps.identityTokens.revoke(bot.tenantId, bot.projectId, bot.id, req.tokenId, deps.clock.now())
+      : undefined;
+    if (!token) throw new AppError('not_found', IDENTITY_TOKEN_NOT_FOUND_MESSAGE);
+    deps.logger.info(
+      {
+        identityTokenId: token.id,
+        identityId: bot.id,
+        projectId: bot.projectId,
+        tenantId: bot.tenantId,
+        by: actor.log,
+      },
+      'identity token revoked',
+    );
+    return { identityToken: identityTokenMessage(token) };
+  };
+}

@@ -1,0 +1,209 @@
+/**
+ * OAuth device authorization grants (RFC 8628) in PostgreSQL, and the throttle that counts
+ * code issuance and user-code entry. Only SHA-256 hashes of device and user codes are stored.
+ */
+import type { Clock } from '@relayplane/shared/clock';
+import type { Logger } from '@relayplane/shared/logger';
+import {
+  FallbackRateLimiter,
+  MemoryRateLimiter,
+  type RateLimiter,
+  RedisRateLimiter,
+} from '@relayplane/shared/rate-limit';
+import type { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
+import type { AdminDatabase } from '../db/schema.ts';
+import type { DeviceGrantStatus, PolledGrant } from '../domain/device-codes.ts';
+import { isUniqueViolation } from './records.ts';
+import { type NewSession, SessionStore } from './sessions.ts';
+
+export interface NewDeviceGrant {
+  deviceCodeHash: string;
+  userCodeHash: string;
+  clientId: string;
+  scope: string;
+  intervalSeconds: number;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+/** A grant as a poll sees it (hashes only). */
+export interface DeviceGrantRecord extends PolledGrant {
+  clientId: string;
+  userId: string | null;
+  tenantId: string | null;
+}
+
+/** What a poll changes: the grant's interval and last poll, and, once approved, the CLI session it consumes into. */
+export interface PollUpdate {
+  intervalSeconds: number;
+  lastPolledAt: Date;
+  /** Set: the grant becomes consumed and this session (kind `cli`) is created, in one transaction. */
+  consume?: NewSession;
+}
+
+function isStatus(value: string): value is DeviceGrantStatus {
+  return value === 'pending' || value === 'approved' || value === 'denied' || value === 'consumed';
+}
+
+export class DeviceGrantStore {
+  readonly #db: Kysely<AdminDatabase>;
+  constructor(db: Kysely<AdminDatabase>) {
+    this.#db = db;
+  }
+
+  /** `user_code_taken`: another grant holds this user code (the caller draws another). */
+  async create(grant: NewDeviceGrant): Promise<'created' | 'user_code_taken'> {
+    try {
+      await this.#db
+        .insertInto('device_grants')
+        .values({
+          device_code_hash: grant.deviceCodeHash,
+          user_code_hash: grant.userCodeHash,
+          client_id: grant.clientId,
+          scope: grant.scope,
+          status: 'pending',
+          interval_seconds: grant.intervalSeconds,
+          created_at: grant.createdAt,
+          expires_at: grant.expiresAt,
+          last_polled_at: null,
+          user_id: null,
+          tenant_id: null,
+          decided_at: null,
+        })
+        .execute();
+      return 'created';
+    } catch (err) {
+      if (isUniqueViolation(err, 'device_grants_user_code_hash_key')) return 'user_code_taken';
+      throw err;
+    }
+  }
+
+  /** The pending, unexpired grant behind a user code. */
+  async findPending(
+    userCodeHash: string,
+    now: Date,
+  ): Promise<{ clientId: string; expiresAt: Date } | undefined> {
+    const row = await this.#db
+      .selectFrom('device_grants')
+      .select(['client_id', 'expires_at'])
+      .where('user_code_hash', '=', userCodeHash)
+      .where('status', '=', 'pending')
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return row ? { clientId: row.client_id, expiresAt: row.expires_at } : undefined;
+  }
+
+  /**
+   * Approves (for `userId` in `tenantId`) or denies a pending, unexpired grant, in one
+   * conditional statement: of two concurrent decisions only one applies. Undefined when no
+   * such grant (unknown, expired or already decided).
+   */
+  async decide(
+    userCodeHash: string,
+    now: Date,
+    decision: { approve: boolean; userId: string; tenantId: string },
+  ): Promise<{ clientId: string } | undefined> {
+    const row = await this.#db
+      .updateTable('device_grants')
+      .set({
+        status: decision.approve ? 'approved' : 'denied',
+        user_id: decision.userId,
+        tenant_id: decision.tenantId,
+        decided_at: now,
+      })
+      .where('user_code_hash', '=', userCodeHash)
+      .where('status', '=', 'pending')
+      .where('expires_at', '>', now)
+      .returning('client_id')
+      .executeTakeFirst();
+    return row ? { clientId: row.client_id } : undefined;
+  }
+
+  /**
+   * One poll of the token endpoint. The grant's row is locked (`FOR UPDATE`) while `decide`
+   * looks at it and its update (and, when approved, the CLI session) is written: concurrent
+   * polls run one after the other, so an approved grant is consumed by exactly one of them.
+   * Undefined when no grant has this device code; `update` undefined: nothing is written.
+   */
+  async poll<T>(
+    deviceCodeHash: string,
+    decide: (grant: DeviceGrantRecord) => { update: PollUpdate | undefined; result: T },
+  ): Promise<{ grant: DeviceGrantRecord; result: T } | undefined> {
+    return this.#db.transaction().execute(async (trx) => {
+      const row = await trx
+        .selectFrom('device_grants')
+        .select([
+          'client_id',
+          'status',
+          'expires_at',
+          'interval_seconds',
+          'last_polled_at',
+          'user_id',
+          'tenant_id',
+        ])
+        .where('device_code_hash', '=', deviceCodeHash)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!row || !isStatus(row.status)) return undefined;
+      const grant: DeviceGrantRecord = {
+        clientId: row.client_id,
+        status: row.status,
+        expiresAt: row.expires_at,
+        intervalSeconds: row.interval_seconds,
+        lastPolledAt: row.last_polled_at,
+        userId: row.user_id,
+        tenantId: row.tenant_id,
+      };
+      const { update, result } = decide(grant);
+      if (!update) return { grant, result };
+      if (update.consume) await new SessionStore(trx).create({ ...update.consume, kind: 'cli' });
+      await trx
+        .updateTable('device_grants')
+        .set({
+          interval_seconds: update.intervalSeconds,
+          last_polled_at: update.lastPolledAt,
+          ...(update.consume ? { status: 'consumed' } : {}),
+        })
+        .where('device_code_hash', '=', deviceCodeHash)
+        .execute();
+      return { grant, result };
+    });
+  }
+
+  /** Deletes grants that expired before `before`; returns how many. */
+  async deleteExpired(before: Date): Promise<number> {
+    const res = await this.#db
+      .deleteFrom('device_grants')
+      .where('expires_at', '<=', before)
+      .executeTakeFirst();
+    return Number(res.numDeletedRows);
+  }
+}
+
+/** The one place device-flow throttle keys are built (limiters only prepend their namespace). */
+export const deviceThrottleKeys = {
+  /** Device codes issued to a client IP. */
+  issueIp: (clientIp: string): string => `device:issue:ip:${clientIp}`,
+  /** User codes entered (looked up or decided) by a user. */
+  entryUser: (userId: string): string => `device:entry:user:${userId}`,
+  /** User codes entered from a client IP. */
+  entryIp: (clientIp: string): string => `device:entry:ip:${clientIp}`,
+};
+
+/**
+ * The device-flow throttle: on the login throttle's Redis connection (shared by every replica)
+ * with per-process memory while Redis fails; memory alone without Redis.
+ */
+export function createDeviceThrottle(
+  redis: { connection: Redis; prefix: string } | undefined,
+  windowSeconds: number,
+  clock: Clock,
+  logger: Logger,
+): RateLimiter {
+  const windowMs = windowSeconds * 1000;
+  const memory = new MemoryRateLimiter(clock, windowMs);
+  if (!redis) return memory;
+  const primary = new RedisRateLimiter(redis.connection, redis.prefix, windowMs);
+  return new FallbackRateLimiter(primary, memory, logger, 'device flow throttle');
+}

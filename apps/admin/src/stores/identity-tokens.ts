@@ -1,0 +1,167 @@
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AdminDatabase, IdentityTokensTable } from '../db/schema.ts';
+import { isBotRole } from '../domain/bots.ts';
+import { type BotRecord, type IdentityTokenRecord, isForeignKeyViolation } from './records.ts';
+
+export interface NewIdentityToken extends IdentityTokenRecord {
+  /** sha256(token), hex. */
+  tokenHash: string;
+}
+
+/** A live identity token with the bot (identity) it acts as. */
+export interface AuthenticatedIdentity {
+  token: IdentityTokenRecord;
+  bot: BotRecord;
+}
+
+const COLUMNS = [
+  't.id',
+  't.tenant_id',
+  't.project_id',
+  't.bot_id',
+  't.scopes',
+  't.display_prefix',
+  't.last_four',
+  't.created_by_user_id',
+  't.created_by_token_id',
+  't.created_at',
+  't.expires_at',
+  't.last_used_at',
+  't.revoked_at',
+] as const;
+
+function toRecord(row: Omit<Selectable<IdentityTokensTable>, 'token_hash'>): IdentityTokenRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    projectId: row.project_id,
+    botId: row.bot_id,
+    scopes: row.scopes,
+    displayPrefix: row.display_prefix,
+    lastFour: row.last_four,
+    createdByUserId: row.created_by_user_id,
+    createdByTokenId: row.created_by_token_id,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+/** Identity tokens. Only the SHA-256 of a token is stored. */
+export class IdentityTokenStore {
+  readonly #db: Kysely<AdminDatabase>;
+  constructor(db: Kysely<AdminDatabase>) {
+    this.#db = db;
+  }
+
+  /** 'bot_not_found' when the bot is not (or no longer) in that project and tenant. */
+  async create(token: NewIdentityToken): Promise<'created' | 'bot_not_found'> {
+    try {
+      await this.#db
+        .insertInto('identity_tokens')
+        .values({
+          id: token.id,
+          tenant_id: token.tenantId,
+          project_id: token.projectId,
+          bot_id: token.botId,
+          token_hash: token.tokenHash,
+          scopes: token.scopes,
+          display_prefix: token.displayPrefix,
+          last_four: token.lastFour,
+          created_by_user_id: token.createdByUserId,
+          created_by_token_id: token.createdByTokenId,
+          created_at: token.createdAt,
+          expires_at: token.expiresAt,
+        })
+        .execute();
+      return 'created';
+    } catch (err) {
+      if (isForeignKeyViolation(err, 'identity_tokens_bot_fkey')) return 'bot_not_found';
+      throw err;
+    }
+  }
+
+  /** The identity's tokens, revoked and expired ones included, newest first. */
+  async list(tenantId: string, projectId: string, botId: string): Promise<IdentityTokenRecord[]> {
+    const rows = await this.#db
+      .selectFrom('identity_tokens as t')
+      .select(COLUMNS)
+      .where('t.bot_id', '=', botId)
+      .where('t.project_id', '=', projectId)
+      .where('t.tenant_id', '=', tenantId)
+      .orderBy('t.created_at', 'desc')
+      .orderBy('t.id', 'desc')
+      .execute();
+    return rows.map(toRecord);
+  }
+
+  /** Revokes the token at `now`, or leaves an earlier revocation as it is (idempotent). */
+  async revoke(
+    tenantId: string,
+    projectId: string,
+    botId: string,
+    tokenId: string,
+    now: Date,
+  ): Promise<IdentityTokenRecord | undefined> {
+    const row = await this.#db
+      .updateTable('identity_tokens as t')
+      .set({ revoked_at: sql<Date>`coalesce(t.revoked_at, ${now})` })
+      .where('t.id', '=', tokenId)
+      .where('t.bot_id', '=', botId)
+      .where('t.project_id', '=', projectId)
+      .where('t.tenant_id', '=', tenantId)
+      .returning(COLUMNS)
+      .executeTakeFirst();
+    return row && toRecord(row);
+  }
+
+  /** The unrevoked, unexpired token with this hash (or id) and its bot: one lookup by unique index. */
+  findLiveByTokenHash(tokenHash: string, now: Date): Promise<AuthenticatedIdentity | undefined> {
+    return this.#findLive('t.token_hash', tokenHash, now);
+  }
+
+  findLiveById(id: string, now: Date): Promise<AuthenticatedIdentity | undefined> {
+    return this.#findLive('t.id', id, now);
+  }
+
+  async #findLive(
+    column: 't.id' | 't.token_hash',
+    value: string,
+    now: Date,
+  ): Promise<AuthenticatedIdentity | undefined> {
+    const row = await this.#db
+      .selectFrom('identity_tokens as t')
+      .innerJoin('bots as b', 'b.id', 't.bot_id')
+      .select(COLUMNS)
+      .select(['b.name as bot_name', 'b.role as bot_role', 'b.created_at as bot_created_at'])
+      .where(column, '=', value)
+      .where('t.revoked_at', 'is', null)
+      .where('t.expires_at', '>', now)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      token: toRecord(row),
+      bot: {
+        id: row.bot_id,
+        tenantId: row.tenant_id,
+        projectId: row.project_id,
+        name: row.bot_name,
+        // The column's check constraint allows only developer and viewer.
+        role: isBotRole(row.bot_role) ? row.bot_role : 'viewer',
+        createdAt: row.bot_created_at,
+      },
+    };
+  }
+
+  /** Records a use at `now` unless one at or after `since` is already recorded. */
+  async touch(id: string, now: Date, since: Date): Promise<boolean> {
+    const res = await this.#db
+      .updateTable('identity_tokens')
+      .set({ last_used_at: now })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', since)]))
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+}

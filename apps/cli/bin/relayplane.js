@@ -1,0 +1,10 @@
+#!/usr/bin/env node
+// The `relayplane` command. In the workspace it runs the TypeScript sources through Node's
+// type stripping; Node refuses that under node_modules, so an installed copy runs the build.
+import { sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const installed = fileURLToPath(import.meta.url)
+  .split(sep)
+  .includes('node_modules');
+await import(installed ? '../dist/main.js' : '../src/main.ts');

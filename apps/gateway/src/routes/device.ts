@@ -1,0 +1,340 @@
+/**
+ * OAuth 2.0 Device Authorization Grant (RFC 8628) for the CLI: the device authorization and
+ * token endpoints, their RFC 8414 metadata, and the JSON approval of a user code. The
+ * verification page a browser uses is in device-page.ts. The grants live in admin; these
+ * routes parse, present and map errors.
+ *
+ * The two OAuth endpoints accept `application/x-www-form-urlencoded` (what OAuth clients send)
+ * as well as JSON, in their own encapsulated scope: everywhere else the gateway stays JSON only.
+ * Their errors are the OAuth ones, `{"error": "<code>"}` (RFC 6749 §5.2): the code is the message.
+ */
+import { AppError } from '@relayplane/shared/errors';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { principalOf } from '../plugins/auth.ts';
+import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+import {
+  acceptForms,
+  DEVICE_CODE_PATH,
+  DEVICE_GRANT_TYPE,
+  METADATA_PATH,
+  publicBaseUrl,
+  TOKEN_PATH,
+  VERIFICATION_PATH,
+} from './device-common.ts';
+import { registerDevicePage } from './device-page.ts';
+
+const param = { type: 'string', minLength: 1, maxLength: 512 } as const;
+
+/** The same parameters as a form (unknown ones ignored, RFC 6749 §3.2) or as JSON (strict, like every JSON body). */
+function oauthBody(properties: Record<string, unknown>, required: string[]) {
+  return {
+    content: {
+      'application/x-www-form-urlencoded': {
+        schema: { type: 'object', required, additionalProperties: true, properties },
+      },
+      'application/json': {
+        schema: { type: 'object', required, additionalProperties: false, properties },
+      },
+    },
+  };
+}
+
+/** OAuth errors are `{"error": "<code>"}`: the platform's Error shape, the code as message. */
+const oauthError = errorResponse;
+
+/**
+ * In the OAuth scope, a request Fastify refuses before the handler (malformed body, schema,
+ * media type, size) answers `invalid_request` with its status; everything else goes to the
+ * gateway's error handler.
+ */
+function oauthErrors(error: FastifyError | AppError, _request: FastifyRequest, reply: FastifyReply) {
+  const status = error instanceof AppError ? error.httpStatus : (error.statusCode ?? 500);
+  if (!(error instanceof AppError) && status >= 400 && status < 500) {
+    return reply
+      .code(status)
+      .type('application/json; charset=utf-8')
+      .send(JSON.stringify({ error: 'invalid_request' }));
+  }
+  throw error;
+}
+
+interface DeviceCodeBody {
+  client_id?: unknown;
+  scope?: unknown;
+}
+
+interface TokenBody {
+  grant_type?: unknown;
+  device_code?: unknown;
+  client_id?: unknown;
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
+  const { clients, guards } = deps;
+
+  app.register(async (scope) => {
+    acceptForms(scope);
+    scope.setErrorHandler(oauthErrors);
+    // RFC 6749 §5.1: responses carrying codes or tokens are never cached (errors neither).
+    scope.addHook('onRequest', async (_request, reply) => {
+      reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+    });
+
+    scope.post<{ Body: DeviceCodeBody | undefined }>(
+      DEVICE_CODE_PATH,
+      {
+        schema: {
+          operationId: 'startDeviceAuthorization',
+          summary: 'Device authorization request (RFC 8628 §3.1)',
+          description:
+            'Starts the device flow for a public client (`client_id`, default `relayplane-cli`; no secret). Send ' +
+            'the parameters as `application/x-www-form-urlencoded` (as OAuth clients do) or as JSON. Answers a ' +
+            '`device_code` (256 bits) for the device to poll the token endpoint with, and a `user_code` ' +
+            '(`XXXX-XXXX`, consonants only) the user confirms at `verification_uri`. Neither is stored, only ' +
+            'their SHA-256. Errors are OAuth errors: `invalid_client` (unknown client), `invalid_request`, ' +
+            '`invalid_scope`. Requests are limited per client IP: 429 with `Retry-After`. `Cache-Control: no-store`.',
+          tags: ['auth'],
+          security: [],
+          body: oauthBody({ client_id: param, scope: param }, ['client_id']),
+          response: {
+            200: {
+              type: 'object',
+              required: [
+                'device_code',
+                'user_code',
+                'verification_uri',
+                'verification_uri_complete',
+                'expires_in',
+                'interval',
+              ],
+              additionalProperties: false,
+              properties: {
+                device_code: { type: 'string' },
+                user_code: {
+                  type: 'string',
+                  pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$',
+                },
+                verification_uri: { type: 'string', description: 'The verification page, `<base>/device`.' },
+                verification_uri_complete: {
+                  type: 'string',
+                  description: 'The verification page with the user code filled in.',
+                },
+                expires_in: { type: 'integer', description: 'Seconds until both codes expire.' },
+                interval: {
+                  type: 'integer',
+                  description: 'Seconds to wait between polls of the token endpoint.',
+                },
+              },
+            },
+            400: oauthError('`{"error": "invalid_request" | "invalid_client" | "invalid_scope"}`.'),
+            413: BODY_ERRORS[413],
+            415: oauthError('The body is neither form-encoded nor JSON: `{"error": "invalid_request"}`.'),
+            429: errorResponse(
+              'Too many device authorization requests from this IP: retry after `Retry-After`.',
+            ),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      async (request) => {
+        const body = request.body ?? {};
+        const clientId = str(body.client_id);
+        if (!clientId) throw new AppError('invalid_request', 'invalid_request');
+        const res = await clients.admin.startDeviceAuthorization({
+          clientId,
+          scope: str(body.scope) ?? '',
+          clientIp: request.ip,
+        });
+        const verification = `${publicBaseUrl(request)}${VERIFICATION_PATH}`;
+        return {
+          device_code: res.deviceCode,
+          user_code: res.userCode,
+          verification_uri: verification,
+          verification_uri_complete: `${verification}?user_code=${encodeURIComponent(res.userCode)}`,
+          expires_in: res.expiresIn,
+          interval: res.interval,
+        };
+      },
+    );
+
+    scope.post<{ Body: TokenBody | undefined }>(
+      TOKEN_PATH,
+      {
+        // The handler answers schema failures itself, after the grant type (RFC 6749 §5.2 order).
+        attachValidation: true,
+        schema: {
+          operationId: 'token',
+          summary: 'Token endpoint: device access token request (RFC 8628 §3.4)',
+          description:
+            `Only \`grant_type=${DEVICE_GRANT_TYPE}\`, with \`device_code\` and the \`client_id\` it was issued ` +
+            'to; form-encoded or JSON. Answers the CLI token (`rpc_…`, a bearer token acting as the approving ' +
+            'user in the tenant they approved in) exactly once per approved grant. Until then, 400 with the ' +
+            'OAuth error: `authorization_pending` (not decided yet), `slow_down` (polled sooner than ' +
+            '`interval`: the interval grows by 5 s), `access_denied` (the user denied), `expired_token`, ' +
+            '`invalid_grant` (unknown or already used device code, or issued to another client), ' +
+            '`invalid_client`, `invalid_request`, `unsupported_grant_type`. `Cache-Control: no-store`.',
+          tags: ['auth'],
+          security: [],
+          body: oauthBody({ grant_type: param, device_code: param, client_id: param }, [
+            'grant_type',
+            'device_code',
+            'client_id',
+          ]),
+          response: {
+            200: {
+              type: 'object',
+              required: ['access_token', 'token_type', 'expires_in'],
+              additionalProperties: false,
+              properties: {
+                access_token: {
+                  type: 'string',
+                  description: 'The CLI token: send as `Authorization: Bearer`.',
+                },
+                token_type: { type: 'string', const: 'Bearer' },
+                expires_in: { type: 'integer', description: 'Seconds until the CLI token expires.' },
+              },
+            },
+            400: oauthError(
+              '`{"error": "<code>"}`: authorization_pending, slow_down, access_denied, expired_token, ' +
+                'invalid_grant, invalid_client, invalid_request or unsupported_grant_type.',
+            ),
+            413: BODY_ERRORS[413],
+            415: oauthError('The body is neither form-encoded nor JSON: `{"error": "invalid_request"}`.'),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      async (request) => {
+        const body = request.body ?? {};
+        const grantType = str(body.grant_type);
+        if (!grantType) throw new AppError('invalid_request', 'invalid_request');
+        // Before any other check of the body: another grant type is unsupported, whatever else came.
+        if (grantType !== DEVICE_GRANT_TYPE) throw new AppError('invalid_request', 'unsupported_grant_type');
+        if (request.validationError) throw new AppError('invalid_request', 'invalid_request');
+        const deviceCode = str(body.device_code);
+        const clientId = str(body.client_id);
+        if (!deviceCode || !clientId) throw new AppError('invalid_request', 'invalid_request');
+        const res = await clients.admin.exchangeDeviceCode({ clientId, deviceCode });
+        return { access_token: res.accessToken, token_type: 'Bearer' as const, expires_in: res.expiresIn };
+      },
+    );
+  });
+
+  app.get(
+    METADATA_PATH,
+    {
+      schema: {
+        operationId: 'getAuthorizationServerMetadata',
+        summary: 'OAuth 2.0 authorization server metadata (RFC 8414)',
+        description:
+          'Names the device authorization and token endpoints for OAuth clients (e.g. the CLI). `issuer` is ' +
+          "this gateway's public base URL (scheme and host as the client reached it; forwarded ones believed " +
+          'from trusted proxies only). There is no authorization endpoint, so `response_types_supported` is ' +
+          'empty. `Cache-Control: public, max-age=300`.',
+        tags: ['auth'],
+        security: [],
+        response: {
+          200: {
+            description: 'The metadata document.',
+            type: 'object',
+            required: [
+              'issuer',
+              'device_authorization_endpoint',
+              'token_endpoint',
+              'grant_types_supported',
+              'response_types_supported',
+              'token_endpoint_auth_methods_supported',
+            ],
+            additionalProperties: false,
+            properties: {
+              issuer: { type: 'string' },
+              device_authorization_endpoint: { type: 'string' },
+              token_endpoint: { type: 'string' },
+              grant_types_supported: { type: 'array', items: { type: 'string' } },
+              response_types_supported: { type: 'array', items: { type: 'string' } },
+              token_endpoint_auth_methods_supported: { type: 'array', items: { type: 'string' } },
+              service_documentation: { type: 'string' },
+            },
+          },
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request, reply) => {
+      const base = publicBaseUrl(request);
+      reply
+        .header('cache-control', 'public, max-age=300')
+        .header('vary', 'host, x-forwarded-host, x-forwarded-proto');
+      return {
+        issuer: base,
+        device_authorization_endpoint: `${base}${DEVICE_CODE_PATH}`,
+        token_endpoint: `${base}${TOKEN_PATH}`,
+        grant_types_supported: [DEVICE_GRANT_TYPE],
+        // RFC 8414 requires the member; without an authorization endpoint no response type exists.
+        response_types_supported: [],
+        token_endpoint_auth_methods_supported: ['none'],
+        service_documentation: `${base}/docs`,
+      };
+    },
+  );
+
+  app.post<{ Body: { user_code: string; action: 'approve' | 'deny' } }>(
+    '/admin/v1/auth/device/approve',
+    {
+      onRequest: guards.session,
+      schema: {
+        operationId: 'decideDeviceAuthorization',
+        summary: 'Approve or deny a device (RFC 8628 user code)',
+        description:
+          'As the calling user (a login session: bearer or cookie with `X-CSRF-Token`; a CLI token cannot ' +
+          'approve): `approve` lets the device that shows `user_code` receive a CLI token acting as this user ' +
+          'in the active tenant; `deny` makes its polls answer `access_denied`. The code may be typed in any ' +
+          'case, with or without the dash. Entries are limited per user and per client IP: 429 with `Retry-After`.',
+        tags: ['auth'],
+        security: [{ bearerAuth: [] }],
+        body: {
+          type: 'object',
+          required: ['user_code', 'action'],
+          additionalProperties: false,
+          properties: {
+            user_code: { type: 'string', minLength: 1, maxLength: 64 },
+            action: { type: 'string', enum: ['approve', 'deny'] },
+          },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['status', 'client_id'],
+            additionalProperties: false,
+            properties: {
+              status: { type: 'string', enum: ['approved', 'denied'] },
+              client_id: { type: 'string' },
+            },
+          },
+          ...BODY_ERRORS,
+          ...AUTH_ERRORS,
+          403: errorResponse('A bot token or a CLI token: devices are approved from a login session.'),
+          404: errorResponse(
+            'No pending device authorization for this code: unknown, expired, or already decided.',
+          ),
+          429: errorResponse('Too many user codes entered: retry after `Retry-After` seconds.'),
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.decideDeviceGrant({
+        principal: principalOf(request),
+        userCode: request.body.user_code,
+        approve: request.body.action === 'approve',
+        clientIp: request.ip,
+      });
+      return { status: res.status, client_id: res.clientId };
+    },
+  );
+
+  registerDevicePage(app, deps);
+}

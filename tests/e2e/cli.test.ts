@@ -236,6 +236,16 @@ describe('relayplane CLI against the embedded server', () => {
     expect(list.stdout).toMatch(new RegExp(`^${botId}\\s+ci\\s+viewer\\s`, 'm'));
   });
 
+  it('relays and signing keys are listed for the platform admin', async () => {
+    const relays = await relayplane(['relays', '--json']);
+    expect(relays.code, relays.stderr).toBe(0);
+    expect(JSON.parse(relays.stdout).relays.length).toBeGreaterThan(0);
+    const keys = await relayplane(['keys']);
+    expect(keys.code, keys.stderr).toBe(0);
+    expect(keys.stdout).toMatch(/^KID\s+STATE/);
+    expect(keys.stdout).toMatch(/\sactive\s/);
+  });
+
   it('a denied login exits 7 and leaves the saved login alone', async () => {
     const before = readFileSync(configFile, 'utf8');
     const res = await loginAs('deny');
@@ -257,16 +267,6 @@ describe('relayplane CLI against the embedded server', () => {
     expect(whoami.code).toBe(3);
     const refused = await relayplane(['whoami'], { RELAYPLANE_TOKEN: token });
     expect(refused.code).toBe(3);
-  });
-
-  it('relays and signing keys are listed for the platform admin', async () => {
-    const relays = await relayplane(['relays', '--json']);
-    expect(relays.code, relays.stderr).toBe(0);
-    expect(JSON.parse(relays.stdout).relays.length).toBeGreaterThan(0);
-    const keys = await relayplane(['keys']);
-    expect(keys.code, keys.stderr).toBe(0);
-    expect(keys.stdout).toMatch(/^KID\s+STATE/);
-    expect(keys.stdout).toMatch(/\sactive\s/);
   });
 
   it('an unreachable server exits 6', async () => {

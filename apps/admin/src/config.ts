@@ -67,7 +67,12 @@ export interface DeviceFlowConfig {
   /** Lifetime of the CLI token (`rpc_`) an approved grant answers. */
   tokenTtlSeconds: number;
   /** Fixed-window limits: codes issued per client IP; user codes entered per user and per client IP. */
-  limits: { maxCodesPerIp: number; maxEntriesPerUser: number; maxEntriesPerIp: number; windowSeconds: number };
+  limits: {
+    maxCodesPerIp: number;
+    maxEntriesPerUser: number;
+    maxEntriesPerIp: number;
+    windowSeconds: number;
+  };
 }
 
 const CLIENT_ID = /^[\x21-\x7e]{1,128}$/;

@@ -7,4 +7,11 @@ import { fileURLToPath } from 'node:url';
 const installed = fileURLToPath(import.meta.url)
   .split(sep)
   .includes('node_modules');
+if (!installed && !process.features.typescript) {
+  process.stderr.write(
+    `relayplane: Node ${process.version} cannot run TypeScript sources; use Node 24 ` +
+      '(`pnpm exec relayplane`, or node_modules/.bin/node apps/cli/bin/relayplane.js)\n',
+  );
+  process.exit(1);
+}
 await import(installed ? '../dist/main.js' : '../src/main.ts');

@@ -12,7 +12,7 @@ import { CliError, EXIT, type ExitCode, UsageError } from './errors.ts';
 import { commandHelp, groupHelp, topHelp, usageLine } from './help.ts';
 import { ApiClient } from './http.ts';
 import type { Io } from './io.ts';
-import { styleFor } from './output.ts';
+import { safe, styleFor } from './output.ts';
 import { resolve, stringValue } from './parse.ts';
 
 export const DEFAULT_API_URL = 'http://127.0.0.1:8080';
@@ -61,13 +61,13 @@ function apiUrlOf(flag: string | undefined, io: Io, saved: SavedConfig): string 
 export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
   const errStyle = styleFor(io.stderr.isTTY === true, io.env);
   const fail = (err: CliError): ExitCode => {
-    io.stderr.write(`relayplane: ${err.message}\n`);
+    io.stderr.write(`relayplane: ${safe(err.message)}\n`);
     if (err instanceof UsageError) {
       io.stderr.write(`${usageLine(err.command, COMMANDS)}\n`);
       const helpOf = ['relayplane', ...err.command, '--help'].join(' ');
       io.stderr.write(`Run \`${helpOf}\` for help.\n`);
     } else if (err.hint) {
-      io.stderr.write(`${errStyle.dim(`hint: ${err.hint}`)}\n`);
+      io.stderr.write(`${errStyle.dim(`hint: ${safe(err.hint)}`)}\n`);
     }
     return err.exitCode;
   };
@@ -113,6 +113,7 @@ function createContext(io: Io, values: Values): Context {
   return {
     io,
     style,
+    errStyle: styleFor(io.stderr.isTTY === true, io.env),
     json,
     apiUrl,
     api: new ApiClient(apiUrl, io.fetch),

@@ -29,7 +29,10 @@ export interface Parsed {
 
 export interface Context {
   io: Io;
+  /** For stdout. */
   style: Style;
+  /** For stderr (it may be a terminal when stdout is not). */
+  errStyle: Style;
   json: boolean;
   /** The API base URL in effect (flag, RELAYPLANE_API_URL, saved config, default). */
   apiUrl: string;

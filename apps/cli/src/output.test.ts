@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cellText, renderFields, renderTable, styleFor, visibleLength } from './output.ts';
+import { cellText, renderFields, renderTable, safe, styleFor, visibleLength } from './output.ts';
 
 describe('table rendering', () => {
   it('aligns columns to the widest cell, two spaces apart, without trailing spaces', () => {
@@ -31,6 +31,12 @@ describe('table rendering', () => {
     expect(cellText(0)).toBe('0');
     expect(cellText('2026-11-22T23:57:57.241Z')).toBe('2026-11-22T23:57:57Z');
     expect(cellText('not-a-time.123Z')).toBe('not-a-time.123Z');
+  });
+
+  it('never passes terminal escape sequences from the server through', () => {
+    expect(cellText('evil\u001b]0;title\u0007name')).toBe('evil?]0;title?name');
+    expect(safe('line\r\u009bX')).toBe('line??X');
+    expect(safe('tab\tand\nnewline')).toBe('tab\tand\nnewline');
   });
 
   it('aligns key/value blocks', () => {

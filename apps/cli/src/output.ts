@@ -42,6 +42,14 @@ function padEnd(s: string, width: number): string {
   return s + ' '.repeat(Math.max(0, width - visibleLength(s)));
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this replaces.
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/** Text from the server, made harmless for a terminal: no escape sequences or other control characters. */
+export function safe(text: string): string {
+  return text.replace(CONTROL, '?');
+}
+
 export type Cell = string | number | boolean | null | undefined;
 
 /** What a table shows for a value: `-` for none, ISO timestamps without milliseconds. */
@@ -49,7 +57,7 @@ export function cellText(value: Cell): string {
   if (value === null || value === undefined || value === '') return '-';
   if (typeof value === 'boolean') return value ? 'yes' : 'no';
   if (typeof value === 'number') return String(value);
-  return shortTime(value);
+  return safe(shortTime(value));
 }
 
 export function shortTime(value: string): string {

@@ -99,6 +99,16 @@ describe('gateway routes: bots', () => {
       tenant_id: me.json().tenant.id,
       project_id: projectId,
       role: 'developer',
+      permissions: [
+        'projects:read',
+        'api_keys:read',
+        'api_keys:write',
+        'allowlist:read',
+        'allowlist:write',
+        'bots:read',
+        'identity_tokens:read',
+        'identity_tokens:write',
+      ],
       bot: {
         id: botId,
         project_id: projectId,
@@ -113,23 +123,41 @@ describe('gateway routes: bots', () => {
     expect(used.json().bot_keys[0].last_used_at).toEqual(expect.any(String));
   });
 
-  it('a bot token may not manage bots, projects or keys (403)', async () => {
-    const attempts = [
-      { method: 'GET' as const, url: bots() },
-      { method: 'POST' as const, url: bots(), payload: { name: 'sneaky' } },
-      { method: 'POST' as const, url: keys(botId) },
-      { method: 'GET' as const, url: keys(botId) },
-      { method: 'DELETE' as const, url: `${keys(botId)}/${keyId}` },
-      { method: 'GET' as const, url: '/admin/v1/projects' },
-      { method: 'POST' as const, url: '/admin/v1/auth/logout' },
+  it('a bot token acts within its project with its role: reads, but no bot, project or member management (403)', async () => {
+    const machineOnly = (p: string) =>
+      `permission ${p} is not available to bots or identity tokens; use a user session`;
+    const refused = [
+      { method: 'POST' as const, url: bots(), payload: { name: 'sneaky' }, error: machineOnly('bots:write') },
+      { method: 'POST' as const, url: keys(botId), error: machineOnly('bots:write') },
+      { method: 'DELETE' as const, url: `${keys(botId)}/${keyId}`, error: machineOnly('bots:write') },
+      {
+        method: 'POST' as const,
+        url: '/admin/v1/projects',
+        payload: { name: 'x' },
+        error: machineOnly('projects:write'),
+      },
+      { method: 'GET' as const, url: '/admin/v1/members', error: machineOnly('members:read') },
+      {
+        method: 'POST' as const,
+        url: '/admin/v1/auth/logout',
+        error: 'this operation needs a user session; bot tokens and identity tokens are not accepted',
+      },
     ];
-    for (const attempt of attempts) {
+    for (const { error, ...attempt } of refused) {
       const res = await stack.app.inject({ ...attempt, headers: bearer(token) });
       expect(res.statusCode, `${attempt.method} ${attempt.url}`).toBe(403);
-      expect(res.json()).toEqual({
-        error: 'this operation needs a user session; bot tokens are not accepted',
-      });
+      expect(res.json(), `${attempt.method} ${attempt.url}`).toEqual({ error });
     }
+    const list = await stack.app.inject({ method: 'GET', url: bots(), headers: bearer(token) });
+    expect(list.statusCode).toBe(200);
+    expect(list.json().bots.map((b: { id: string }) => b.id)).toContain(botId);
+    const projects = await stack.app.inject({
+      method: 'GET',
+      url: '/admin/v1/projects',
+      headers: bearer(token),
+    });
+    expect(projects.statusCode).toBe(200);
+    expect(projects.json().projects.map((p: { id: string }) => p.id)).toEqual([projectId]);
   });
 
   it("another tenant's project, bot or key answers 404", async () => {

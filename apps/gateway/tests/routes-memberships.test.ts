@@ -87,7 +87,9 @@ describe('gateway routes: tenant switching and members', () => {
     ]);
     const refused = await call('PATCH', `/admin/v1/members/${b.userId}`, b.auth, { role: 'admin' });
     expect(refused.statusCode).toBe(403);
-    expect(refused.json()).toEqual({ error: 'the role does not allow managing members' });
+    expect(refused.json()).toEqual({
+      error: 'your role (developer) does not grant permission members:write',
+    });
 
     const back = await switchTo(b.auth, b.tenantId);
     expect(back.statusCode).toBe(200);

@@ -145,6 +145,8 @@ describe('gateway routes: authentication and authorization', () => {
       (r) =>
         `${r.method} ${r.url
           .replace(/prj_0+/, ':project_id')
+          .replace(/identities\/bot_0+/, 'identities/:identity_id')
+          .replace(/idt_0+/, ':token_id')
           .replace(/bot_0+/, ':bot_id')
           .replace(/key_0+/, ':key_id')
           .replace(/crd_0+/, ':jti')

@@ -90,17 +90,20 @@ export function subjectOf(principal: Pick<Principal, 'kind' | 'role' | 'scopes'>
   return { kind: principal.kind, role: roleName(principal.role), scopes: principal.scopes };
 }
 
-/** Every permission the subject holds. */
+/** Every permission the subject holds, in matrix order. */
 export function permissionsOf(subject: Subject): Set<Permission> {
-  const granted = subject.role ? ROLE_PERMISSIONS[subject.role] : new Set<Permission>();
+  const granted = subject.role ? ROLE_PERMISSIONS[subject.role] : undefined;
+  if (!granted) return new Set();
   switch (subject.kind) {
     case PrincipalKind.USER_SESSION:
-      return new Set(granted);
+      return new Set(PERMISSIONS.filter((p) => granted.has(p)));
     case PrincipalKind.BOT:
-      return new Set([...granted].filter((p) => PROJECT_PERMISSIONS.has(p)));
+      return new Set(PERMISSIONS.filter((p) => granted.has(p) && PROJECT_PERMISSIONS.has(p)));
     case PrincipalKind.IDENTITY: {
       const scopes = new Set(subject.scopes ?? []);
-      return new Set([...granted].filter((p) => PROJECT_PERMISSIONS.has(p) && scopes.has(p)));
+      return new Set(
+        PERMISSIONS.filter((p) => granted.has(p) && PROJECT_PERMISSIONS.has(p) && scopes.has(p)),
+      );
     }
     default:
       return new Set();

@@ -2,12 +2,13 @@
  * OAuth 2.0 Device Authorization Grant (RFC 8628): codes and the polling decision. Pure.
  *
  * Brute force of user codes (RFC 8628 §5.1): 8 characters from 20 give 20^8 ≈ 2.56e10 codes
- * (34.5 bits). A guess needs a logged-in user and is counted per user and per client IP
- * (defaults: 20 per user and 60 per IP per 15 minutes, see config.ts). Even with 10,000 codes
- * pending at once, one user gets a hit with probability 20 × 1e4 / 2.56e10 ≈ 8e-6 per window;
- * a thousand accounts on a thousand IPs for a whole day (96 windows) stay under 0.8 %, and
- * each code lives 10 minutes, so what such an attacker could approve is a random stranger's
- * device into the attacker's own account.
+ * (34.5 bits), and a guess hits with probability (codes pending) / 2.56e10. A guess needs a
+ * logged-in user and is counted per user and per client IP, found or not (defaults: 20 per
+ * user and 60 per IP per 15 minutes, config.ts): at most 1,920 guesses per account a day.
+ * With 100 codes pending at any moment, one account hits with probability 7.5e-6 a day; an
+ * attacker with 1,000 accounts on 1,000 IPs (1.9 million guesses a day) 0.75 %. Codes live
+ * 10 minutes, and a hit yields no access to anything of the victim's: at worst the attacker
+ * approves a stranger's pending device into the attacker's own account, or denies it.
  */
 import { createHash, randomBytes } from 'node:crypto';
 

@@ -84,7 +84,7 @@ const create: CommandSpec = {
         json: { ...(name ? { name } : {}), ...(mode ? { mode } : {}), ...(scopes ? { scopes } : {}) },
       },
     );
-    ctx.note(`${ctx.style.yellow(ONCE_WARNING)}\n`);
+    ctx.note(`${ctx.errStyle.yellow(ONCE_WARNING)}\n`);
     ctx.print(body, () => {
       const k = body.api_key;
       return (

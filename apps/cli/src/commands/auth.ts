@@ -3,7 +3,7 @@ import type { AnySession } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { discover, pollForToken, requestDeviceCode } from '../device-flow.ts';
 import { ApiError, CliError, EXIT } from '../errors.ts';
-import { renderFields } from '../output.ts';
+import { renderFields, safe } from '../output.ts';
 
 const isBotSession = (s: AnySession): s is Extract<AnySession, { authenticated_by: 'bot_token' }> =>
   s.authenticated_by === 'bot_token';
@@ -24,16 +24,18 @@ const login: CommandSpec = {
   async run(ctx) {
     const metadata = await discover(ctx.api);
     const grant = await requestDeviceCode(ctx.api, metadata.device_authorization_endpoint);
-    const s = ctx.style;
+    const s = ctx.errStyle;
     const minutes = Math.max(1, Math.round(grant.expires_in / 60));
     ctx.note(
       [
         '',
-        `To log in, open ${s.bold(grant.verification_uri)} in a browser and enter the code:`,
+        `To log in, open ${s.bold(safe(grant.verification_uri))} in a browser and enter the code:`,
         '',
-        `    ${s.bold(grant.user_code)}`,
+        `    ${s.bold(safe(grant.user_code))}`,
         '',
-        ...(grant.verification_uri_complete ? [`(or open ${grant.verification_uri_complete})`, ''] : []),
+        ...(grant.verification_uri_complete
+          ? [`(or open ${safe(grant.verification_uri_complete)})`, '']
+          : []),
         `Waiting for approval (the code expires in ${minutes} minute${minutes === 1 ? '' : 's'})...`,
         '',
       ].join('\n'),
@@ -59,12 +61,12 @@ const login: CommandSpec = {
       ...(isBotSession(session) ? {} : { email: session.user.email, tenant: session.tenant.name }),
       saved_at: new Date(ctx.io.now()).toISOString(),
     });
-    const line = `${s.green(describeSession(session))}\n`;
+    const line = safe(describeSession(session));
     if (ctx.json) {
-      ctx.note(line);
+      ctx.note(`${ctx.errStyle.green(line)}\n`);
       ctx.print(session, () => '');
     } else {
-      ctx.out(line);
+      ctx.out(`${ctx.style.green(line)}\n`);
     }
     if (ctx.io.env.RELAYPLANE_TOKEN) {
       ctx.note(
@@ -121,7 +123,7 @@ const whoami: CommandSpec = {
         fields.push(['Platform admin', body.user.platform_admin], ['Expires', body.expires_at]);
       }
       fields.push(['Token from', auth.fromEnv ? 'RELAYPLANE_TOKEN' : ctx.config.path]);
-      return `${describeSession(body)}\n\n${renderFields(fields, ctx.style)}`;
+      return `${safe(describeSession(body))}\n\n${renderFields(fields, ctx.style)}`;
     });
   },
 };

@@ -85,7 +85,7 @@ const createKey: CommandSpec = {
       { auth: ctx.bearer() },
     );
     ctx.note(
-      `${ctx.style.yellow('warning: the bot token is shown only once. Store it now; it cannot be retrieved again.')}\n`,
+      `${ctx.errStyle.yellow('warning: the bot token is shown only once. Store it now; it cannot be retrieved again.')}\n`,
     );
     ctx.print(
       body,

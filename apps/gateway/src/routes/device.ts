@@ -24,7 +24,8 @@ import {
 } from './device-common.ts';
 import { registerDevicePage } from './device-page.ts';
 
-const param = { type: 'string', minLength: 1, maxLength: 512 } as const;
+// RFC 6749 §3.1: a parameter sent without a value counts as omitted (the handlers check presence).
+const param = { type: 'string', maxLength: 512 } as const;
 
 /** The same parameters as a form (unknown ones ignored, RFC 6749 §3.2) or as JSON (strict, like every JSON body). */
 function oauthBody(properties: Record<string, unknown>, required: string[]) {

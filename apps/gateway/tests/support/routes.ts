@@ -9,7 +9,14 @@ export type Auth =
   /** No credentials: the unguessable id in the URL is the capability (built-in checkout page). */
   | 'capability'
   /** No credentials: the provider's signature over the raw body (webhooks). */
-  | 'provider_signature';
+  | 'provider_signature'
+  /**
+   * OAuth device flow (RFC 8628): a public client id, form or JSON, OAuth errors
+   * (`{"error": "<code>"}`), tested in src/routes/device-flow.test.ts.
+   */
+  | 'oauth_client'
+  /** The HTML verification page's form post: the session cookie plus a hidden CSRF field. */
+  | 'browser_session';
 
 export interface RouteCase {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -92,6 +99,18 @@ export const ROUTES: RouteCase[] = [
     url: `/admin/v1/projects/${P}/bots/${B}/keys/key_00000000000000000000`,
     auth: 'session',
   },
+  { method: 'GET', url: `/v1/projects/${P}/identities/${B}/tokens`, auth: 'session' },
+  {
+    method: 'POST',
+    url: `/v1/projects/${P}/identities/${B}/tokens`,
+    auth: 'session',
+    body: { scopes: ['projects:read'] },
+  },
+  {
+    method: 'DELETE',
+    url: `/v1/projects/${P}/identities/${B}/tokens/idt_00000000000000000000`,
+    auth: 'session',
+  },
   {
     method: 'POST',
     url: '/api/v1/credentials',
@@ -124,4 +143,15 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/billing/checkout/cks_00000000000000000000', auth: 'capability' },
   { method: 'POST', url: '/billing/checkout/cks_00000000000000000000', auth: 'capability' },
   { method: 'POST', url: '/v1/billing/webhooks/stripe', auth: 'provider_signature' },
+  { method: 'POST', url: '/admin/v1/auth/device/code', auth: 'oauth_client' },
+  { method: 'POST', url: '/admin/v1/auth/token', auth: 'oauth_client' },
+  { method: 'GET', url: '/.well-known/oauth-authorization-server', auth: 'none' },
+  {
+    method: 'POST',
+    url: '/admin/v1/auth/device/approve',
+    auth: 'session',
+    body: { user_code: 'BCDF-GHJK', action: 'approve' },
+  },
+  { method: 'GET', url: '/device', auth: 'none' },
+  { method: 'POST', url: '/device', auth: 'browser_session' },
 ];

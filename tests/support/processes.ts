@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { auditChildOutput } from '@relayplane/testing/audit';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 const NODE = process.execPath;
@@ -24,6 +25,7 @@ export function startProcess(name: string, script: string, env: Record<string, s
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  auditChildOutput(child, name);
   let out = '';
   const collect = (chunk: Buffer) => {
     out += chunk.toString();
@@ -58,6 +60,7 @@ export function runToCompletion(
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    auditChildOutput(child, script);
     let output = '';
     child.stdout.on('data', (c: Buffer) => {
       output += c.toString();

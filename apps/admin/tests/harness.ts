@@ -2,6 +2,7 @@
 import { Writable } from 'node:stream';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { auditSink } from '@relayplane/testing/audit';
 import { testLogger } from '@relayplane/testing/logger';
 import { readAdminConfig } from '../src/config.ts';
 import { type AdminOverrides, AdminService } from '../src/service.ts';
@@ -46,9 +47,11 @@ export function captureLogs(): CapturedLogs {
   const waiters: { msg: string; resolve: (entry: Record<string, unknown>) => void }[] = [];
   const find = (msg: string) =>
     lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((entry) => entry.msg === msg);
+  const audit = auditSink('logs', 'admin-captured');
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
       const line = chunk.toString('utf8');
+      audit?.write(line);
       lines.push(line);
       const entry = JSON.parse(line) as Record<string, unknown>;
       for (const w of waiters.filter((w) => w.msg === entry.msg)) w.resolve(entry);

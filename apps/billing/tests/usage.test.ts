@@ -7,6 +7,7 @@ import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler } from '@relayplane/shared/scheduler';
+import { auditChildOutput } from '@relayplane/testing/audit';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
@@ -304,6 +305,7 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
+      auditChildOutput(child, 'usage-worker');
       let out = '';
       let err = '';
       child.stdout.on('data', (d) => {

@@ -225,6 +225,8 @@ describe('relayplane, run in-process', () => {
       expect(r.code, c.path.join(' ')).toBe(EXIT.ok);
       expect(r.stdout, c.path.join(' ')).toMatch(new RegExp(`^usage: relayplane ${c.path.join(' ')}`));
     }
+    const viaHelp = await cli(['help', 'bots', 'keys', 'create']);
+    expect(viaHelp.stdout).toMatch(/^usage: relayplane bots keys create <project_id> <bot_id>\n/);
     const top = await cli(['--help']);
     expect(top.stdout).toContain('7  device login denied or expired');
     expect(seen).toEqual([]);

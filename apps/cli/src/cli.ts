@@ -73,7 +73,9 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
   };
 
   try {
-    const resolution = resolve(argv, COMMANDS);
+    // `relayplane help projects create` is `relayplane projects create --help`.
+    const args = argv[0] === 'help' ? [...argv.slice(1), '--help'] : argv;
+    const resolution = resolve(args, COMMANDS);
     if (resolution.version && !resolution.help) {
       io.stdout.write(`relayplane ${VERSION}\n`);
       return EXIT.ok;

@@ -113,7 +113,7 @@ export async function pollForToken(
   let networkFailures = 0;
   for (;;) {
     if (clock.now() + interval * 1000 > deadline) {
-      // The next request would come after expiry: wait it out only to say so.
+      // The next poll would come after the codes expire: polling sooner is not allowed, later is useless.
       throw expired();
     }
     await clock.sleep(interval * 1000);

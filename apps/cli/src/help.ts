@@ -57,7 +57,7 @@ export function topHelp(commands: readonly CommandSpec[], version: string): stri
     'Exit codes:',
     ...EXIT_CODE_HELP.map(([code, what]) => `  ${code}  ${what}`),
     '',
-    `Run \`${NAME} <command> --help\` for a command's arguments and flags.`,
+    `Run \`${NAME} <command> --help\` (or \`${NAME} help <command>\`) for a command's arguments and flags.`,
     '',
   ].join('\n');
 }

@@ -38,7 +38,7 @@ import { registerPlans } from './routes/plans.ts';
 import { registerProjects } from './routes/projects.ts';
 import { registerRelays } from './routes/relays.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
-import { SHARED_SCHEMAS } from './schemas.ts';
+import { SHARED_SCHEMAS, withPermission } from './schemas.ts';
 import { TtlCache } from './ttl-cache.ts';
 
 export interface AppDeps {
@@ -124,6 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     const userSession = hooks.some(acceptsUserSession);
     const permission = hooks.map(permissionOf).find((p) => p !== undefined);
     if (userSession) route.schema = withCookieAuth(route.schema, methods);
+    if (permission) route.schema = withPermission(route.schema, permission);
     for (const method of methods) {
       if (method === 'HEAD') continue;
       routes.push({

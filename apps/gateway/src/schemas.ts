@@ -3,6 +3,14 @@
  * document under components/schemas; routes refer to them as `{ $ref: 'Name#' }`.
  */
 
+import {
+  type Permission,
+  PROJECT_PERMISSIONS,
+  ROLE_PERMISSIONS,
+  type RoleName,
+} from '@relayplane/shared/iam';
+import type { FastifySchema } from 'fastify';
+
 const dateTime = { type: 'string', format: 'date-time' } as const;
 const ref = (id: string) => ({ $ref: `${id}#` }) as const;
 
@@ -330,3 +338,37 @@ export const AUTH_ERRORS = {
 } as const;
 
 export { ref };
+
+/** What a route's 403 says before its permission guard names the permission. */
+export const GENERIC_FORBIDDEN = 'The principal lacks the permission (docs/iam.md).';
+
+/**
+ * The OpenAPI side of a permission guard: the operation names its permission and the roles
+ * that hold it, and its 403 says so (docs/iam.md). Applied to every route from its guard.
+ */
+export function withPermission(schema: FastifySchema | undefined, permission: Permission): FastifySchema {
+  const base = (schema ?? {}) as FastifySchema & {
+    description?: string;
+    response?: Record<string | number, { description?: string }>;
+  };
+  const roles = (Object.keys(ROLE_PERMISSIONS) as RoleName[]).filter((r) =>
+    ROLE_PERMISSIONS[r].has(permission),
+  );
+  const machines = PROJECT_PERMISSIONS.has(permission)
+    ? 'bots and identity tokens whose role (and scopes) grant it'
+    : 'never bots or identity tokens';
+  const needs = `Needs permission \`${permission}\` (roles ${roles.join(', ')}; ${machines}; docs/iam.md).`;
+  const response = { ...(base.response ?? {}) };
+  const existing = response[403];
+  const lacking = `The principal lacks permission \`${permission}\`.`;
+  // A route's own 403 text names its other reasons; the generic one is replaced by the precise one.
+  const own = (existing?.description ?? '').replace(GENERIC_FORBIDDEN, '').trim();
+  response[403] = existing
+    ? { ...existing, description: `${lacking} ${own}`.trim() }
+    : errorResponse(lacking);
+  return {
+    ...base,
+    description: base.description ? `${base.description} ${needs}` : needs,
+    response,
+  } as FastifySchema;
+}

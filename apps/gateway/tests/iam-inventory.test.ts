@@ -275,7 +275,8 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
         const res = await call(route.method, concrete(route.url, b.params), p.auth, bodyOf(route));
         answers[`${name} ${key(route)}`] = { status: res.status, keys: Object.keys(res.body) };
         // Contract rule 2: identity token creation refuses bot tokens whatever they hold.
-        const botCreatingIdentityToken = p.kind === PrincipalKind.BOT && key(route) === IDENTITY_TOKEN_CREATION;
+        const botCreatingIdentityToken =
+          p.kind === PrincipalKind.BOT && key(route) === IDENTITY_TOKEN_CREATION;
         const allowed = can(p, route.permission) && !botCreatingIdentityToken;
         expected[`${name} ${key(route)}`] = { status: allowed ? 404 : 403, keys: ['error'] };
       }

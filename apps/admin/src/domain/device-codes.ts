@@ -25,22 +25,6 @@ export const SLOW_DOWN_INCREMENT_SECONDS = 5;
 export const POLL_TOLERANCE_MS = 500;
 export const SCOPE_MAX_LENGTH = 512;
 
-/** The OAuth error codes of the token endpoint (RFC 6749 §5.2, RFC 8628 §3.5), as answered. */
-export const OAUTH_ERRORS = [
-  'invalid_request',
-  'invalid_client',
-  'invalid_grant',
-  'invalid_scope',
-  'unsupported_grant_type',
-  'authorization_pending',
-  'slow_down',
-  'access_denied',
-  'expired_token',
-] as const;
-export type OAuthError = (typeof OAUTH_ERRORS)[number];
-
-export const DEVICE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:device_code';
-
 export type DeviceGrantStatus = 'pending' | 'approved' | 'denied' | 'consumed';
 
 /**

@@ -2,10 +2,17 @@ import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import {
+  AUTH_ERRORS,
+  BODY_ERRORS,
+  COMMON_ERRORS,
+  errorResponse,
+  GENERIC_FORBIDDEN,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
-const FORBIDDEN = errorResponse('The role does not allow managing the allowlist.');
+const FORBIDDEN = errorResponse(GENERIC_FORBIDDEN);
 const NOT_FOUND = errorResponse('The project (or entry) does not exist in the active tenant.');
 
 function present(e: { id: string; projectId: string; cidr: string; createdAt?: Parameters<typeof iso>[0] }) {

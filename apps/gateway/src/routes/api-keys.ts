@@ -2,7 +2,14 @@ import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { presentApiKey } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import {
+  AUTH_ERRORS,
+  BODY_ERRORS,
+  COMMON_ERRORS,
+  errorResponse,
+  GENERIC_FORBIDDEN,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const projectParams = {
@@ -12,7 +19,7 @@ const projectParams = {
 } as const;
 
 const NOT_FOUND = errorResponse('The project (or key) does not exist in the active tenant.');
-const FORBIDDEN = errorResponse('The role does not allow managing API keys.');
+const FORBIDDEN = errorResponse(GENERIC_FORBIDDEN);
 
 export function registerApiKeys(app: FastifyInstance, { clients, guards }: RouteDeps): void {
   app.get<{ Params: { project_id: string } }>(

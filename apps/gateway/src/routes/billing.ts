@@ -116,7 +116,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
         operationId: 'createCheckoutSession',
         summary: 'Start a plan change (checkout session)',
         description:
-          'Owners and admins only. Answers a session whose `url` is where the change is confirmed: the built-in ' +
+          'Answers a session whose `url` is where the change is confirmed: the built-in ' +
           "provider's page on this gateway, or Stripe Checkout. Throttled per tenant: 429 with `Retry-After`. " +
           'With an `Idempotency-Key` header, repeating the request answers the same session ' +
           '(`Idempotent-Replayed: true`) and creates nothing.',

@@ -10,7 +10,7 @@ import { permissionsOf, subjectOf } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse } from '../schemas.ts';
+import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, GENERIC_FORBIDDEN } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 import { IDENTITY_TOKEN_SCHEMA, presentIdentityToken } from './identity-tokens.ts';
 
@@ -139,10 +139,7 @@ const botParams = {
 } as const;
 
 const NOT_FOUND = errorResponse('The project, bot or key does not exist in the active tenant.');
-const FORBIDDEN = errorResponse(
-  'The role does not allow managing bots (owner or admin needed), or a bot token was sent: bots are managed by users.',
-);
-const LIST_FORBIDDEN = errorResponse('A bot token was sent: bots are managed by users.');
+const FORBIDDEN = errorResponse(GENERIC_FORBIDDEN);
 
 export function registerBots(app: FastifyInstance, { clients, guards }: RouteDeps): void {
   app.get<{ Params: { project_id: string } }>(
@@ -152,7 +149,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
       schema: {
         operationId: 'listBots',
         summary: "List a project's bots (machine identities)",
-        description: 'Every role of the tenant may list.',
+        description: 'The bots of the project, oldest first.',
         tags: ['bots'],
         security: [{ bearerAuth: [] }],
         params: projectParams,
@@ -164,7 +161,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
             properties: { bots: { type: 'array', items: BOT_SCHEMA } },
           },
           ...AUTH_ERRORS,
-          403: LIST_FORBIDDEN,
+          403: FORBIDDEN,
           404: NOT_FOUND,
           ...COMMON_ERRORS,
         },
@@ -187,7 +184,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         operationId: 'createBot',
         summary: 'Create a bot in a project',
         description:
-          'Owners and admins only. `role` is project-scoped: `developer` (default) or `viewer`. ' +
+          '`role` is project-scoped: `developer` (default) or `viewer`. ' +
           "The plan's bot limit (tenant-wide): 422.",
         tags: ['bots'],
         security: [{ bearerAuth: [] }],
@@ -233,8 +230,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         summary: 'Create a key for a bot (its bot token, shown once)',
         description:
           'Answers the bot token once, in field `token` (`rpb_…`); only its hash is stored. Send it as ' +
-          '`Authorization: Bearer <token>`: it authenticates as the bot, within its project, with its role. ' +
-          'Owners and admins only.',
+          '`Authorization: Bearer <token>`: it authenticates as the bot, within its project, with its role.',
         tags: ['bots'],
         security: [{ bearerAuth: [] }],
         params: botParams,
@@ -286,7 +282,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
             properties: { bot_keys: { type: 'array', items: BOT_KEY_SCHEMA } },
           },
           ...AUTH_ERRORS,
-          403: LIST_FORBIDDEN,
+          403: FORBIDDEN,
           404: NOT_FOUND,
           ...COMMON_ERRORS,
         },
@@ -309,7 +305,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
       schema: {
         operationId: 'revokeBotKey',
         summary: 'Revoke a bot key',
-        description: 'Idempotent. The token stops authenticating at once. Owners and admins only.',
+        description: 'Idempotent. The token stops authenticating at once.',
         tags: ['bots'],
         security: [{ bearerAuth: [] }],
         params: {

@@ -2,7 +2,14 @@ import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, presentRelay } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import {
+  AUTH_ERRORS,
+  BODY_ERRORS,
+  COMMON_ERRORS,
+  errorResponse,
+  GENERIC_FORBIDDEN,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 export const KNOWN_SCOPES = ['relay:session', 'relay:publish', 'relay:subscribe'] as const;
@@ -128,7 +135,7 @@ export function registerCredentials(
             properties: { jti: { type: 'string' }, revoked_at: { type: 'string', format: 'date-time' } },
           },
           ...AUTH_ERRORS,
-          403: errorResponse('The role does not allow revoking credentials.'),
+          403: errorResponse(GENERIC_FORBIDDEN),
           404: errorResponse('No such credential in the active tenant.'),
           ...COMMON_ERRORS,
         },

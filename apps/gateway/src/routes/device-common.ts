@@ -21,7 +21,7 @@ export function publicBaseUrl(request: FastifyRequest): string {
  * refuses (RFC 6749 §3.2: parameters must not be repeated). `Object.fromEntries` defines own
  * properties, so `__proto__=…` is just a (refused) parameter, never a prototype.
  */
-export function parseForm(body: string): Record<string, string | string[]> {
+function parseForm(body: string): Record<string, string | string[]> {
   const entries = new Map<string, string | string[]>();
   for (const [key, value] of new URLSearchParams(body)) {
     const seen = entries.get(key);

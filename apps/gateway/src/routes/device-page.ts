@@ -18,7 +18,7 @@ import { acceptForms, publicBaseUrl, VERIFICATION_PATH } from './device-common.t
 
 const LOGIN_PATH = `${VERIFICATION_PATH}/login`;
 
-export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 const html = (description: string) => ({
   description,

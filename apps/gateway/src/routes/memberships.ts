@@ -51,8 +51,7 @@ const userParams = {
 } as const;
 
 const FORBIDDEN = errorResponse(
-  'The role does not allow managing members (owners and admins only), or an admin tried to grant the ' +
-    'owner role or to change or remove an owner (owners only).',
+  'Or an admin tried to grant the owner role or to change or remove an owner (owners only).',
 );
 const MEMBER_NOT_FOUND = errorResponse('The user is not a member of the active tenant.');
 const LAST_OWNER = errorResponse('The change would leave the tenant without an owner.');
@@ -138,7 +137,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         summary: 'Add an existing user to the active tenant',
         description:
           'Adds the user registered with `email`, with `role`. No invitation is sent: an email nobody is ' +
-          'registered with answers 404. Owners and admins only; only owners may add an owner.',
+          'registered with answers 404. Only owners may add an owner.',
         tags: ['members'],
         security: [{ bearerAuth: [] }],
         body: {
@@ -176,7 +175,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         operationId: 'changeMemberRole',
         summary: "Change a member's role",
         description:
-          'Owners and admins only; only owners may grant the owner role or change an owner. The last owner ' +
+          'Only owners may grant the owner role or change an owner. The last owner ' +
           'cannot be demoted: 409.',
         tags: ['members'],
         security: [{ bearerAuth: [] }],

@@ -2,7 +2,14 @@ import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { presentProject } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import {
+  AUTH_ERRORS,
+  BODY_ERRORS,
+  COMMON_ERRORS,
+  errorResponse,
+  GENERIC_FORBIDDEN,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 export function registerProjects(app: FastifyInstance, { clients, guards }: RouteDeps): void {
@@ -36,7 +43,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
           201: ref('Project'),
           ...BODY_ERRORS,
           ...AUTH_ERRORS,
-          403: errorResponse('The role does not allow creating projects.'),
+          403: errorResponse(GENERIC_FORBIDDEN),
           409: errorResponse('A project with this name exists in the tenant.'),
           422: errorResponse(
             "The plan's project limit is reached (max_projects); the message names limit and plan.",

@@ -7,6 +7,19 @@
  *
  * One system start. The environment shrinks what would otherwise take many requests to reach:
  * the free plan's limits (plans file), the per-account login limit and the checkout throttle.
+ *
+ * Where a case is reached by something other than API calls alone, or is answered differently
+ * than the contract's words suggest, the row says so:
+ * - Expired session cookie: sessions live at least 300 s (ADMIN_SESSION_TTL_SECONDS minimum) and
+ *   the services' clocks cannot be driven from here, so the session's `expires_at` is moved into
+ *   the past in admin's own table (`admin.sessions`) — the gateway and admin then decide as they
+ *   would for a session that ran out. A logged-out session's cookie is a second row (API only).
+ * - Cross-tenant access: another tenant's project, key or credential answers 404, as for an id
+ *   that does not exist (PRODUCT.md, Identity and access: "Resources of another tenant: 404");
+ *   the 403 the contract names is switching the session into a tenant one is not a member of.
+ * - Not reached here: an *expired* (rather than revoked) relay credential at
+ *   GET /v1/relays/assignment — the shortest credential lives 60 s (ttl_seconds minimum), which
+ *   would double this file's run time; the contract names only the revoked one.
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -101,6 +114,8 @@ describe('contract error cases, end to end over four processes', () => {
     platform: { token: '', tenantId: '' },
     /** Cookies of A's owner: a live one, a logged-out one, one whose session expired. */
     cookie: { live: '', loggedOut: '', expired: '' },
+    /** The token of that expired session, to send as a bearer token. */
+    expiredToken: '',
     throttledEmail: '',
   };
 
@@ -233,7 +248,10 @@ describe('contract error cases, end to end over four processes', () => {
       )
     ).body.id;
     const kb = await created(
-      api.request('POST', `/admin/v1/projects/${s.b.project}/api-keys`, { headers: bearer(b.token), body: {} }),
+      api.request('POST', `/admin/v1/projects/${s.b.project}/api-keys`, {
+        headers: bearer(b.token),
+        body: {},
+      }),
       'B key',
     );
     expect(
@@ -278,6 +296,7 @@ describe('contract error cases, end to end over four processes', () => {
       await client.end();
     }
     s.cookie.expired = `rp_session=${expired}`;
+    s.expiredToken = expired;
 
     // An account with LOGIN_MAX_PER_ACCOUNT failed attempts: the next one is over the limit.
     s.throttledEmail = (await signup('throttled')).email;
@@ -352,6 +371,16 @@ describe('contract error cases, end to end over four processes', () => {
     },
     {
       status: 401,
+      contract: 'Errors 401 "Missing or invalid credentials"',
+      name: 'bearer session token whose session has expired',
+      send: () =>
+        api.request('GET', '/admin/v1/projects', {
+          headers: bearer(s.expiredToken),
+        }),
+      error: INVALID_TOKEN,
+    },
+    {
+      status: 401,
       contract: 'Errors 401 "revoked JWT credential"',
       name: 'revoked relay credential at GET /v1/relays/assignment',
       send: () => api.request('GET', '/v1/relays/assignment', { headers: bearer(s.revokedCredential) }),
@@ -362,7 +391,9 @@ describe('contract error cases, end to end over four processes', () => {
       contract: 'Errors 401 "unknown token prefix"',
       name: 'bearer token with an unknown prefix at GET /admin/v1/projects',
       send: () =>
-        api.request('GET', '/admin/v1/projects', { headers: bearer(`rpx_${'a'.repeat(64)}${'0'.repeat(8)}`) }),
+        api.request('GET', '/admin/v1/projects', {
+          headers: bearer(`rpx_${'a'.repeat(64)}${'0'.repeat(8)}`),
+        }),
       error: INVALID_TOKEN,
     },
     {
@@ -424,7 +455,10 @@ describe('contract error cases, end to end over four processes', () => {
       contract: 'Errors 403 "Insufficient IAM permissions"',
       name: 'a viewer bot creating an API key',
       send: () =>
-        api.request('POST', `/admin/v1/projects/${s.a.p}/api-keys`, { headers: bearer(s.bot.token), body: {} }),
+        api.request('POST', `/admin/v1/projects/${s.a.p}/api-keys`, {
+          headers: bearer(s.bot.token),
+          body: {},
+        }),
       error: "the bot's role (viewer) does not grant permission api_keys:write",
     },
     {
@@ -476,7 +510,10 @@ describe('contract error cases, end to end over four processes', () => {
       contract: 'Authentication rule 3 / Errors 403 "missing CSRF token"',
       name: 'cookie-authenticated POST /admin/v1/projects without X-CSRF-Token',
       send: () =>
-        api.request('POST', '/admin/v1/projects', { headers: { cookie: s.cookie.live }, body: { name: 'csrf' } }),
+        api.request('POST', '/admin/v1/projects', {
+          headers: { cookie: s.cookie.live },
+          body: { name: 'csrf' },
+        }),
       error: 'missing or invalid CSRF token',
     },
     {
@@ -589,7 +626,8 @@ describe('contract error cases, end to end over four processes', () => {
       status: 409,
       contract: 'Errors 409 "Duplicate project name"',
       name: 'a second project named p',
-      send: () => api.request('POST', '/admin/v1/projects', { headers: bearer(s.a.token), body: { name: 'p' } }),
+      send: () =>
+        api.request('POST', '/admin/v1/projects', { headers: bearer(s.a.token), body: { name: 'p' } }),
       error: 'a project named "p" already exists',
     },
     {
@@ -620,7 +658,8 @@ describe('contract error cases, end to end over four processes', () => {
       status: 422,
       contract: 'Limits "Plan limits on Free-plan features" (projects)',
       name: 'a third project on a free limit of 2',
-      send: () => api.request('POST', '/admin/v1/projects', { headers: bearer(s.a.token), body: { name: 'r' } }),
+      send: () =>
+        api.request('POST', '/admin/v1/projects', { headers: bearer(s.a.token), body: { name: 'r' } }),
       error: FREE_PROJECTS,
     },
     {
@@ -641,7 +680,9 @@ describe('contract error cases, end to end over four processes', () => {
       contract: 'Limits "Login attempt rate limit"',
       name: `attempt ${LOGIN_MAX_PER_ACCOUNT + 1} on one account, right password included`,
       send: () =>
-        api.request('POST', '/admin/v1/auth/login', { body: { email: s.throttledEmail, password: PASSWORD } }),
+        api.request('POST', '/admin/v1/auth/login', {
+          body: { email: s.throttledEmail, password: PASSWORD },
+        }),
       error: 'too many login attempts; retry later',
       retryAfter: true,
     },

@@ -1,3 +1,4 @@
+import { auditSecretsIn } from '@relayplane/testing/audit';
 import {
   createTestDatabase,
   createTestRedis,
@@ -62,6 +63,7 @@ describe('device flow (RFC 8628) with a standard OAuth client, four processes', 
 
   it('runs the device flow: the user approves the code, the client gets a CLI token that works', async () => {
     const authorization = await initiateDeviceAuthorization(config, { scope: 'cli' });
+    auditSecretsIn(authorization);
     expect(authorization.user_code).toMatch(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/);
     expect(authorization.verification_uri).toBe(`${system?.baseUrl}/device`);
     expect(authorization.interval).toBe(1);
@@ -117,6 +119,7 @@ describe('device flow (RFC 8628) with a standard OAuth client, four processes', 
 
   it('a denied request ends the client’s polling with access_denied', async () => {
     const authorization = await initiateDeviceAuthorization(config, {});
+    auditSecretsIn(authorization);
     const polling = pollDeviceAuthorizationGrant(config, authorization);
     polling.catch(() => {});
     const login = await api.request('POST', '/admin/v1/auth/login', { body: OWNER });

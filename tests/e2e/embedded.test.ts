@@ -1,6 +1,6 @@
 /** `pnpm start` as a newcomer runs it: embedded mode on PGlite in a fresh data directory. */
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,8 +35,12 @@ describe('embedded mode: the four services in one process on PGlite', () => {
     proc = await start('embedded-1');
     const out = proc.output();
     const email = /email\s+(\S+)/.exec(out)?.[1];
-    const password = /password\s+(\S+)/.exec(out)?.[1];
-    if (!email || !password) throw new Error(`no generated login in the banner:\n${out}`);
+    const passwordFile = /password file\s+(\S+)/.exec(out)?.[1];
+    if (!email || !passwordFile) throw new Error(`no generated login in the banner:\n${out}`);
+    // Not a terminal: the banner names the file and never prints the password itself.
+    expect(statSync(passwordFile).mode & 0o777).toBe(0o600);
+    const password = readFileSync(passwordFile, 'utf8').trim();
+    expect(out).not.toContain(password);
     login = { email, password };
     api = await Api.connect(`http://127.0.0.1:${port}`);
   }, 120_000);

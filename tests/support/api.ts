@@ -3,6 +3,7 @@
  * gateway's own OpenAPI document: the status must be documented for the operation and the
  * body must validate against the documented schema.
  */
+import { auditSecretsIn } from '@relayplane/testing/audit';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
@@ -56,6 +57,9 @@ export class Api {
     const text = await res.text();
     const parsed = text && res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : undefined;
     this.#check(method, path, res.status, parsed, text);
+    // Passwords sent and codes, tokens and keys answered: the secrets audit looks for them.
+    auditSecretsIn(options.body);
+    auditSecretsIn(parsed);
     return { status: res.status, headers: res.headers, body: parsed as T, text };
   }
 

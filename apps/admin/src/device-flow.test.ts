@@ -5,6 +5,7 @@ import { ManualClock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { parseToken } from '@relayplane/shared/tokens';
+import { auditSecretsIn } from '@relayplane/testing/audit';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -84,6 +85,7 @@ describe('device authorization grant over gRPC (real PostgreSQL, real billing)',
   async function start(clientIp = '198.51.100.1') {
     const res = await client.startDeviceAuthorization({ clientId: CLIENT, scope: '', clientIp });
     secrets.push(res.deviceCode, res.userCode);
+    auditSecretsIn(res);
     return res;
   }
 

@@ -1,7 +1,11 @@
 import type { EmbeddedInfo } from './embedded.ts';
 
-/** What a newcomer needs after `pnpm start`: where things are and how to issue a first call. */
-export function banner(info: EmbeddedInfo): string {
+/**
+ * What a newcomer needs after `pnpm start`: where things are and how to issue a first call.
+ * A generated password is printed only to a terminal (`showSecrets`); otherwise — output that
+ * may end up in a log — the banner names the 0600 file that holds it.
+ */
+export function banner(info: EmbeddedInfo, options: { showSecrets: boolean }): string {
   const lines = [
     '',
     'Relayplane is running (embedded mode: all four services in this process, PGlite storage).',
@@ -21,11 +25,13 @@ export function banner(info: EmbeddedInfo): string {
       '',
     );
   }
-  if (info.generatedLogin) {
+  const login = info.generatedLogin;
+  if (login) {
     lines.push(
-      '  First owner (platform admin) — generated, shown only this once:',
-      `    email     ${info.generatedLogin.email}`,
-      `    password  ${info.generatedLogin.password}`,
+      '  First owner (platform admin) — generated on this first start:',
+      `    email          ${login.email}`,
+      ...(options.showSecrets ? [`    password       ${login.password}   (shown only this once)`] : []),
+      `    password file  ${login.passwordFile}   (mode 0600; delete it once you have stored the password)`,
       '',
     );
   } else if (info.bootstrapEmail) {
@@ -34,8 +40,9 @@ export function banner(info: EmbeddedInfo): string {
       '',
     );
   }
-  const email = info.generatedLogin?.email ?? '<email>';
-  const password = info.generatedLogin?.password ?? '<password>';
+  const email = login?.email ?? info.bootstrapEmail ?? '<email>';
+  // The curl line reads the password file rather than repeating the password.
+  const password = login ? `'"$(cat "${login.passwordFile}")"'` : '<password>';
   const json = `-H 'content-type: application/json'`;
   lines.push(
     '  Issue a relay credential with curl:',

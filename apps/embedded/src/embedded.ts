@@ -4,6 +4,7 @@
  * bus and scheduler standing in for Redis and bullmq. Services do not know which mode they run in.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AdminService, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
@@ -20,7 +21,8 @@ export interface EmbeddedInfo {
   url: string;
   dataDir: string;
   /** Set when this start created the first owner with generated credentials. */
-  generatedLogin: { email: string; password: string } | undefined;
+  /** The generated first owner; its password is also in `passwordFile` (mode 0600). */
+  generatedLogin: { email: string; password: string; passwordFile: string } | undefined;
   bootstrapEmail: string | undefined;
   kekGenerated: boolean;
 }
@@ -130,10 +132,16 @@ export class Embedded {
       await gateway.start();
 
       const created = admin.bootstrapped;
+      // The generated password goes to a file only its owner can read, so that it never has to
+      // reach a log: the banner names the file (and shows the password only on a terminal).
+      const generatedLogin =
+        generated && created
+          ? { ...generated, passwordFile: writePasswordFile(dataDir, generated.password) }
+          : undefined;
       return new Embedded(gateway, started.reverse(), bus, {
         url: gateway.url,
         dataDir,
-        generatedLogin: generated && created ? generated : undefined,
+        generatedLogin,
         bootstrapEmail: created ? (generated?.email ?? givenEmail) : undefined,
         kekGenerated: kek?.created ?? false,
       });
@@ -158,4 +166,12 @@ export class Embedded {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.destroy();
   }
+}
+
+/** `<dataDir>/initial-owner-password`, mode 0600 (the directory 0700 when created here). */
+function writePasswordFile(dataDir: string, password: string): string {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const file = join(dataDir, 'initial-owner-password');
+  writeFileSync(file, `${password}\n`, { mode: 0o600 });
+  return file;
 }

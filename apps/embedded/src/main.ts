@@ -7,7 +7,7 @@ await runMain(async () => {
   return {
     async start() {
       embedded = await Embedded.start(process.env);
-      process.stdout.write(`${banner(embedded.info)}\n`);
+      process.stdout.write(`${banner(embedded.info, { showSecrets: process.stdout.isTTY === true })}\n`);
     },
     async destroy() {
       await embedded?.destroy();

@@ -7,7 +7,8 @@
  *
  * Layout: <dir>/<kind>/<name>-<pid>-<random>.<ext>, kind one of `logs` (test loggers),
  * `processes` (child processes' stdout/stderr), `db` (row dumps, plus a `.created` marker per
- * database so a database that was never dropped, hence never dumped, is noticed), `redis`.
+ * database so a database that was never dropped, hence never dumped, is noticed), `redis`,
+ * and `known-secrets` (secrets tests saw in API traffic, to look for verbatim; not scanned).
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -16,7 +17,7 @@ import { join } from 'node:path';
 
 export const AUDIT_DIR_ENV = 'RELAYPLANE_TEST_AUDIT_DIR';
 
-export type AuditKind = 'logs' | 'processes' | 'db' | 'redis';
+export type AuditKind = 'logs' | 'processes' | 'db' | 'redis' | 'known-secrets';
 
 export function auditDir(): string | undefined {
   const dir = process.env[AUDIT_DIR_ENV];
@@ -48,7 +49,9 @@ export function auditSink(kind: AuditKind, name: string, ext = 'log'): AuditSink
   let fd: number | undefined = openSync(path, 'a');
   return {
     write(text) {
-      if (fd !== undefined) writeSync(fd, text);
+      if (fd === undefined) return;
+      if (typeof text === 'string') writeSync(fd, text);
+      else writeSync(fd, text);
     },
     close() {
       if (fd !== undefined) closeSync(fd);
@@ -65,3 +68,40 @@ export function auditChildOutput(child: ChildProcess, name: string): void {
   child.stderr?.on('data', (chunk: Buffer) => sink.write(chunk));
   child.once('close', () => sink.close());
 }
+
+/**
+ * Shorter values are left to the scanner's patterns: a test's `password: 'password'` looked
+ * for verbatim would match every log line about passwords. (User codes, 9 characters, have
+ * their own pattern.)
+ */
+const KNOWN_SECRET_MIN_LENGTH = 10;
+/** Fields whose string values, seen by a test in a request or response, are secrets. */
+const SECRET_KEYS =
+  /^(password|new_?password|token|access_?token|refresh_?token|device_?code|user_?code|key|api_?key|secret|credential|jwt)$/i;
+
+/**
+ * Records every credential-named string in `value` (a request or response body a test
+ * handled) as a known secret: the scanner then looks for each, verbatim, in everything the
+ * run logged or stored. This is what finds secrets without a recognisable shape (device codes,
+ * generated passwords). They are kept in `known-secrets/`, which the scanner does not scan.
+ */
+export function auditSecretsIn(value: unknown): void {
+  const dir = auditDir();
+  if (!dir) return;
+  const found: { field: string; value: string }[] = [];
+  const visit = (v: unknown, depth: number) => {
+    if (depth > 8 || v === null || typeof v !== 'object') return;
+    for (const [field, inner] of Object.entries(v)) {
+      if (typeof inner === 'string' && inner.length >= KNOWN_SECRET_MIN_LENGTH && SECRET_KEYS.test(field))
+        found.push({ field, value: inner });
+      else visit(inner, depth + 1);
+    }
+  };
+  visit(value, 0);
+  if (found.length === 0) return;
+  if (knownSecrets?.dir !== dir) knownSecrets = { dir, sink: auditSink('known-secrets', 'seen', 'jsonl') };
+  for (const f of found) knownSecrets.sink?.write(`${JSON.stringify(f)}\n`);
+}
+
+/** One file per test worker and directory, left open (writes are synchronous: nothing to flush). */
+let knownSecrets: { dir: string; sink: AuditSink | undefined } | undefined;

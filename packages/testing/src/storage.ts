@@ -1,12 +1,13 @@
 /**
  * Per-test-file storage: a fresh PostgreSQL database (dropped afterwards) and a unique
- * Redis key prefix, so test files can run in any order without seeing each other.
+ * Redis key prefix, so test files can run in any order without seeing each other. Under the
+ * secrets audit (./audit.ts), drop() and clean() first dump what they delete.
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { auditSink } from './audit.ts';
+import { auditDir, auditSink } from './audit.ts';
 import './provided.ts';
 
 function unique(label: string): string {
@@ -82,10 +83,16 @@ export function createTestRedis(label = 'test'): TestRedis {
  * system ones) as one JSON line each, `{"table": "<schema>.<table>", "row": {...}}`.
  */
 async function dumpForAudit(url: string, name: string): Promise<void> {
-  const sink = auditSink('db', name, 'jsonl');
-  if (!sink) return;
+  if (!auditDir()) return;
   const c = new pg.Client({ connectionString: url });
-  await c.connect();
+  try {
+    await c.connect();
+  } catch (err) {
+    // Dropped already (drop() called twice): the first call dumped it.
+    if ((err as { code?: string }).code === '3D000') return;
+    throw err;
+  }
+  const sink = auditSink('db', name, 'jsonl');
   try {
     const tables = await c.query<{ schema: string; table: string }>(
       `select table_schema as schema, table_name as table from information_schema.tables
@@ -95,10 +102,11 @@ async function dumpForAudit(url: string, name: string): Promise<void> {
     for (const { schema, table } of tables.rows) {
       const ident = `"${schema.replaceAll('"', '""')}"."${table.replaceAll('"', '""')}"`;
       const rows = await c.query<{ row: string }>(`select row_to_json(t)::text as row from ${ident} t`);
-      for (const { row } of rows.rows) sink.write(`{"table":${JSON.stringify(`${schema}.${table}`)},"row":${row}}\n`);
+      for (const { row } of rows.rows)
+        sink?.write(`{"table":${JSON.stringify(`${schema}.${table}`)},"row":${row}}\n`);
     }
   } finally {
-    sink.close();
+    sink?.close();
     await c.end();
   }
 }
@@ -119,7 +127,7 @@ async function dumpRedisForAudit(r: Redis, prefix: string, label: string): Promi
         else if (type === 'hash') value = await r.hgetall(key);
         else if (type === 'list') value = await r.lrange(key, 0, -1);
         else if (type === 'set') value = await r.smembers(key);
-        else if (type === 'zset') value = await r.zrange(key, 0, -1, 'WITHSCORES');
+        else if (type === 'zset') value = await r.zrange(key, '0', '-1', 'WITHSCORES');
         else if (type === 'stream') value = await r.xrange(key, '-', '+');
         else continue;
         sink.write(`${JSON.stringify({ key, type, value })}\n`);

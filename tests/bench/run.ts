@@ -6,7 +6,7 @@
  * Results also go to tests/bench/results/latest.json. Everything stops itself.
  */
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -35,15 +35,37 @@ function cpuMicros(pid: number | undefined): number {
   }
 }
 
+/** CPU time (µs) used so far by every process whose command name is `comm` (e.g. redis-server, postgres). */
+function cpuMicrosOf(comm: string): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === comm)
+        total += cpuMicros(Number(entry));
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return total;
+}
+
+/** The storage servers on this machine: their CPU per request is part of the cost too. */
+const STORAGE = ['postgres', 'redis-server'];
+
 /** Runs `fn` and reports the CPU µs each process spent per request. */
 async function profiled(
   procs: Proc[],
   fn: () => Promise<Load>,
 ): Promise<Load & { cpu_us_per_request: Record<string, number> }> {
   const before = procs.map((p) => cpuMicros(p.child.pid));
+  // PostgreSQL backends live as long as the services' pools, so before/after sums hold.
+  const storageBefore = STORAGE.map(cpuMicrosOf);
   const self0 = process.cpuUsage();
   const result = await fn();
   const self1 = process.cpuUsage(self0);
+  const storageAfter = STORAGE.map(cpuMicrosOf);
   const requests = Math.max(1, result.rps * DURATION);
   const cpu: Record<string, number> = {};
   procs.forEach((p, i) => {
@@ -51,6 +73,9 @@ async function profiled(
     if (used > 0) cpu[p.name.replace(/^bench-/, '')] = Math.round(used / requests);
   });
   cpu['load-generator'] = Math.round((self1.user + self1.system) / requests);
+  STORAGE.forEach((name, i) => {
+    cpu[name] = Math.round(((storageAfter[i] ?? 0) - (storageBefore[i] ?? 0)) / requests);
+  });
   return { ...result, cpu_us_per_request: cpu };
 }
 

@@ -131,7 +131,7 @@ export class IssuerService {
       (deps.slotRedis && keys
         ? new RedisSlotStore(deps.slotRedis, keys)
         : new MemorySlotStore(() => deps.clock.now().getTime()));
-    this.credentialWriter = new CredentialWriter(deps.database.db);
+    this.credentialWriter = new CredentialWriter(deps.database);
     this.credentialStore = new CredentialStore(deps.database.db);
     this.relayDirectory = new RelayDirectory(deps.database.db, deps.config.relays, {
       clock: deps.clock,

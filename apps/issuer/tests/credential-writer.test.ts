@@ -41,7 +41,12 @@ describe('CredentialWriter (micro-batched jti recording, PostgreSQL)', () => {
     ).rows.length;
 
   it('writes rows arriving together in statements of at most 256, each caller settled after its commit', async () => {
-    const writer = new CredentialWriter(issuer.service.database.db);
+    // On PostgreSQL the statement is a named prepared one (PGlite: kysely).
+    const database = issuer.service.database as unknown as {
+      prepared: (name: string, text: string, values: unknown[]) => Promise<void>;
+    };
+    const prepared = vi.spyOn(database, 'prepared');
+    const writer = new CredentialWriter(issuer.service.database);
     const sizes: number[] = [];
     const insert = writer.insert.bind(writer);
     vi.spyOn(writer, 'insert').mockImplementation(async (rows) => {
@@ -59,6 +64,12 @@ describe('CredentialWriter (micro-batched jti recording, PostgreSQL)', () => {
       ),
     );
     expect(sizes).toEqual([256, 256, 88]);
+    expect(prepared.mock.calls.map(([name, , values]) => [name, (values[0] as string[]).length])).toEqual([
+      ['relayplane_insert_credentials', 256],
+      ['relayplane_insert_credentials', 256],
+      ['relayplane_insert_credentials', 88],
+    ]);
+    prepared.mockRestore();
     expect(committed).toHaveLength(600);
     expect(committed.every(Boolean)).toBe(true);
     const [first] = rows;
@@ -78,7 +89,7 @@ describe('CredentialWriter (micro-batched jti recording, PostgreSQL)', () => {
   });
 
   it('starts the next batch as soon as the previous one ends, and a failed batch fails only its callers', async () => {
-    const writer = new CredentialWriter(issuer.service.database.db);
+    const writer = new CredentialWriter(issuer.service.database);
     const insert = writer.insert.bind(writer);
     const sizes: number[] = [];
     const tenantId = newId('tenant');

@@ -26,6 +26,11 @@ export interface Database<DB> {
   /** True when the database answers within `timeoutMs`. */
   ping(timeoutMs?: number): Promise<boolean>;
   migrate(migrations: Record<string, Migration>): Promise<string[]>;
+  /**
+   * PostgreSQL only (undefined on PGlite): runs `text` as a named prepared statement, parsed and
+   * planned once per pooled connection instead of once per call. For the few hot statements.
+   */
+  readonly prepared: ((name: string, text: string, values: unknown[]) => Promise<void>) | undefined;
   destroy(): Promise<void>;
 }
 
@@ -38,6 +43,7 @@ export async function createDatabase<DB>(
 ): Promise<Database<DB>> {
   if (!SCHEMA_PATTERN.test(schema)) throw new Error(`invalid schema name ${schema}`);
   let root: Kysely<DB>;
+  let prepared: Database<DB>['prepared'];
   if (config.kind === 'postgres') {
     const pool = new pg.Pool({
       connectionString: config.url,
@@ -57,6 +63,9 @@ export async function createDatabase<DB>(
       client.on('error', (err) => logger.warn({ err: { message: err.message } }, 'postgres connection lost'));
     });
     root = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+    prepared = async (name, text, values) => {
+      await pool.query({ name, text, values });
+    };
   } else {
     mkdirSync(config.dataDir, { recursive: true });
     const { PGlite } = await import('@electric-sql/pglite');
@@ -68,6 +77,7 @@ export async function createDatabase<DB>(
   return {
     db,
     schema,
+    prepared,
     async ping(timeoutMs = 1_000) {
       let timer: NodeJS.Timeout | undefined;
       try {

@@ -6,6 +6,7 @@
  * previous one ends (no timer). Each caller's promise settles when the statement holding its
  * row has committed (or failed): a credential is answered only after its jti is stored.
  */
+import type { Database } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
 
@@ -39,9 +40,25 @@ export class CredentialWriter {
   /** Statements executed so far (tests read it to see batching happen). */
   statements = 0;
 
-  constructor(db: Kysely<IssuerDatabase>, options: { maxBatch?: number } = {}) {
-    this.#db = db;
+  readonly #prepared: { run: NonNullable<Database<IssuerDatabase>['prepared']>; text: string } | undefined;
+
+  /**
+   * On PostgreSQL the insert is a named prepared statement (parsed and planned once per
+   * connection: the hot path's one statement); on PGlite it goes through kysely.
+   */
+  constructor(
+    database: Pick<Database<IssuerDatabase>, 'db' | 'schema' | 'prepared'>,
+    options: { maxBatch?: number } = {},
+  ) {
+    this.#db = database.db;
     this.#maxBatch = options.maxBatch ?? MAX_CREDENTIAL_BATCH;
+    this.#prepared = database.prepared && {
+      run: database.prepared,
+      text: `insert into "${database.schema}".credentials
+        (jti, tenant_id, project_id, api_key_id, kid, mode, scopes, issued_at, expires_at)
+        select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+          $7::text[], $8::timestamptz[], $9::timestamptz[])`,
+    };
   }
 
   /** Resolves once `row` is committed; rejects when its batch failed (nothing of it is stored). */
@@ -81,6 +98,20 @@ export class CredentialWriter {
     this.statements++;
     const col = <K extends keyof CredentialRow>(k: K) => rows.map((r) => r[k]);
     const iso = (k: 'issuedAt' | 'expiresAt') => rows.map((r) => r[k].toISOString());
+    if (this.#prepared) {
+      await this.#prepared.run('relayplane_insert_credentials', this.#prepared.text, [
+        col('jti'),
+        col('tenantId'),
+        col('projectId'),
+        col('apiKeyId'),
+        col('kid'),
+        col('mode'),
+        col('scopes'),
+        iso('issuedAt'),
+        iso('expiresAt'),
+      ]);
+      return;
+    }
     await this.#db
       .insertInto('credentials')
       .columns([

@@ -23,9 +23,12 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
         description:
           '`name`: 1–64 characters, lowercase letters, digits and hyphens, starting with a letter or digit; unique ' +
           'in the tenant (409). `environment`: `production` (default), `staging` or `development`. Over the ' +
-          "plan's project limit: 422.",
+          "plan's project limit: 422. The contract lists an API-key scheme on this operation and accepts a bot " +
+          'token: both answer 403 — an API key authenticates credential issuance only (it is not even looked up ' +
+          'here), and ' +
+          '`projects:write` is tenant-wide, never held by bots (docs/iam.md).',
         tags: ['projects'],
-        security: [{ bearerAuth: [] }],
+        security: [{ bearerAuth: [] }, { apiKey: [] }],
         body: {
           type: 'object',
           required: ['name'],

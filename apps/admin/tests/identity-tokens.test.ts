@@ -265,6 +265,107 @@ describe('identity tokens over gRPC (real PostgreSQL, real billing)', () => {
     );
   });
 
+  it('never outlives what made it: the calling token (expiry, revocation, down the chain) and its root user', async () => {
+    const t = await newTenant('lifetime');
+    const create = (principal: Principal, scopes: string[], expiresInMs?: number, identityId = t.devBot) =>
+      client.createIdentityToken({
+        principal,
+        projectId: t.projectId,
+        identityId,
+        scopes,
+        expiresAt:
+          expiresInMs === undefined ? undefined : timestampFromMs(clock.now().getTime() + expiresInMs),
+      });
+    const asToken = async (value: string) =>
+      (await client.authenticate({ token: value })).principal as Principal;
+    const parent = await create(
+      t.owner,
+      ['identity_tokens:write', 'api_keys:write', 'api_keys:read'],
+      2 * 60_000,
+    );
+    const asParent = await asToken(parent.value);
+
+    // Expiry: at most the parent's; without one, the parent's when that comes before an hour.
+    await expectAppError(
+      create(asParent, ['api_keys:read'], 29 * 24 * HOUR),
+      'invalid_request',
+      /must not be later than the calling identity token's expiry/,
+    );
+    const child = await create(asParent, ['identity_tokens:write', 'api_keys:write'], undefined, t.devBot);
+    expect(child.identityToken?.expiresAt).toEqual(parent.identityToken?.expiresAt);
+    const grandchild = await create(await asToken(child.value), ['api_keys:write'], 60_000);
+    const rows = await sql<{ root_user_id: string }>`
+      select root_user_id from admin.identity_tokens where id = ${grandchild.identityToken?.id ?? ''}
+    `.execute(admin.database.db);
+    expect(rows.rows[0]?.root_user_id).toBe(t.owner.userId);
+
+    // Revoking the parent ends its whole line at once.
+    expect((await client.authenticate({ token: grandchild.value })).principal?.kind).toBe(
+      PrincipalKind.IDENTITY,
+    );
+    await client.revokeIdentityToken({
+      principal: t.owner,
+      projectId: t.projectId,
+      identityId: t.devBot,
+      tokenId: parent.identityToken?.id ?? '',
+    });
+    for (const token of [parent.value, child.value, grandchild.value]) {
+      await expectAppError(client.authenticate({ token }), 'unauthenticated', INVALID_TOKEN_MESSAGE);
+    }
+    // And the principal of a dead child is refused by every call, not only by Authenticate.
+    await expectAppError(
+      client.listApiKeys({ principal: asParent, projectId: t.projectId }),
+      'unauthenticated',
+    );
+  });
+
+  it('follows its root user: a demotion shrinks what the token holds, a removal ends it', async () => {
+    const t = await newTenant('rootuser');
+    const developer = await member(t.tenantId, 'developer');
+    const made = await client.createIdentityToken({
+      principal: developer,
+      projectId: t.projectId,
+      identityId: t.devBot,
+      scopes: ['api_keys:read', 'api_keys:write'],
+    });
+    const before = (await client.authenticate({ token: made.value })).principal as Principal;
+    expect(before.scopes).toEqual(['api_keys:read', 'api_keys:write']);
+    await client.createApiKey({
+      principal: before,
+      projectId: t.projectId,
+      name: 'k',
+      mode: 'live',
+      scopes: [],
+    });
+
+    await client.changeMemberRole({ principal: t.owner, userId: developer.userId, role: TenantRole.VIEWER });
+    const demoted = (await client.authenticate({ token: made.value })).principal as Principal;
+    expect(demoted.scopes).toEqual(['api_keys:read']);
+    // A principal obtained before the demotion is re-read by admin: the write is refused.
+    await expectAppError(
+      client.createApiKey({
+        principal: before,
+        projectId: t.projectId,
+        name: 'k2',
+        mode: 'live',
+        scopes: [],
+      }),
+      'forbidden',
+      "the identity token's scopes do not grant permission api_keys:write",
+    );
+
+    await client.removeMember({ principal: t.owner, userId: developer.userId });
+    await expectAppError(
+      client.authenticate({ token: made.value }),
+      'unauthenticated',
+      INVALID_TOKEN_MESSAGE,
+    );
+    await expectAppError(
+      client.listApiKeys({ principal: demoted, projectId: t.projectId }),
+      'unauthenticated',
+    );
+  });
+
   it('lists without values and revokes idempotently; a revoked token stops authenticating', async () => {
     const t = await newTenant('revoke');
     const a = await client.createIdentityToken({

@@ -112,6 +112,8 @@ export interface IdentityTokensTable {
   last_four: string;
   created_by_user_id: string | null;
   created_by_token_id: string | null;
+  /** The user at the root of the creation chain. */
+  root_user_id: string;
   created_at: Date;
   expires_at: Date;
   /** Written by Authenticate at most once a minute. */

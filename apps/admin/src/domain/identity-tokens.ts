@@ -1,5 +1,7 @@
 /** Identity tokens: scopes and lifetime. Pure. */
-import { isPermission, PERMISSIONS, type Permission } from '@relayplane/shared/iam';
+import { PrincipalKind } from '@relayplane/proto/admin';
+import { isPermission, PERMISSIONS, type Permission, permissionsOf } from '@relayplane/shared/iam';
+import type { Role } from './roles.ts';
 import type { Checked } from './validation.ts';
 
 /** Without `expires_at`: one hour. */
@@ -22,12 +24,32 @@ export function checkIdentityScopes(scopes: readonly string[]): Checked<Permissi
   return ok(PERMISSIONS.filter((p) => scopes.includes(p)));
 }
 
-/** The expiry asked for (undefined: the default), within [now + 1 min, now + 30 days]. */
-export function checkIdentityExpiry(expiresAt: Date | undefined, now: Date): Checked<Date> {
-  if (expiresAt === undefined) return ok(new Date(now.getTime() + IDENTITY_TOKEN_DEFAULT_TTL_MS));
+/**
+ * The expiry asked for (undefined: the default), within [now + 1 min, now + 30 days], and never
+ * after `notAfter` (the calling identity token's own expiry: a token cannot outlive its maker).
+ */
+export function checkIdentityExpiry(expiresAt: Date | undefined, now: Date, notAfter?: Date): Checked<Date> {
+  if (expiresAt === undefined) {
+    const fallback = now.getTime() + IDENTITY_TOKEN_DEFAULT_TTL_MS;
+    return ok(new Date(notAfter ? Math.min(fallback, notAfter.getTime()) : fallback));
+  }
   const ttl = expiresAt.getTime() - now.getTime();
   if (Number.isNaN(ttl)) return fail('expires_at must be a date-time');
   if (ttl < IDENTITY_TOKEN_MIN_TTL_MS) return fail('expires_at must be at least 60 seconds in the future');
   if (ttl > IDENTITY_TOKEN_MAX_TTL_MS) return fail('expires_at must be at most 30 days in the future');
+  if (notAfter && expiresAt > notAfter) {
+    return fail(
+      `expires_at must not be later than the calling identity token's expiry (${notAfter.toISOString()})`,
+    );
+  }
   return ok(expiresAt);
+}
+
+/**
+ * What an identity token holds now: its scopes that the role of the user at the root of its
+ * creation chain still grants (the identity's role is applied by the IAM decision itself).
+ */
+export function effectiveScopes(scopes: readonly string[], rootUserRole: Role): string[] {
+  const held = permissionsOf({ kind: PrincipalKind.USER_SESSION, role: rootUserRole });
+  return scopes.filter((s) => held.has(s as Permission));
 }

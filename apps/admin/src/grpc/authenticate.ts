@@ -2,6 +2,7 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, parseToken } from '@relayplane/shared/tokens';
+import { effectiveScopes } from '../domain/identity-tokens.ts';
 import type { AdminDeps } from './deps.ts';
 import {
   botMessage,
@@ -70,7 +71,11 @@ async function authenticateIdentity(deps: AdminDeps, token: string): ReturnType<
     }
   }
   return {
-    principal: identityPrincipalMessage(found.token, found.bot),
+    principal: identityPrincipalMessage(
+      found.token,
+      found.bot,
+      effectiveScopes(found.token.scopes, found.rootUserRole),
+    ),
     bot: botMessage(found.bot),
     identityToken: identityTokenMessage(found.token),
   };

@@ -46,7 +46,11 @@ export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'
     const scopes = valid(checkIdentityScopes(req.scopes));
     const now = deps.clock.now();
     const expiresAt = valid(
-      checkIdentityExpiry(req.expiresAt ? timestampDate(req.expiresAt) : undefined, now),
+      checkIdentityExpiry(
+        req.expiresAt ? timestampDate(req.expiresAt) : undefined,
+        now,
+        actor.identity?.expiresAt,
+      ),
     );
 
     const held = permissionsOf(subjectOfActor(actor));
@@ -74,6 +78,8 @@ export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'
       lastFour: value.slice(-4),
       createdByUserId: actor.session?.user.id ?? null,
       createdByTokenId: actor.identityTokenId ?? null,
+      // A user session has a user; an identity token passes its own root user on.
+      rootUserId: actor.session?.user.id ?? actor.identity?.rootUserId ?? '',
       createdAt: now,
       expiresAt,
       lastUsedAt: null,

@@ -184,11 +184,12 @@ export function identityTokenMessage(
 export function identityPrincipalMessage(
   token: IdentityTokenRecord,
   bot: BotRecord,
+  scopes: readonly string[],
 ): MessageInitShape<typeof PrincipalSchema> {
   return {
     ...botPrincipalMessage(bot),
     kind: PrincipalKind.IDENTITY,
     identityTokenId: token.id,
-    scopes: token.scopes,
+    scopes: [...scopes],
   };
 }

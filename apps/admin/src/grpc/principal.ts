@@ -1,6 +1,7 @@
 import { type Principal, PrincipalKind } from '@relayplane/proto/admin';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { can, deniedMessage, type Permission, type Subject } from '@relayplane/shared/iam';
+import { effectiveScopes } from '../domain/identity-tokens.ts';
 import type { Role } from '../domain/roles.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
@@ -37,8 +38,10 @@ export interface Actor {
   botId: string | undefined;
   /** Set for identity tokens. */
   identityTokenId: string | undefined;
-  /** Identity tokens: the token's scopes. */
+  /** Identity tokens: what the token holds now (its scopes its root user's role still grants). */
   scopes: readonly string[] | undefined;
+  /** Identity tokens: the user at the root of the creation chain, and the token's expiry. */
+  identity: { rootUserId: string; expiresAt: Date } | undefined;
   /** Who did it, for logs: a user, a bot or an identity token id. */
   log: { userId: string } | { botId: string } | { identityTokenId: string; botId: string };
 }
@@ -79,6 +82,7 @@ async function actorOf(
         botId: undefined,
         identityTokenId: undefined,
         scopes: undefined,
+        identity: undefined,
         log: { userId: session.user.id },
       };
     }
@@ -94,6 +98,7 @@ async function actorOf(
         botId: bot.id,
         identityTokenId: undefined,
         scopes: undefined,
+        identity: undefined,
         log: { botId: bot.id },
       };
     }
@@ -110,7 +115,8 @@ async function actorOf(
         session: undefined,
         botId: found.bot.id,
         identityTokenId: found.token.id,
-        scopes: found.token.scopes,
+        scopes: effectiveScopes(found.token.scopes, found.rootUserRole),
+        identity: { rootUserId: found.token.rootUserId, expiresAt: found.token.expiresAt },
         log: { identityTokenId: found.token.id, botId: found.bot.id },
       };
     }

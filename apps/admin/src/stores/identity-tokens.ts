@@ -1,6 +1,7 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AdminDatabase, IdentityTokensTable } from '../db/schema.ts';
 import { isBotRole } from '../domain/bots.ts';
+import { isRole, type Role } from '../domain/roles.ts';
 import { type BotRecord, type IdentityTokenRecord, isForeignKeyViolation } from './records.ts';
 
 export interface NewIdentityToken extends IdentityTokenRecord {
@@ -8,10 +9,12 @@ export interface NewIdentityToken extends IdentityTokenRecord {
   tokenHash: string;
 }
 
-/** A live identity token with the bot (identity) it acts as. */
+/** A live identity token with the bot (identity) it acts as and its root user's current role. */
 export interface AuthenticatedIdentity {
   token: IdentityTokenRecord;
   bot: BotRecord;
+  /** The role the chain's root user holds in the tenant now. */
+  rootUserRole: Role;
 }
 
 const COLUMNS = [
@@ -24,6 +27,7 @@ const COLUMNS = [
   't.last_four',
   't.created_by_user_id',
   't.created_by_token_id',
+  't.root_user_id',
   't.created_at',
   't.expires_at',
   't.last_used_at',
@@ -41,6 +45,7 @@ function toRecord(row: Omit<Selectable<IdentityTokensTable>, 'token_hash'>): Ide
     lastFour: row.last_four,
     createdByUserId: row.created_by_user_id,
     createdByTokenId: row.created_by_token_id,
+    rootUserId: row.root_user_id,
     createdAt: row.created_at,
     expiresAt: row.expires_at,
     lastUsedAt: row.last_used_at,
@@ -71,6 +76,7 @@ export class IdentityTokenStore {
           last_four: token.lastFour,
           created_by_user_id: token.createdByUserId,
           created_by_token_id: token.createdByTokenId,
+          root_user_id: token.rootUserId,
           created_at: token.createdAt,
           expires_at: token.expiresAt,
         })
@@ -116,7 +122,10 @@ export class IdentityTokenStore {
     return row && toRecord(row);
   }
 
-  /** The unrevoked, unexpired token with this hash (or id) and its bot: one lookup by unique index. */
+  /**
+   * The token with this hash (or id) and its bot, when it is live: unrevoked, unexpired, every
+   * token it descends from live too, and its root user still a member of the tenant.
+   */
   findLiveByTokenHash(tokenHash: string, now: Date): Promise<AuthenticatedIdentity | undefined> {
     return this.#findLive('t.token_hash', tokenHash, now);
   }
@@ -133,14 +142,26 @@ export class IdentityTokenStore {
     const row = await this.#db
       .selectFrom('identity_tokens as t')
       .innerJoin('bots as b', 'b.id', 't.bot_id')
+      .innerJoin('memberships as m', (join) =>
+        join.onRef('m.user_id', '=', 't.root_user_id').onRef('m.tenant_id', '=', 't.tenant_id'),
+      )
       .select(COLUMNS)
-      .select(['b.name as bot_name', 'b.role as bot_role', 'b.created_at as bot_created_at'])
+      .select([
+        'b.name as bot_name',
+        'b.role as bot_role',
+        'b.created_at as bot_created_at',
+        'm.role as root_role',
+      ])
       .where(column, '=', value)
       .where('t.revoked_at', 'is', null)
       .where('t.expires_at', '>', now)
       .executeTakeFirst();
-    if (!row) return undefined;
+    if (!row || !isRole(row.root_role)) return undefined;
+    if (row.created_by_token_id !== null && !(await this.#ancestorsLive(row.created_by_token_id, now))) {
+      return undefined;
+    }
     return {
+      rootUserRole: row.root_role,
       token: toRecord(row),
       bot: {
         id: row.bot_id,
@@ -152,6 +173,35 @@ export class IdentityTokenStore {
         createdAt: row.bot_created_at,
       },
     };
+  }
+
+  /** Whether the token `id` and every token it descends from are unrevoked and unexpired. */
+  async #ancestorsLive(id: string, now: Date): Promise<boolean> {
+    const dead = await this.#db
+      .withRecursive('chain', (db) =>
+        db
+          .selectFrom('identity_tokens')
+          .select(['id', 'created_by_token_id', 'revoked_at', 'expires_at'])
+          .where('id', '=', id)
+          .unionAll((db) =>
+            db
+              .selectFrom('identity_tokens as p')
+              .innerJoin('chain as c', 'p.id', 'c.created_by_token_id')
+              .select(['p.id', 'p.created_by_token_id', 'p.revoked_at', 'p.expires_at']),
+          ),
+      )
+      .selectFrom('chain')
+      .select('chain.id')
+      .where((eb) => eb.or([eb('chain.revoked_at', 'is not', null), eb('chain.expires_at', '<=', now)]))
+      .limit(1)
+      .executeTakeFirst();
+    // A chain whose first link is gone (deleted with its bot) is dead too.
+    const first = await this.#db
+      .selectFrom('identity_tokens')
+      .select('id')
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return dead === undefined && first !== undefined;
   }
 
   /** Records a use at `now` unless one at or after `since` is already recorded. */

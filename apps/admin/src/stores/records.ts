@@ -119,6 +119,8 @@ export interface IdentityTokenRecord {
   lastFour: string;
   createdByUserId: string | null;
   createdByTokenId: string | null;
+  /** The user at the root of the creation chain (the creating user, or the parent token's root). */
+  rootUserId: string;
   createdAt: Date;
   expiresAt: Date;
   lastUsedAt: Date | null;

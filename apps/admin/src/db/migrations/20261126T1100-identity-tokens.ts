@@ -13,9 +13,13 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('scopes', sql`text[]`, (c) => c.notNull())
     .addColumn('display_prefix', 'text', (c) => c.notNull())
     .addColumn('last_four', 'text', (c) => c.notNull())
-    // Who created it: a user (session) or another identity token; for the audit trail.
+    // Who created it: a user (session) or another identity token (the audit trail; a token
+    // works only while every token it descends from is live).
     .addColumn('created_by_user_id', 'text')
     .addColumn('created_by_token_id', 'text')
+    // The user at the root of the creation chain: a token works only while that user is still
+    // a member of the tenant, and holds no scope the user's role no longer grants.
+    .addColumn('root_user_id', 'text', (c) => c.notNull().references('users.id').onDelete('cascade'))
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
     .addColumn('last_used_at', 'timestamptz')

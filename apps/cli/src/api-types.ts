@@ -29,12 +29,21 @@ export interface Bot {
   created_at: string;
 }
 
+export interface IdentityToken {
+  id: string;
+  scopes: string[];
+  expires_at: string;
+}
+
+/** A machine: a bot token, or an identity token acting as its bot. */
 export interface BotSession {
-  authenticated_by: 'bot_token';
+  authenticated_by: 'bot_token' | 'identity_token';
   tenant_id: string;
   project_id: string;
   role: string;
+  permissions: string[];
   bot: Bot;
+  identity_token?: IdentityToken;
 }
 
 export type AnySession = UserSession | BotSession;

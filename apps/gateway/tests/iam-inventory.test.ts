@@ -284,9 +284,79 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
     expect(answers).toEqual(expected);
   });
 
+  it("another tenant's ids answer exactly what ids that exist nowhere answer", async () => {
+    const prefixes: Record<string, string> = {
+      project_id: 'prj',
+      key_id: 'key',
+      entry_id: 'alw',
+      bot_id: 'bot',
+      identity_id: 'bot',
+      token_id: 'idt',
+      user_id: 'usr',
+      jti: 'crd',
+    };
+    const nowhere = Object.fromEntries(
+      Object.entries(prefixes).map(([k, p]) => [k, `${p}_00000000000000000000`]),
+    );
+    const answers: Record<string, unknown> = {};
+    const expected: Record<string, unknown> = {};
+    for (const route of guarded().filter((r) => r.url.includes('/:'))) {
+      answers[key(route)] = await call(
+        route.method,
+        concrete(route.url, b.params),
+        a.owner.auth,
+        bodyOf(route),
+      );
+      expected[key(route)] = await call(
+        route.method,
+        concrete(route.url, nowhere),
+        a.owner.auth,
+        bodyOf(route),
+      );
+    }
+    expect(answers).toEqual(expected);
+    expect(Object.values(answers).every((r) => (r as { status: number }).status === 404)).toBe(true);
+  });
+
+  it("a bot or identity token of tenant A cannot reach A's other project either: 404 like a missing one", async () => {
+    const second = await call('POST', '/admin/v1/projects', a.owner.auth, { name: 'second' });
+    expect(second.status).toBe(201);
+    const elsewhere = { ...a.params, project_id: second.body.id as string };
+    const machines: Record<string, { auth: Record<string, string> } & Subject> = {
+      bot: { auth: a.botToken, kind: PrincipalKind.BOT, role: 'developer' },
+      identity: {
+        auth: a.identityToken,
+        kind: PrincipalKind.IDENTITY,
+        role: 'developer',
+        scopes: [...PROJECT_PERMISSIONS],
+      },
+    };
+    const routes = guarded().filter((r) => r.url.includes('/:project_id'));
+    expect(routes.length).toBeGreaterThanOrEqual(10);
+    const answers: Record<string, unknown> = {};
+    const expected: Record<string, unknown> = {};
+    for (const [name, p] of Object.entries(machines)) {
+      for (const route of routes) {
+        const res = await call(route.method, concrete(route.url, elsewhere), p.auth, bodyOf(route));
+        answers[`${name} ${key(route)}`] = res.status;
+        const botCreatingIdentityToken =
+          p.kind === PrincipalKind.BOT && key(route) === IDENTITY_TOKEN_CREATION;
+        expected[`${name} ${key(route)}`] = can(p, route.permission) && !botCreatingIdentityToken ? 404 : 403;
+        if (res.status === 404)
+          expect(res.body, `${name} ${key(route)}`).toEqual({ error: 'project not found' });
+      }
+    }
+    expect(answers).toEqual(expected);
+    // Its own project stays reachable.
+    const own = await call('GET', `/admin/v1/projects/${a.params.project_id}/api-keys`, a.botToken);
+    expect(own.status).toBe(200);
+  });
+
   it("lists of tenant A never show tenant B's resources, and B's data is unchanged", async () => {
     const projects = await call('GET', '/admin/v1/projects', a.owner.auth);
-    expect((projects.body.projects as { id: string }[]).map((p) => p.id)).toEqual([a.params.project_id]);
+    const listed = (projects.body.projects as { id: string }[]).map((p) => p.id);
+    expect(listed).toContain(a.params.project_id);
+    expect(listed).not.toContain(b.params.project_id);
     const members = await call('GET', '/admin/v1/members', a.owner.auth);
     expect((members.body.members as { user: { id: string } }[]).map((m) => m.user.id)).not.toContain(
       b.owner.userId,

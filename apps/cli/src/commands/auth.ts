@@ -1,16 +1,19 @@
 /** login (device flow), logout, whoami. */
-import type { AnySession } from '../api-types.ts';
+import type { AnySession, BotSession } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { discover, pollForToken, requestDeviceCode } from '../device-flow.ts';
 import { ApiError, CliError, EXIT } from '../errors.ts';
 import { renderFields, safe } from '../output.ts';
 
-const isBotSession = (s: AnySession): s is Extract<AnySession, { authenticated_by: 'bot_token' }> =>
-  s.authenticated_by === 'bot_token';
+/** A bot token or an identity token: the session names a bot, not a user. */
+const isBotSession = (s: AnySession): s is BotSession => 'bot' in s && s.bot !== undefined;
 
 /** One line that says who a token is. */
 export function describeSession(s: AnySession): string {
-  if (isBotSession(s)) return `Authenticated as bot ${s.bot.name} (project ${s.project_id}, role ${s.role})`;
+  if (isBotSession(s)) {
+    const via = s.identity_token ? `identity token ${s.identity_token.id} of bot` : 'bot';
+    return `Authenticated as ${via} ${s.bot.name} (project ${s.project_id}, role ${s.role})`;
+  }
   return `Logged in as ${s.user.email} (tenant ${s.tenant.name}, role ${s.role})`;
 }
 
@@ -117,6 +120,13 @@ const whoami: CommandSpec = {
       if (isBotSession(body)) {
         fields.push(['Bot', `${body.bot.name} (${body.bot.id})`], ['Project', body.project_id]);
         fields.push(['Tenant', body.tenant_id], ['Role', body.role]);
+        if (body.identity_token) {
+          fields.push(
+            ['Identity token', body.identity_token.id],
+            ['Expires', body.identity_token.expires_at],
+          );
+        }
+        fields.push(['Permissions', body.permissions.join(', ')]);
       } else {
         fields.push(['User', `${body.user.email} (${body.user.id})`]);
         fields.push(['Tenant', `${body.tenant.name} (${body.tenant.id})`], ['Role', body.role]);

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 import { errorResponse } from '../schemas.ts';
@@ -33,15 +33,39 @@ export function csrfTokenFor(sessionToken: string): string {
   return createHmac('sha256', sessionToken).update('relayplane-csrf').digest('base64url');
 }
 
+/** Whether a sent CSRF token equals the expected one, compared in constant time. */
+export function csrfMatches(sent: unknown, expected: string): boolean {
+  if (typeof sent !== 'string') return false;
+  const a = Buffer.from(sent);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
 /** A cookie-authenticated state-changing request must carry the session's CSRF token: else 403. */
 export function requireCsrf(request: FastifyRequest, sessionToken: string): void {
   if (!isStateChanging(request.method)) return;
-  const sent = request.headers[CSRF_HEADER];
-  const expected = Buffer.from(csrfTokenFor(sessionToken));
-  const actual = typeof sent === 'string' ? Buffer.from(sent) : undefined;
-  if (!actual || actual.length !== expected.length || !timingSafeEqual(actual, expected)) {
+  if (!csrfMatches(request.headers[CSRF_HEADER], csrfTokenFor(sessionToken))) {
     throw new AppError('forbidden', CSRF_REFUSED_MESSAGE);
   }
+}
+
+/**
+ * Login CSRF on a server-rendered login form (no session yet to derive a token from): a random
+ * token in a SameSite=Strict cookie and in the form, which must match (double submit). A
+ * cross-site form post cannot send the cookie, nor read the page to learn the field.
+ */
+export const LOGIN_CSRF_COOKIE = 'rp_login_csrf';
+
+export function issueLoginCsrf(request: FastifyRequest, reply: FastifyReply, path: string): string {
+  const token = randomBytes(32).toString('base64url');
+  reply.setCookie(LOGIN_CSRF_COOKIE, token, { ...cookieOptions(request, 1800), path });
+  return token;
+}
+
+export function loginCsrfMatches(request: FastifyRequest, sent: unknown): boolean {
+  const header = request.headers.cookie;
+  const expected = header ? request.server.parseCookie(header)[LOGIN_CSRF_COOKIE] : undefined;
+  return expected !== undefined && expected !== '' && csrfMatches(sent, expected);
 }
 
 /**

@@ -288,22 +288,42 @@ describe('device authorization grant over HTTP', () => {
       expect(anonymous.headers['content-security-policy']).toContain("frame-ancestors 'none'");
       expect(anonymous.body).toContain('action="/device/login"');
       expect(anonymous.body).toContain(`name="user_code" value="${user_code}"`);
+      // Login CSRF: the form carries a random token that must match its SameSite=Strict cookie.
+      const loginCsrf = /name="login_csrf" value="([^"]+)"/.exec(anonymous.body)?.[1] ?? '';
+      const csrfCookie = String(anonymous.headers['set-cookie']);
+      expect(csrfCookie).toMatch(new RegExp(`^rp_login_csrf=${loginCsrf};`));
+      expect(csrfCookie).toContain('SameSite=Strict');
+      expect(csrfCookie).toContain('Path=/device');
+      const withCsrf = { ...FORM, cookie: `rp_login_csrf=${loginCsrf}` };
+
+      // A cross-site post cannot send the cookie; a forged field alone is refused before any login.
+      for (const headers of [FORM, { ...FORM, cookie: 'rp_login_csrf=forged' }]) {
+        const forged = await stack.app.inject({
+          method: 'POST',
+          url: '/device/login',
+          headers,
+          payload: form({ email: OWNER.email, password: OWNER.password, user_code, login_csrf: loginCsrf }),
+        });
+        expect(forged.statusCode).toBe(403);
+        expect(forged.body).toContain('This login form expired or was not sent from this site');
+        expect(String(forged.headers['set-cookie'])).not.toContain('rp_session=');
+      }
 
       const wrong = await stack.app.inject({
         method: 'POST',
         url: '/device/login',
-        headers: FORM,
-        payload: form({ email: OWNER.email, password: 'wrong password', user_code }),
+        headers: withCsrf,
+        payload: form({ email: OWNER.email, password: 'wrong password', user_code, login_csrf: loginCsrf }),
       });
       expect(wrong.statusCode).toBe(401);
       expect(wrong.body).toContain('invalid email or password');
-      expect(wrong.headers['set-cookie']).toBeUndefined();
+      expect(String(wrong.headers['set-cookie'])).not.toContain('rp_session=');
 
       const login = await stack.app.inject({
         method: 'POST',
         url: '/device/login',
-        headers: FORM,
-        payload: form({ email: OWNER.email, password: OWNER.password, user_code }),
+        headers: withCsrf,
+        payload: form({ email: OWNER.email, password: OWNER.password, user_code, login_csrf: loginCsrf }),
       });
       expect(login.statusCode).toBe(303);
       expect(login.headers.location).toBe(`/device?user_code=${user_code}`);

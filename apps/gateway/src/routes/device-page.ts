@@ -5,12 +5,18 @@
  * the client, with Approve and Deny. Form posts carry the session's CSRF token as a hidden field,
  * checked like `X-CSRF-Token`; posts from another origin are refused as well.
  */
-import { timingSafeEqual } from 'node:crypto';
 import { type Principal, PrincipalKind, type Session } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { csrfTokenFor, sessionCookieOf, setSessionCookie } from '../plugins/csrf.ts';
+import {
+  csrfMatches,
+  csrfTokenFor,
+  issueLoginCsrf,
+  loginCsrfMatches,
+  sessionCookieOf,
+  setSessionCookie,
+} from '../plugins/csrf.ts';
 import { iso } from '../present.ts';
 import { COMMON_ERRORS } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
@@ -55,10 +61,12 @@ const notice = (message: string | undefined) =>
   message ? `<p class="error" role="alert">${escapeHtml(message)}</p>` : '';
 
 function loginPage(
+  request: FastifyRequest,
   reply: FastifyReply,
   status: number,
   form: { userCode: string; email?: string; message?: string },
 ): FastifyReply {
+  const loginCsrf = issueLoginCsrf(request, reply, VERIFICATION_PATH);
   return page(
     reply,
     status,
@@ -69,6 +77,7 @@ function loginPage(
       `<label>Email <input type="email" name="email" autocomplete="username" required value="${escapeHtml(form.email ?? '')}"></label>` +
       '<label>Password <input type="password" name="password" autocomplete="current-password" required></label>' +
       hidden('user_code', form.userCode) +
+      hidden('login_csrf', loginCsrf) +
       '<button type="submit">Log in</button></form>',
   );
 }
@@ -114,12 +123,6 @@ function field(body: unknown, name: string): string {
   if (typeof body !== 'object' || body === null) return '';
   const value = (body as Record<string, unknown>)[name];
   return typeof value === 'string' ? value : '';
-}
-
-function sameToken(sent: string, expected: string): boolean {
-  const a = Buffer.from(sent);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** A browser's form post must come from this origin when the browser says where it comes from. */
@@ -182,7 +185,7 @@ export function registerDevicePage(app: FastifyInstance, { clients }: RouteDeps)
       async (request, reply) => {
         const userCode = request.query.user_code ?? '';
         const s = await browserSession(request);
-        if (!s) return loginPage(reply, 200, { userCode });
+        if (!s) return loginPage(request, reply, 200, { userCode });
         if (userCode === '') return entryPage(reply, 200, s.session);
         let grant: { clientId: string; userCode: string; expiresAt: string | undefined };
         try {
@@ -247,8 +250,12 @@ export function registerDevicePage(app: FastifyInstance, { clients }: RouteDeps)
         const userCode = field(request.body, 'user_code');
         if (foreignOrigin(request)) return page(reply, 403, 'Request refused', FOREIGN_ORIGIN_BODY);
         const s = await browserSession(request);
-        if (!s) return loginPage(reply, 401, { userCode, message: 'Your session has ended: log in again.' });
-        if (!sameToken(field(request.body, 'csrf_token'), csrfTokenFor(s.token))) {
+        if (!s)
+          return loginPage(request, reply, 401, {
+            userCode,
+            message: 'Your session has ended: log in again.',
+          });
+        if (!csrfMatches(field(request.body, 'csrf_token'), csrfTokenFor(s.token))) {
           return page(
             reply,
             403,
@@ -310,8 +317,20 @@ export function registerDevicePage(app: FastifyInstance, { clients }: RouteDeps)
         const email = field(request.body, 'email');
         const password = field(request.body, 'password');
         if (foreignOrigin(request)) return page(reply, 403, 'Request refused', FOREIGN_ORIGIN_BODY);
+        if (!loginCsrfMatches(request, field(request.body, 'login_csrf'))) {
+          // Login CSRF: a form from elsewhere, or an old one. A fresh form lets a real user retry.
+          return loginPage(request, reply, 403, {
+            userCode,
+            email,
+            message: 'This login form expired or was not sent from this site: log in again.',
+          });
+        }
         if (email.trim() === '' || password === '') {
-          return loginPage(reply, 400, { userCode, email, message: 'Enter your email and password.' });
+          return loginPage(request, reply, 400, {
+            userCode,
+            email,
+            message: 'Enter your email and password.',
+          });
         }
         let login: { token: string; expiresAt: string | undefined };
         try {
@@ -324,7 +343,7 @@ export function registerDevicePage(app: FastifyInstance, { clients }: RouteDeps)
             err.code === 'invalid_request' ||
             err.code === 'rate_limited'
           ) {
-            return loginPage(withRetryAfter(reply, err), err.httpStatus, {
+            return loginPage(request, withRetryAfter(reply, err), err.httpStatus, {
               userCode,
               email,
               message: err.message,

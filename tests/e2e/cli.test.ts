@@ -244,6 +244,11 @@ describe('relayplane CLI against the embedded server', () => {
     expect(keys.code, keys.stderr).toBe(0);
     expect(keys.stdout).toMatch(/^KID\s+STATE/);
     expect(keys.stdout).toMatch(/\sactive\s/);
+    // A fresh server's next key is younger than one JWKS lifetime: the rotation is pending (202).
+    const rotate = await relayplane(['keys', 'rotate']);
+    expect(rotate.code, rotate.stderr).toBe(0);
+    expect(rotate.stdout).toMatch(/^Rotation pending: the next key starts signing at \d{4}-\d\d-\d\dT/);
+    expect(rotate.stdout).toMatch(/\snext\s/);
   });
 
   it('a denied login exits 7 and leaves the saved login alone', async () => {

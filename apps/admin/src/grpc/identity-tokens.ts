@@ -13,7 +13,7 @@ import {
 import type { AdminDeps } from './deps.ts';
 import { identityTokenMessage } from './messages.ts';
 import { type Actor, requireActor, subjectOfActor } from './principal.ts';
-import { requireProject } from './project-access.ts';
+import { requireBot, requireProject } from './project-access.ts';
 import { valid } from './valid.ts';
 
 export const IDENTITY_NOT_FOUND_MESSAGE = 'identity not found';
@@ -23,14 +23,14 @@ export const BOT_CALLER_MESSAGE =
 
 type Impl = ServiceImpl<typeof AdminService>;
 
-/** The identity (a bot of the project); another project's or tenant's bot answers like a missing one. */
+/** The identity: a bot of the project (another project's or tenant's answers like a missing one). */
 async function requireIdentity(deps: AdminDeps, actor: Actor, projectId: string, identityId: string) {
-  const project = await requireProject(deps, actor, projectId);
-  const bot = isId('bot', identityId)
-    ? await deps.bots.find(project.tenantId, project.id, identityId)
-    : undefined;
-  if (!bot) throw new AppError('not_found', IDENTITY_NOT_FOUND_MESSAGE);
-  return bot;
+  return requireBot(
+    deps,
+    await requireProject(deps, actor, projectId),
+    identityId,
+    IDENTITY_NOT_FOUND_MESSAGE,
+  );
 }
 
 /**

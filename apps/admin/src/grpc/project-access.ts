@@ -33,8 +33,9 @@ export async function requireBot(
   deps: Pick<AdminDeps, 'bots'>,
   project: ProjectRecord,
   botId: string,
+  notFoundMessage = BOT_NOT_FOUND_MESSAGE,
 ): Promise<BotRecord> {
   const bot = isId('bot', botId) ? await deps.bots.find(project.tenantId, project.id, botId) : undefined;
-  if (!bot) throw new AppError('not_found', BOT_NOT_FOUND_MESSAGE);
+  if (!bot) throw new AppError('not_found', notFoundMessage);
   return bot;
 }

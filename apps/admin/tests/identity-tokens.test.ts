@@ -424,14 +424,15 @@ describe('identity tokens over gRPC (real PostgreSQL, real billing)', () => {
   it("answers another tenant's or another project's ids exactly like missing ones", async () => {
     const a = await newTenant('ta');
     const b = await newTenant('tb');
+    // Each call starts only when awaited: a rejection never waits unobserved.
     const calls = (principal: Principal, projectId: string, identityId: string) => [
-      client.createIdentityToken({ principal, projectId, identityId, scopes: ['projects:read'] }),
-      client.listIdentityTokens({ principal, projectId, identityId }),
+      () => client.createIdentityToken({ principal, projectId, identityId, scopes: ['projects:read'] }),
+      () => client.listIdentityTokens({ principal, projectId, identityId }),
     ];
     for (const call of calls(a.owner, b.projectId, b.devBot))
-      await expectAppError(call, 'not_found', 'project not found');
+      await expectAppError(call(), 'not_found', 'project not found');
     for (const call of calls(a.owner, a.projectId, b.devBot))
-      await expectAppError(call, 'not_found', 'identity not found');
+      await expectAppError(call(), 'not_found', 'identity not found');
     // A machine of project 1 cannot reach project 2 of its own tenant.
     const { project: other } = await client.createProject({
       principal: a.owner,

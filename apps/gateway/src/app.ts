@@ -11,6 +11,7 @@ import type { GatewayConfig } from './config.ts';
 import { EntitlementCache, PLAN_CHANGED } from './entitlements.ts';
 import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
+import { lazyChildLoggerFactory } from './lazy-logger.ts';
 import { registerOpenApi } from './openapi.ts';
 import {
   API_KEYS_REVOKED,
@@ -78,6 +79,8 @@ export interface GatewayApp {
 export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
+    // Request loggers are built only when a request logs something (lazy-logger.ts).
+    childLoggerFactory: lazyChildLoggerFactory,
     bodyLimit: deps.config.bodyLimitBytes,
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
     requestIdHeader: false,

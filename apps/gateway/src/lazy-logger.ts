@@ -1,0 +1,80 @@
+/**
+ * Per-request loggers, made only when something is logged. Fastify gives every request a
+ * child logger bound to its request id; building a pino child costs about a microsecond, which
+ * the hot paths (credentials, JWKS) pay on every request while, at the usual levels, almost
+ * none of them ever logs. This factory hands Fastify a stand-in that builds the child on the
+ * first call of an enabled level and forwards to it from then on.
+ */
+import type { FastifyBaseLogger, LogLevel } from 'fastify';
+
+type Bindings = Parameters<FastifyBaseLogger['child']>[0];
+type ChildLoggerOptions = NonNullable<Parameters<FastifyBaseLogger['child']>[1]>;
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
+type Level = (typeof LEVELS)[number];
+type LogFn = FastifyBaseLogger['info'];
+
+interface LevelAware extends FastifyBaseLogger {
+  isLevelEnabled(level: string): boolean;
+  levels: { values: Record<string, number> };
+}
+
+class LazyChild {
+  readonly #parent: LevelAware;
+  readonly #bindings: Bindings;
+  readonly #options: ChildLoggerOptions;
+  #child: FastifyBaseLogger | undefined;
+
+  constructor(parent: LevelAware, bindings: Bindings, options: ChildLoggerOptions) {
+    this.#parent = parent;
+    this.#bindings = bindings;
+    this.#options = options;
+  }
+
+  get level(): string {
+    return this.#child?.level ?? (this.#options.level as string | undefined) ?? this.#parent.level;
+  }
+
+  set level(level: string) {
+    this.#real().level = level as LogLevel;
+  }
+
+  #real(): FastifyBaseLogger {
+    this.#child ??= this.#parent.child(this.#bindings, this.#options);
+    return this.#child;
+  }
+
+  #enabled(level: Level): boolean {
+    if (this.#child) return true;
+    const own = this.#options.level as string | undefined;
+    if (own === undefined) return this.#parent.isLevelEnabled(level);
+    const values = this.#parent.levels.values;
+    const threshold = own === 'silent' ? Number.POSITIVE_INFINITY : (values[own] ?? 0);
+    return (values[level] ?? 0) >= threshold;
+  }
+
+  #log(level: Level, args: unknown[]): void {
+    if (this.#enabled(level)) (this.#real()[level] as (...a: unknown[]) => void)(...args);
+  }
+
+  fatal: LogFn = (...args: unknown[]) => this.#log('fatal', args);
+  error: LogFn = (...args: unknown[]) => this.#log('error', args);
+  warn: LogFn = (...args: unknown[]) => this.#log('warn', args);
+  info: LogFn = (...args: unknown[]) => this.#log('info', args);
+  debug: LogFn = (...args: unknown[]) => this.#log('debug', args);
+  trace: LogFn = (...args: unknown[]) => this.#log('trace', args);
+  silent: LogFn = () => {};
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#real().child(bindings, options);
+  }
+}
+
+/** Fastify's `childLoggerFactory`: a request logger that costs nothing until it logs. */
+export function lazyChildLoggerFactory(
+  logger: FastifyBaseLogger,
+  bindings: Bindings,
+  options: ChildLoggerOptions,
+): FastifyBaseLogger {
+  return new LazyChild(logger as LevelAware, bindings, options) as unknown as FastifyBaseLogger;
+}

@@ -1,9 +1,11 @@
 /**
  * `pnpm bench`: boots the distributed mode on 127.0.0.1 (PostgreSQL + Redis), warms up, loads
  * the hot paths with autocannon and prints every figure next to baselines measured in the same
- * run: raw Ed25519 signing with node:crypto (one core) and a Fastify hello-world (same
+ * round: raw Ed25519 signing with node:crypto (one core) and a Fastify hello-world (same
  * connections). Issuance runs twice: at full load, and at half that rate for the p99 goal.
- * Results also go to tests/bench/results/latest.json. Everything stops itself.
+ * BENCH_ROUNDS rounds (default 3) are measured back to back; the median round is reported
+ * (this VM's speed drifts between minutes). Results also go to tests/bench/results/latest.json.
+ * Everything stops itself.
  */
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -22,6 +24,12 @@ const DATABASE_URL =
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+/**
+ * Rounds of measurement, each with its own baselines (sign, hello) right before the paths it
+ * compares with them. The speed of a shared VM drifts by ±20 % over minutes; a ratio taken
+ * within one round stays comparable, and the median round of several is what gets reported.
+ */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 
 /** CPU time (µs) a process has used so far, from /proc (Linux). */
 function cpuMicros(pid: number | undefined): number {
@@ -148,9 +156,6 @@ async function main(): Promise<void> {
   const plansFile = join(mkdtempSync(join(tmpdir(), 'rp-bench-')), 'plans.yaml');
   writeFileSync(plansFile, 'plans:\n  enterprise:\n    limits: { max_concurrent_connections: 10000000 }\n');
   try {
-    console.log('Ed25519 sign rate (node:crypto, 1 core, 2 s)…');
-    const sign1 = signRate(2_000);
-
     const owner = { email: 'bench@example.test', password: randomBytes(18).toString('base64url') };
     const system = await startDistributed({
       label: 'bench',
@@ -198,14 +203,40 @@ async function main(): Promise<void> {
     await load(`${base}/v1/credentials/jwks`, { duration: 3 });
     await load(`${base}/api/v1/credentials`, { duration: 3, ...issue });
 
-    console.log(`measuring (${DURATION} s each, ${CONNECTIONS} connections)…`);
-    const helloRun = await load(hello);
-    const jwks = await load(`${base}/v1/credentials/jwks`);
-    const issuance = await profiled(system.procs, () => load(`${base}/api/v1/credentials`, issue));
-    const half = await load(`${base}/api/v1/credentials`, {
-      ...issue,
-      rate: Math.max(1, Math.round(issuance.rps / 2)),
-    });
+    console.log(
+      `measuring: ${ROUNDS} round(s) of sign, hello, JWKS, issuance, half rate (${DURATION} s each, ${CONNECTIONS} connections)…`,
+    );
+    const rounds = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      // The machine's signing capacity: after a second for the previous load's after-effects
+      // (WAL writer, checkpoints) to settle, the best of three 700 ms windows. A noisy window
+      // can only lower a measurement, so the best is the fairest (and sternest) baseline.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const sign = Math.max(signRate(700), signRate(700), signRate(700));
+      const helloRound = await load(hello);
+      const jwksRound = await load(`${base}/v1/credentials/jwks`);
+      const issuanceRound = await profiled(system.procs, () => load(`${base}/api/v1/credentials`, issue));
+      const halfRound = await load(`${base}/api/v1/credentials`, {
+        ...issue,
+        rate: Math.max(1, Math.round(issuanceRound.rps / 2)),
+      });
+      rounds.push({ sign, hello: helloRound, jwks: jwksRound, issuance: issuanceRound, half: halfRound });
+      console.log(
+        `  round ${r + 1}: sign ${sign}/s, hello ${helloRound.rps}/s, JWKS ${(jwksRound.rps / helloRound.rps).toFixed(2)}× hello, ` +
+          `issuance ${issuanceRound.rps}/s = ${(issuanceRound.rps / sign).toFixed(2)}× sign, half-rate p99 ${halfRound.p99} ms`,
+      );
+    }
+    // The round whose issuance ratio is the median; JWKS as its median over the rounds.
+    const byIssuance = [...rounds].sort((a, b) => a.issuance.rps / a.sign - b.issuance.rps / b.sign);
+    const median = byIssuance[Math.floor(byIssuance.length / 2)] ?? rounds[0];
+    if (!median) throw new Error('no round measured');
+    const jwksRatios = rounds.map((r) => r.jwks.rps / r.hello.rps).sort((a, b) => a - b);
+    const sign1 = median.sign;
+    const helloRun = median.hello;
+    const jwks = median.jwks;
+    const issuance = median.issuance;
+    const half = median.half;
+    const jwksMedianRatio = jwksRatios[Math.floor(jwksRatios.length / 2)] ?? 0;
 
     const results = {
       date: new Date().toISOString(),
@@ -213,7 +244,16 @@ async function main(): Promise<void> {
       duration_seconds: DURATION,
       connections: CONNECTIONS,
       baseline: { ed25519_sign_per_s_1_core: sign1, fastify_hello: helloRun },
-      jwks: { ...jwks, ratio_to_hello: +(jwks.rps / helloRun.rps).toFixed(3) },
+      rounds: rounds.map((r) => ({
+        ed25519_sign_per_s_1_core: r.sign,
+        hello_rps: r.hello.rps,
+        jwks_rps: r.jwks.rps,
+        jwks_ratio_to_hello: +(r.jwks.rps / r.hello.rps).toFixed(3),
+        issuance_rps: r.issuance.rps,
+        issuance_ratio_to_sign: +(r.issuance.rps / r.sign).toFixed(3),
+        half_rate_p99_ms: r.half.p99,
+      })),
+      jwks: { ...jwks, ratio_to_hello: +jwksMedianRatio.toFixed(3) },
       issuance: { ...issuance, ratio_to_sign: +(issuance.rps / sign1).toFixed(3) },
       issuance_half_load: half,
       goals: {
@@ -225,6 +265,7 @@ async function main(): Promise<void> {
     const row = (name: string, l: Load, ratio?: string) =>
       `${name.padEnd(36)} ${String(l.rps).padStart(8)} req/s  p50 ${String(l.p50).padStart(4)} ms  p99 ${String(l.p99).padStart(4)} ms${ratio ? `  ${ratio}` : ''}${l.non2xx || l.errors ? `  (non-2xx ${l.non2xx}, errors ${l.errors})` : ''}`;
     console.log('');
+    console.log(`median round of ${ROUNDS} (by issuance ratio; JWKS ratio: median over the rounds):`);
     console.log(`${'Ed25519 sign, node:crypto, 1 core'.padEnd(36)} ${String(sign1).padStart(8)} sig/s`);
     console.log(row('Fastify hello-world (baseline)', helloRun));
     console.log(
@@ -246,7 +287,7 @@ async function main(): Promise<void> {
     const dir = join(ROOT, 'tests', 'bench', 'results');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
-    if ([jwks, issuance, half].some((l) => l.non2xx || l.errors))
+    if (rounds.some((r) => [r.jwks, r.issuance, r.half].some((l) => l.non2xx || l.errors)))
       throw new Error('requests failed during the benchmark');
   } finally {
     await Promise.all(procs.map((p) => p.stop()));

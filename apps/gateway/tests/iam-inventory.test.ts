@@ -170,6 +170,23 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
   const concrete = (url: string, params: Record<string, string>) =>
     url.replace(/:([A-Za-z_]+)/g, (_m, name: string) => params[name] ?? 'xxx_00000000000000000000');
 
+  type Acting = { auth: Record<string, string> } & Subject;
+
+  /** Tenant A's machine principals: its developer bot, and an identity token with every project scope. */
+  const machinesOfA = (): Record<string, Acting> => ({
+    bot: { auth: a.botToken, kind: PrincipalKind.BOT, role: 'developer' },
+    identity: {
+      auth: a.identityToken,
+      kind: PrincipalKind.IDENTITY,
+      role: 'developer',
+      scopes: [...PROJECT_PERMISSIONS],
+    },
+  });
+
+  /** Whether IAM lets `p` through to the lookup on `route` (contract rule 2: bots never create identity tokens). */
+  const passesIam = (p: Acting, route: ServedRoute & { permission: Permission }) =>
+    can(p, route.permission) && !(p.kind === PrincipalKind.BOT && key(route) === IDENTITY_TOKEN_CREATION);
+
   let a: Awaited<ReturnType<typeof populate>>;
   let b: Awaited<ReturnType<typeof populate>>;
 
@@ -251,20 +268,14 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
   });
 
   it("tenant A's principals get 404 for tenant B's ids on every route that names one (403 where they lack the permission)", async () => {
-    const principals: Record<string, { auth: Record<string, string> } & Subject> = {
+    const principals: Record<string, Acting> = {
       owner: { auth: a.owner.auth, kind: PrincipalKind.USER_SESSION, role: 'owner' },
       viewer: {
         auth: await memberWithRole(a.owner, a.owner.tenantId, 'viewer'),
         kind: PrincipalKind.USER_SESSION,
         role: 'viewer',
       },
-      bot: { auth: a.botToken, kind: PrincipalKind.BOT, role: 'developer' },
-      identity: {
-        auth: a.identityToken,
-        kind: PrincipalKind.IDENTITY,
-        role: 'developer',
-        scopes: [...PROJECT_PERMISSIONS],
-      },
+      ...machinesOfA(),
     };
     const routes = guarded().filter((r) => r.url.includes('/:'));
     expect(routes.length).toBeGreaterThanOrEqual(15);
@@ -274,10 +285,7 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
       for (const route of routes) {
         const res = await call(route.method, concrete(route.url, b.params), p.auth, bodyOf(route));
         answers[`${name} ${key(route)}`] = { status: res.status, keys: Object.keys(res.body) };
-        // Contract rule 2: identity token creation refuses bot tokens whatever they hold.
-        const botCreatingIdentityToken =
-          p.kind === PrincipalKind.BOT && key(route) === IDENTITY_TOKEN_CREATION;
-        const allowed = can(p, route.permission) && !botCreatingIdentityToken;
+        const allowed = passesIam(p, route);
         expected[`${name} ${key(route)}`] = { status: allowed ? 404 : 403, keys: ['error'] };
       }
     }
@@ -322,15 +330,7 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
     const second = await call('POST', '/admin/v1/projects', a.owner.auth, { name: 'second' });
     expect(second.status).toBe(201);
     const elsewhere = { ...a.params, project_id: second.body.id as string };
-    const machines: Record<string, { auth: Record<string, string> } & Subject> = {
-      bot: { auth: a.botToken, kind: PrincipalKind.BOT, role: 'developer' },
-      identity: {
-        auth: a.identityToken,
-        kind: PrincipalKind.IDENTITY,
-        role: 'developer',
-        scopes: [...PROJECT_PERMISSIONS],
-      },
-    };
+    const machines = machinesOfA();
     const routes = guarded().filter((r) => r.url.includes('/:project_id'));
     expect(routes.length).toBeGreaterThanOrEqual(10);
     const answers: Record<string, unknown> = {};
@@ -339,9 +339,7 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
       for (const route of routes) {
         const res = await call(route.method, concrete(route.url, elsewhere), p.auth, bodyOf(route));
         answers[`${name} ${key(route)}`] = res.status;
-        const botCreatingIdentityToken =
-          p.kind === PrincipalKind.BOT && key(route) === IDENTITY_TOKEN_CREATION;
-        expected[`${name} ${key(route)}`] = can(p, route.permission) && !botCreatingIdentityToken ? 404 : 403;
+        expected[`${name} ${key(route)}`] = passesIam(p, route) ? 404 : 403;
         if (res.status === 404)
           expect(res.body, `${name} ${key(route)}`).toEqual({ error: 'project not found' });
       }

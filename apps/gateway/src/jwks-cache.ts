@@ -39,6 +39,16 @@ export class JwksCache {
     });
   }
 
+  /**
+   * The snapshot in memory, without waiting: undefined only before the first fetch. A stale
+   * one is still answered, and refreshed behind the response.
+   */
+  current(): JwksSnapshot | undefined {
+    const snapshot = this.#snapshot;
+    if (snapshot && Date.now() - this.#fetchedAt >= this.#maxAgeMs) this.refresh().catch(() => {});
+    return snapshot;
+  }
+
   async get(): Promise<JwksSnapshot> {
     const snapshot = this.#snapshot;
     if (snapshot && Date.now() - this.#fetchedAt < this.#maxAgeMs) return snapshot;

@@ -12,7 +12,6 @@ type ChildLoggerOptions = NonNullable<Parameters<FastifyBaseLogger['child']>[1]>
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
 type Level = (typeof LEVELS)[number];
-type LogFn = FastifyBaseLogger['info'];
 
 interface LevelAware extends FastifyBaseLogger {
   isLevelEnabled(level: string): boolean;
@@ -57,13 +56,26 @@ class LazyChild {
     if (this.#enabled(level)) (this.#real()[level] as (...a: unknown[]) => void)(...args);
   }
 
-  fatal: LogFn = (...args: unknown[]) => this.#log('fatal', args);
-  error: LogFn = (...args: unknown[]) => this.#log('error', args);
-  warn: LogFn = (...args: unknown[]) => this.#log('warn', args);
-  info: LogFn = (...args: unknown[]) => this.#log('info', args);
-  debug: LogFn = (...args: unknown[]) => this.#log('debug', args);
-  trace: LogFn = (...args: unknown[]) => this.#log('trace', args);
-  silent: LogFn = () => {};
+  // Prototype methods, not per-instance closures: a request allocates one small object.
+  fatal(...args: unknown[]): void {
+    this.#log('fatal', args);
+  }
+  error(...args: unknown[]): void {
+    this.#log('error', args);
+  }
+  warn(...args: unknown[]): void {
+    this.#log('warn', args);
+  }
+  info(...args: unknown[]): void {
+    this.#log('info', args);
+  }
+  debug(...args: unknown[]): void {
+    this.#log('debug', args);
+  }
+  trace(...args: unknown[]): void {
+    this.#log('trace', args);
+  }
+  silent(): void {}
 
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.#real().child(bindings, options);

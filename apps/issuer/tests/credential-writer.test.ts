@@ -111,4 +111,37 @@ describe('CredentialWriter (micro-batched jti recording, PostgreSQL)', () => {
     expect(await stored([early.jti])).toBe(0);
     expect(await stored(late.map((r) => r.jti))).toBe(10);
   });
+
+  it('runs up to two statements at once; rows arriving while both run go out together after one ends', async () => {
+    const writer = new CredentialWriter(issuer.service.database);
+    const insert = writer.insert.bind(writer);
+    const started: number[] = [];
+    const gates: (() => void)[] = [];
+    vi.spyOn(writer, 'insert').mockImplementation(async (rows) => {
+      started.push(rows.length);
+      await new Promise<void>((resolve) => gates.push(resolve));
+      return insert(rows);
+    });
+    const tenantId = newId('tenant');
+    const tick = () => new Promise((resolve) => setImmediate(resolve));
+    const first = writer.write(row(tenantId));
+    await tick();
+    // The first statement is still running: the next row does not wait for it.
+    const second = writer.write(row(tenantId));
+    await tick();
+    expect(started).toEqual([1, 1]);
+    // Both busy: these wait, and then go out together.
+    const rest = Array.from({ length: 5 }, () => writer.write(row(tenantId)));
+    await tick();
+    expect(started).toEqual([1, 1]);
+    gates[0]?.();
+    await first;
+    await tick();
+    expect(started).toEqual([1, 1, 5]);
+    gates[1]?.();
+    gates[2]?.();
+    await Promise.all([second, ...rest]);
+    await writer.flushed();
+    expect(writer.statements).toBe(3);
+  });
 });

@@ -1,10 +1,12 @@
 /**
  * Records issued credentials durably, in micro-batches.
  *
- * Rows waiting while a batch is being written go out together in the next statement, one
- * `INSERT … SELECT * FROM unnest(…)` of at most `maxBatch` rows, started as soon as the
- * previous one ends (no timer). Each caller's promise settles when the statement holding its
- * row has committed (or failed): a credential is answered only after its jti is stored.
+ * Rows arriving in one turn of the event loop go out together, one `INSERT … SELECT * FROM
+ * unnest(…)` of at most `maxBatch` rows. Up to `maxInFlight` statements run at once (each on its
+ * own pooled connection): a row never waits behind more than that many commits, and rows that
+ * arrive while all are busy go out together when one ends (no timer). Each caller's promise
+ * settles when the statement holding its row has committed (or failed): a credential is
+ * answered only after its jti is stored.
  */
 import type { Database } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
@@ -30,13 +32,16 @@ interface Pending {
 }
 
 export const MAX_CREDENTIAL_BATCH = 256;
+/** Statements in flight at once; the issuer's pool holds more connections than this. */
+export const MAX_CREDENTIAL_STATEMENTS = 2;
 
 export class CredentialWriter {
   readonly #db: Kysely<IssuerDatabase>;
   readonly #maxBatch: number;
+  readonly #maxInFlight: number;
   #queue: Pending[] = [];
-  #flushing = false;
-  #idle: Promise<void> = Promise.resolve();
+  #scheduled = false;
+  readonly #running = new Set<Promise<void>>();
   /** Statements executed so far (tests read it to see batching happen). */
   statements = 0;
 
@@ -48,10 +53,11 @@ export class CredentialWriter {
    */
   constructor(
     database: Pick<Database<IssuerDatabase>, 'db' | 'schema' | 'prepared'>,
-    options: { maxBatch?: number } = {},
+    options: { maxBatch?: number; maxInFlight?: number } = {},
   ) {
     this.#db = database.db;
     this.#maxBatch = options.maxBatch ?? MAX_CREDENTIAL_BATCH;
+    this.#maxInFlight = options.maxInFlight ?? MAX_CREDENTIAL_STATEMENTS;
     this.#prepared = database.prepared && {
       run: database.prepared,
       text: `insert into "${database.schema}".credentials
@@ -64,32 +70,44 @@ export class CredentialWriter {
   /** Resolves once `row` is committed; rejects when its batch failed (nothing of it is stored). */
   write(row: CredentialRow): Promise<void> {
     const done = new Promise<void>((resolve, reject) => this.#queue.push({ row, resolve, reject }));
-    if (!this.#flushing) {
-      this.#flushing = true;
-      // A microtask, not a timer: rows queued by the same turn of the event loop share the first batch.
-      this.#idle = new Promise<void>((resolve) => queueMicrotask(() => this.#drain().then(resolve)));
+    if (!this.#scheduled && this.#running.size < this.#maxInFlight) {
+      this.#scheduled = true;
+      // A microtask, not a timer: rows queued by the same turn of the event loop share a batch.
+      queueMicrotask(() => {
+        this.#scheduled = false;
+        this.#start();
+      });
     }
     return done;
   }
 
   /** Resolves when everything queued so far has been written (or failed). */
   async flushed(): Promise<void> {
-    await this.#idle;
+    while (this.#running.size > 0 || this.#queue.length > 0) {
+      if (this.#running.size === 0) this.#start();
+      await Promise.all(this.#running);
+    }
   }
 
-  async #drain(): Promise<void> {
+  /** Starts statements for what is queued, up to `maxInFlight` at once. */
+  #start(): void {
+    while (this.#queue.length > 0 && this.#running.size < this.#maxInFlight) {
+      const batch = this.#queue.splice(0, this.#maxBatch);
+      const statement = this.#write(batch).finally(() => {
+        this.#running.delete(statement);
+        // What arrived meanwhile goes out now, together.
+        this.#start();
+      });
+      this.#running.add(statement);
+    }
+  }
+
+  async #write(batch: Pending[]): Promise<void> {
     try {
-      while (this.#queue.length > 0) {
-        const batch = this.#queue.splice(0, this.#maxBatch);
-        try {
-          await this.insert(batch.map((p) => p.row));
-          for (const p of batch) p.resolve();
-        } catch (err) {
-          for (const p of batch) p.reject(err);
-        }
-      }
-    } finally {
-      this.#flushing = false;
+      await this.insert(batch.map((p) => p.row));
+      for (const p of batch) p.resolve();
+    } catch (err) {
+      for (const p of batch) p.reject(err);
     }
   }
 

@@ -7,9 +7,10 @@
 
 import type { CheckoutSession, Subscription } from '@relayplane/proto/billing';
 import { AppError } from '@relayplane/shared/errors';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, presentPlan } from '../present.ts';
+import { publicBaseUrl } from '../public-url.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
@@ -58,11 +59,6 @@ function presentCheckoutSession(s: CheckoutSession | undefined) {
     created_at: iso(s.createdAt),
     expires_at: iso(s.expiresAt),
   };
-}
-
-/** The base URL clients reach this gateway at, as the request shows it (trusted proxies honoured). */
-function publicBaseUrl(request: FastifyRequest): string {
-  return `${request.protocol}://${request.host}`;
 }
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

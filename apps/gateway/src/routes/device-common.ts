@@ -1,20 +1,11 @@
 /** What the device-flow routes and the verification page share. */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 
 export const DEVICE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:device_code';
 export const DEVICE_CODE_PATH = '/admin/v1/auth/device/code';
 export const TOKEN_PATH = '/admin/v1/auth/token';
 export const VERIFICATION_PATH = '/device';
 export const METADATA_PATH = '/.well-known/oauth-authorization-server';
-
-/**
- * The base URL clients reach this gateway at: scheme and host of the request, as forwarded by
- * trusted proxies only (`GATEWAY_TRUSTED_PROXIES`). It is the RFC 8414 issuer, so it must be
- * what clients use for discovery.
- */
-export function publicBaseUrl(request: FastifyRequest): string {
-  return `${request.protocol}://${request.host}`;
-}
 
 /**
  * `a=1&b=2` → `{a: '1', b: '2'}`. A repeated parameter becomes an array, which the schema

@@ -18,9 +18,10 @@ import {
   setSessionCookie,
 } from '../plugins/csrf.ts';
 import { iso } from '../present.ts';
+import { publicBaseUrl } from '../public-url.ts';
 import { COMMON_ERRORS } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
-import { acceptForms, publicBaseUrl, VERIFICATION_PATH } from './device-common.ts';
+import { acceptForms, VERIFICATION_PATH } from './device-common.ts';
 
 const LOGIN_PATH = `${VERIFICATION_PATH}/login`;
 

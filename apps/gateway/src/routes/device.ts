@@ -11,6 +11,7 @@
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
+import { publicBaseUrl } from '../public-url.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 import {
@@ -18,7 +19,6 @@ import {
   DEVICE_CODE_PATH,
   DEVICE_GRANT_TYPE,
   METADATA_PATH,
-  publicBaseUrl,
   TOKEN_PATH,
   VERIFICATION_PATH,
 } from './device-common.ts';

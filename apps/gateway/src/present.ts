@@ -7,7 +7,6 @@ import {
   type Project,
   type Session,
   type Tenant,
-  TenantRole,
   type User,
 } from '@relayplane/proto/admin';
 import type { Plan } from '@relayplane/proto/billing';
@@ -23,13 +22,6 @@ function required<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new AppError('internal', `${what} missing from a service response`);
   return value;
 }
-
-const ROLES: Record<number, string> = {
-  [TenantRole.OWNER]: 'owner',
-  [TenantRole.ADMIN]: 'admin',
-  [TenantRole.DEVELOPER]: 'developer',
-  [TenantRole.VIEWER]: 'viewer',
-};
 
 const KEY_STATES: Record<number, string> = {
   [KeyState.NEXT]: 'next',
@@ -62,16 +54,17 @@ export function presentTenant(t: Tenant) {
 }
 
 export function presentSession(s: Session) {
+  const role = roleName(s.role);
   return {
     id: s.id,
     user: presentUser(required(s.user, 'session.user')),
     tenant: presentTenant(required(s.tenant, 'session.tenant')),
-    role: required(ROLES[s.role], 'session.role'),
+    role: required(role, 'session.role'),
     created_at: required(iso(s.createdAt), 'session.created_at'),
     expires_at: required(iso(s.expiresAt), 'session.expires_at'),
     kind: s.kind === 'cli' ? ('cli' as const) : ('session' as const),
     authenticated_by: 'bearer' as const,
-    permissions: [...permissionsOf({ kind: PrincipalKind.USER_SESSION, role: roleName(s.role) })],
+    permissions: [...permissionsOf({ kind: PrincipalKind.USER_SESSION, role })],
   };
 }
 

@@ -12,7 +12,6 @@ export const ID_PREFIXES = {
   allowlistEntry: 'alw',
   checkoutSession: 'cks',
   identityToken: 'idt',
-  deviceGrant: 'dvg',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -1,6 +1,6 @@
 import { type Principal, PrincipalKind } from '@relayplane/proto/admin';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
-import { can, deniedMessage, type Permission, type Subject } from '@relayplane/shared/iam';
+import { deny, type Permission, type Subject } from '@relayplane/shared/iam';
 import { effectiveScopes } from '../domain/identity-tokens.ts';
 import type { Role } from '../domain/roles.ts';
 import type { SessionRecord } from '../stores/records.ts';
@@ -52,7 +52,7 @@ export function subjectOfActor(actor: Actor): Subject {
 
 /**
  * The actor behind a principal, re-read from the database, when it holds `permission`
- * (docs/iam.md; the decision itself is `can` in @relayplane/shared/iam): else 403 naming the
+ * (docs/iam.md; the decision itself is `deny` in @relayplane/shared/iam): else 403 naming the
  * permission. A logged-out session, a revoked or expired token, a deleted bot: 401.
  */
 export async function requireActor(
@@ -61,8 +61,8 @@ export async function requireActor(
   permission: Permission,
 ): Promise<Actor> {
   const actor = await actorOf(deps, principal);
-  const subject = subjectOfActor(actor);
-  if (!can(subject, permission)) throw new AppError('forbidden', deniedMessage(subject, permission));
+  const denied = deny(subjectOfActor(actor), permission);
+  if (denied) throw new AppError('forbidden', denied);
   return actor;
 }
 

@@ -10,7 +10,7 @@ import {
 } from '@relayplane/proto/admin';
 import type { Relay } from '@relayplane/proto/issuer';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
-import { can, deniedMessage, type Permission, subjectOf } from '@relayplane/shared/iam';
+import { deny, type Permission, subjectOf } from '@relayplane/shared/iam';
 import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyRequest } from 'fastify';
 import type { GatewayClients } from '../clients.ts';
@@ -199,8 +199,8 @@ export function authGuards(
       const p = principalOf(request);
       if (refuseBots && p.kind === PrincipalKind.BOT)
         throw new AppError('forbidden', IDENTITY_CALLER_MESSAGE);
-      const subject = subjectOf(p);
-      if (!can(subject, permission)) throw new AppError('forbidden', deniedMessage(subject, permission));
+      const denied = deny(subjectOf(p), permission);
+      if (denied) throw new AppError('forbidden', denied);
     });
     return Object.assign(guard, { [PERMISSION]: permission });
   };

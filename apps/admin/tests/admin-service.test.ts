@@ -3,7 +3,7 @@ import type { BillingService } from '@relayplane/billing';
 import { AdminService as AdminRpc, type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { newId } from '@relayplane/shared/ids';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
@@ -12,7 +12,7 @@ import { createTestDatabase, type TestDatabase } from '@relayplane/testing/stora
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
 import { ProjectStore } from '../src/stores/projects.ts';
-import { createAdmin, OWNER_EMAIL, OWNER_PASSWORD, startBilling } from './harness.ts';
+import { createAdmin, expectAppError, OWNER_EMAIL, OWNER_PASSWORD, startBilling } from './harness.ts';
 
 const TTL_SECONDS = 3_600;
 const PASSWORD = 'a long enough password';
@@ -64,17 +64,6 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
     const { principal } = await client.authenticate({ token: session.token });
     if (!principal) throw new Error('no principal');
     return { email, tenantId: signedUp.tenant?.id ?? '', token: session.token, principal };
-  }
-
-  async function expectAppError(call: Promise<unknown>, code: string, message?: string | RegExp) {
-    const err = await call.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(AppError);
-    expect((err as AppError).code).toBe(code);
-    if (typeof message === 'string') expect((err as AppError).message).toBe(message);
-    if (message instanceof RegExp) expect((err as AppError).message).toMatch(message);
   }
 
   describe('bootstrap', () => {

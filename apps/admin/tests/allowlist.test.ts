@@ -3,14 +3,14 @@ import type { BillingService } from '@relayplane/billing';
 import { AdminService as AdminRpc, type Principal } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
+import type { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { createAdmin, startBilling } from './harness.ts';
+import { createAdmin, expectAppError, startBilling } from './harness.ts';
 
 const PASSWORD = 'a long enough password';
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
@@ -62,16 +62,6 @@ describe('IP allowlists over gRPC (real PostgreSQL, real billing)', () => {
     const { project } = await client.createProject({ principal, name, environment: '' });
     if (!project) throw new Error('no project');
     return project.id;
-  }
-
-  async function expectAppError(call: Promise<unknown>, code: string, message?: string) {
-    const err = await call.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(AppError);
-    expect((err as AppError).code).toBe(code);
-    if (message !== undefined) expect((err as AppError).message).toBe(message);
   }
 
   async function add(principal: Principal, projectId: string, cidr: string) {

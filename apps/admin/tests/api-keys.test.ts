@@ -4,7 +4,7 @@ import { AdminService as AdminRpc, type ApiKey, type Principal } from '@relaypla
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { createRedis } from '@relayplane/shared/redis';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
@@ -19,7 +19,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEYS_REVOKED_CHANNEL } from '../src/index.ts';
 import type { AdminService } from '../src/service.ts';
-import { createAdmin, startBilling } from './harness.ts';
+import { createAdmin, expectAppError, startBilling } from './harness.ts';
 
 const PASSWORD = 'a long enough password';
 const ALL_SCOPES = ['relay:publish', 'relay:session', 'relay:subscribe'];
@@ -115,17 +115,6 @@ describe('API keys over gRPC (real PostgreSQL, real billing, real Redis bus)', (
     });
     if (!project) throw new Error('no project');
     return { email, tenantId, principal, projectId: project.id };
-  }
-
-  async function expectAppError(call: Promise<unknown>, code: string, message?: string | RegExp) {
-    const err = await call.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(AppError);
-    expect((err as AppError).code).toBe(code);
-    if (typeof message === 'string') expect((err as AppError).message).toBe(message);
-    if (message instanceof RegExp) expect((err as AppError).message).toMatch(message);
   }
 
   async function create(

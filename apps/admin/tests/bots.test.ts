@@ -3,7 +3,7 @@ import type { BillingService } from '@relayplane/billing';
 import { AdminService as AdminRpc, type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { newToken } from '@relayplane/shared/tokens';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Role } from '../src/domain/roles.ts';
 import type { AdminService } from '../src/service.ts';
-import { captureLogs, createAdmin, startBilling } from './harness.ts';
+import { captureLogs, createAdmin, expectAppError, startBilling } from './harness.ts';
 
 const PASSWORD = 'a long enough password';
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
@@ -70,17 +70,6 @@ describe('bots and bot keys over gRPC (real PostgreSQL, real billing)', () => {
     const principal = await principalOf(other.email);
     expect(principal.tenantId).toBe(tenantId);
     return principal;
-  }
-
-  async function expectAppError(call: Promise<unknown>, code: string, message?: string | RegExp) {
-    const err = await call.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(AppError);
-    expect((err as AppError).code).toBe(code);
-    if (typeof message === 'string') expect((err as AppError).message).toBe(message);
-    if (message instanceof RegExp) expect((err as AppError).message).toMatch(message);
   }
 
   async function createBot(

@@ -1,9 +1,11 @@
 /** Starts real billing and admin services for a test file. */
 import { Writable } from 'node:stream';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
+import { AppError } from '@relayplane/shared/errors';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { auditSink } from '@relayplane/testing/audit';
 import { testLogger } from '@relayplane/testing/logger';
+import { expect } from 'vitest';
 import { readAdminConfig } from '../src/config.ts';
 import { type AdminOverrides, AdminService } from '../src/service.ts';
 
@@ -79,4 +81,20 @@ export function captureLogs(): CapturedLogs {
       });
     },
   };
+}
+
+/** Awaits `call` and expects it to fail with an AppError of `code` (and `message`, exact or matching). */
+export async function expectAppError(
+  call: Promise<unknown>,
+  code: string,
+  message?: string | RegExp,
+): Promise<void> {
+  const err = await call.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(AppError);
+  expect((err as AppError).code).toBe(code);
+  if (typeof message === 'string') expect((err as AppError).message).toBe(message);
+  if (message instanceof RegExp) expect((err as AppError).message).toMatch(message);
 }

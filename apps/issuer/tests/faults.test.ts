@@ -131,10 +131,12 @@ describe('issuance under faults: never a token without a row, never a leaked slo
     const writer = issuer.service.credentialWriter;
     const insert = writer.insert.bind(writer);
     let calls = 0;
+    let failedBatch: string[] = [];
     let secondWave: Promise<PromiseSettledResult<{ jti: string }>[]> | undefined;
     vi.spyOn(writer, 'insert').mockImplementation(async (rows) => {
       calls++;
       if (calls > 1) return insert(rows);
+      failedBatch = rows.map((r) => r.jti);
       // While the first batch is in flight, 30 more calls reserve their slots and queue up.
       secondWave = Promise.allSettled(
         Array.from({ length: 30 }, () => issuer.client.issueCredential(request(tenantId))),
@@ -149,11 +151,15 @@ describe('issuance under faults: never a token without a row, never a leaked slo
       Array.from({ length: 30 }, () => issuer.client.issueCredential(request(tenantId))),
     );
     const second = await (secondWave ?? Promise.reject(new Error('the first batch was never written')));
-    const failed = firstWave.flatMap((r) => (r.status === 'rejected' ? [r.reason as AppError] : []));
-    expect(failed).toHaveLength(30);
+    const all = [...firstWave, ...second];
+    // Exactly the calls whose rows were in the failed batch are refused, as unavailable.
+    const failed = all.flatMap((r) => (r.status === 'rejected' ? [r.reason as AppError] : []));
+    expect(failedBatch.length).toBeGreaterThan(0);
+    expect(failed).toHaveLength(failedBatch.length);
     expect(failed.every((e) => e.code === 'unavailable')).toBe(true);
-    const issued = second.flatMap((r) => (r.status === 'fulfilled' ? [r.value.jti] : []));
-    expect(issued).toHaveLength(30);
+    const issued = all.flatMap((r) => (r.status === 'fulfilled' ? [r.value.jti] : []));
+    expect(issued).toHaveLength(60 - failedBatch.length);
+    expect(issued.filter((jti) => failedBatch.includes(jti))).toEqual([]);
     expect(calls).toBeGreaterThanOrEqual(2);
     // Every answered jti has its row; every slot left belongs to an answered credential.
     expect((await rowsOf(tenantId)).sort()).toEqual([...issued].sort());

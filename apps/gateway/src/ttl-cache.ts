@@ -7,11 +7,20 @@
 export class TtlCache<K, V> {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
-  readonly #entries = new Map<K, { value: Promise<V>; expires: number }>();
+  readonly #entries = new Map<K, { value: Promise<V>; expires: number; loaded?: { value: V } }>();
 
   constructor(ttlMs: number, maxEntries = 100_000) {
     this.#ttlMs = ttlMs;
     this.#maxEntries = maxEntries;
+  }
+
+  /**
+   * The value for `key` if it is loaded and fresh, without waiting: the hot paths take it
+   * synchronously and fall back to `get` on a miss.
+   */
+  peek(key: K, now = Date.now()): V | undefined {
+    const hit = this.#entries.get(key);
+    return hit?.loaded && hit.expires > now ? hit.loaded.value : undefined;
   }
 
   get(key: K, load: (key: K) => Promise<V>, now = Date.now()): Promise<V> {
@@ -19,13 +28,21 @@ export class TtlCache<K, V> {
     if (hit && hit.expires > now) return hit.value;
     if (this.#entries.size >= this.#maxEntries) this.#evict(now);
     const value = load(key);
-    const entry = { value, expires: now + this.#ttlMs };
+    const entry: { value: Promise<V>; expires: number; loaded?: { value: V } } = {
+      value,
+      expires: now + this.#ttlMs,
+    };
     this.#entries.set(key, entry);
     // Failures (including "unknown key") are cached for the same short time; transient
     // errors from a downstream service are not.
-    value.catch((err: unknown) => {
-      if (this.#entries.get(key) === entry && !isCacheableFailure(err)) this.#entries.delete(key);
-    });
+    value.then(
+      (v) => {
+        entry.loaded = { value: v };
+      },
+      (err: unknown) => {
+        if (this.#entries.get(key) === entry && !isCacheableFailure(err)) this.#entries.delete(key);
+      },
+    );
     return value;
   }
 

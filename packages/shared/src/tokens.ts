@@ -3,7 +3,7 @@
  * a CRC-32 checksum, so a mistyped or truncated token is rejected without a lookup and a
  * leaked one is easy to find with a scanner. Only the SHA-256 of a token is stored.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 export const TOKEN_PREFIXES = {
@@ -46,5 +46,5 @@ export function parseToken(token: string): TokenKind | undefined {
 
 /** What is stored instead of a token: its SHA-256, hex. Tokens carry 256 random bits, so no salt or KDF is needed. */
 export function hashToken(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  return hash('sha256', token, 'hex');
 }

@@ -74,7 +74,8 @@ export function registerCredentials(
           throw new AppError('forbidden', `scope "${scope}" is not granted to this API key`);
         }
       }
-      const plan = await entitlements.get(auth.apiKey.tenantId);
+      // Cached entitlements are taken without waiting (the hot path); a miss asks billing.
+      const plan = entitlements.peek(auth.apiKey.tenantId) ?? (await entitlements.get(auth.apiKey.tenantId));
       const ttl = body.ttl_seconds ?? Math.min(TTL.default, plan.maxCredentialTtlSeconds);
       if (ttl > plan.maxCredentialTtlSeconds) {
         throw new AppError(

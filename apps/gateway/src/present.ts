@@ -18,6 +18,24 @@ export function iso(ts: Timestamp | undefined): string | undefined {
   return ts ? timestampDate(ts).toISOString() : undefined;
 }
 
+let lastSecond = Number.NaN;
+let lastSecondText = '';
+
+/**
+ * `iso` for the hot path's whole-second times (a credential's expiry), remembering the last
+ * one: credentials issued in the same second with the same ttl share the text.
+ */
+export function isoSecond(ts: Timestamp | undefined): string | undefined {
+  if (ts === undefined) return undefined;
+  if (ts.nanos !== 0) return iso(ts);
+  const seconds = Number(ts.seconds);
+  if (seconds !== lastSecond) {
+    lastSecondText = new Date(seconds * 1000).toISOString();
+    lastSecond = seconds;
+  }
+  return lastSecondText;
+}
+
 function required<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new AppError('internal', `${what} missing from a service response`);
   return value;

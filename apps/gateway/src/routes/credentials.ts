@@ -1,7 +1,7 @@
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { iso, presentRelay } from '../present.ts';
+import { iso, isoSecond, presentRelay } from '../present.ts';
 import {
   AUTH_ERRORS,
   BODY_ERRORS,
@@ -103,7 +103,7 @@ export function registerCredentials(
         });
       return reply.code(201).send({
         token: res.token,
-        expires_at: iso(res.expiresAt),
+        expires_at: isoSecond(res.expiresAt),
         jti: res.jti,
         relays: res.relays.map(presentRelay),
         fallback: res.fallback,

@@ -115,7 +115,19 @@ export class CredentialWriter {
   async insert(rows: readonly CredentialRow[]): Promise<void> {
     this.statements++;
     const col = <K extends keyof CredentialRow>(k: K) => rows.map((r) => r[k]);
-    const iso = (k: 'issuedAt' | 'expiresAt') => rows.map((r) => r[k].toISOString());
+    // Rows of a batch mostly share their times (same second, same ttl): format each once.
+    const iso = (k: 'issuedAt' | 'expiresAt') => {
+      let lastMs = Number.NaN;
+      let last = '';
+      return rows.map((r) => {
+        const ms = r[k].getTime();
+        if (ms !== lastMs) {
+          lastMs = ms;
+          last = r[k].toISOString();
+        }
+        return last;
+      });
+    };
     if (this.#prepared) {
       await this.#prepared.run('relayplane_insert_credentials', this.#prepared.text, [
         col('jti'),

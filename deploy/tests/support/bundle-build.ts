@@ -14,7 +14,7 @@ export const APPS = ['gateway', 'issuer', 'admin', 'billing'] as const;
 export type App = (typeof APPS)[number];
 
 /** The deploy flags the Dockerfile uses too (the test checks it does). */
-export const DEPLOY_FLAGS = ['--prod', '--legacy', '--offline'] as const;
+export const DEPLOY_FLAGS = ['--prod', '--legacy', '--prefer-offline'] as const;
 
 export interface RunResult {
   code: number | null;
@@ -67,7 +67,7 @@ export async function buildApps(apps: readonly App[]): Promise<void> {
   await pnpm([...apps.flatMap((app) => ['--filter', `@relayplane/${app}...`]), 'run', 'build']);
 }
 
-/** `pnpm --filter @relayplane/<app> deploy --prod --legacy --offline <dir>` */
+/** `pnpm --filter @relayplane/<app> deploy --prod --legacy --prefer-offline <dir>` */
 export async function deployBundle(app: App, dir: string): Promise<void> {
   await pnpm(['--filter', `@relayplane/${app}`, 'deploy', ...DEPLOY_FLAGS, dir]);
 }

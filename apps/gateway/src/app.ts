@@ -193,6 +193,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     guards: authGuards(deps.clients.admin, deps.clients.issuer, { apiKeys, relays }),
     entitlements,
     issuance,
+    forgetApiKey: (keyId) => apiKeys.deleteWhere((auth) => auth.apiKey.id === keyId),
   };
   registerHealth(app, routeDeps);
   registerJwks(app, routeDeps);

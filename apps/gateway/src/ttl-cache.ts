@@ -50,6 +50,11 @@ export class TtlCache<K, V> {
     this.#entries.delete(key);
   }
 
+  /** Drops every loaded entry whose value matches (a scan: for rare invalidations only). */
+  deleteWhere(matches: (value: V) => boolean): void {
+    for (const [k, e] of this.#entries) if (e.loaded && matches(e.loaded.value)) this.#entries.delete(k);
+  }
+
   clear(): void {
     this.#entries.clear();
   }

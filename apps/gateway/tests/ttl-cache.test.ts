@@ -48,4 +48,15 @@ describe('TtlCache', () => {
     await expect(cache.get('t', transient, 1)).rejects.toMatchObject({ code: 'unavailable' });
     expect(loads).toBe(3);
   });
+
+  it('drops the loaded entries a predicate matches, and only those', async () => {
+    const cache = new TtlCache<string, { id: string }>(1_000);
+    await cache.get('a', async () => ({ id: 'key_1' }), 0);
+    await cache.get('b', async () => ({ id: 'key_2' }), 0);
+    await cache.get('c', async () => ({ id: 'key_1' }), 0);
+    cache.deleteWhere((v) => v.id === 'key_1');
+    expect(cache.peek('a', 1)).toBeUndefined();
+    expect(cache.peek('c', 1)).toBeUndefined();
+    expect(cache.peek('b', 1)).toEqual({ id: 'key_2' });
+  });
 });

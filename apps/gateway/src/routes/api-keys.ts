@@ -21,7 +21,7 @@ const projectParams = {
 const NOT_FOUND = errorResponse('The project (or key) does not exist in the active tenant.');
 const FORBIDDEN = errorResponse(GENERIC_FORBIDDEN);
 
-export function registerApiKeys(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetApiKey }: RouteDeps): void {
   app.get<{ Params: { project_id: string } }>(
     '/admin/v1/projects/:project_id/api-keys',
     {
@@ -118,7 +118,8 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards }: Route
       schema: {
         operationId: 'revokeApiKey',
         summary: 'Revoke an API key',
-        description: 'Idempotent. Effective on every gateway replica within one second.',
+        description:
+          'Idempotent. Effective at once on the gateway replica that answers, and on every other replica within one second.',
         tags: ['api-keys'],
         security: [{ bearerAuth: [] }],
         params: {
@@ -139,6 +140,8 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards }: Route
         keyId: request.params.key_id,
       });
       if (!res.apiKey) throw new AppError('internal', 'revokeApiKey returned no key');
+      // At once on this replica, whatever the bus message's timing; others within a second.
+      forgetApiKey(res.apiKey.id);
       return presentApiKey(res.apiKey);
     },
   );

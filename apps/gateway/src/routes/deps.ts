@@ -10,6 +10,11 @@ export interface RouteDeps {
   guards: AuthGuards;
   entitlements: EntitlementCache;
   issuance: IssuanceClient;
+  /**
+   * Drops this gateway's cached verification of an API key at once (the key was revoked through
+   * it). Other replicas learn of it from the bus, and their cache entries expire within a second.
+   */
+  forgetApiKey(keyId: string): void;
   /** Aborted when the gateway starts shutting down: held long-polls answer at once. */
   shutdown: AbortSignal;
 }

@@ -1,23 +1,31 @@
 import { createHash } from 'node:crypto';
 import type { BillingService } from '@relayplane/billing';
 import { AdminService as AdminRpc, type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
-import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
 import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { newId } from '@relayplane/shared/ids';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { newToken } from '@relayplane/shared/tokens';
-import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
+import type { TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
 import { ProjectStore } from '../src/stores/projects.ts';
-import { createAdmin, expectAppError, OWNER_EMAIL, OWNER_PASSWORD, startBilling } from './harness.ts';
+import {
+  type AdminRig,
+  createAdmin,
+  expectAppError,
+  OWNER_EMAIL,
+  OWNER_PASSWORD,
+  startAdminRig,
+} from './harness.ts';
 
 const TTL_SECONDS = 3_600;
 const PASSWORD = 'a long enough password';
 
 describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
+  let rig: AdminRig | undefined;
   let database: TestDatabase;
   let billing: BillingService;
   let billingClient: ServiceClient<typeof BillingRpc>;
@@ -28,12 +36,8 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
   const uniqueEmail = (label: string) => `${label}-${++seq}@example.com`;
 
   beforeAll(async () => {
-    database = await createTestDatabase('admin');
-    billing = await startBilling(database.url);
-    billingClient = connect(BillingRpc, `127.0.0.1:${billing.port}`);
-    admin = await createAdmin(
-      database.url,
-      `127.0.0.1:${billing.port}`,
+    rig = await startAdminRig(
+      'admin',
       {
         RELAYPLANE_BOOTSTRAP_EMAIL: ` ${OWNER_EMAIL.toUpperCase()} `,
         RELAYPLANE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
@@ -43,16 +47,11 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
       },
       { clock },
     );
-    await admin.start();
-    client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
+    ({ database, billing, billingClient, admin, client } = rig);
   });
 
   afterAll(async () => {
-    client?.close();
-    billingClient?.close();
-    await admin?.destroy();
-    await billing?.destroy();
-    await database?.drop();
+    await rig?.close();
   });
 
   /** Signs up a fresh tenant and logs its owner in. */

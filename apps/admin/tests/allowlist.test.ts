@@ -1,16 +1,14 @@
 import { createHash } from 'node:crypto';
-import type { BillingService } from '@relayplane/billing';
-import { AdminService as AdminRpc, type Principal } from '@relayplane/proto/admin';
-import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import type { AdminService as AdminRpc, Principal } from '@relayplane/proto/admin';
+import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
 import type { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
-import { connect, type ServiceClient } from '@relayplane/shared/rpc';
-import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
+import type { ServiceClient } from '@relayplane/shared/rpc';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { createAdmin, expectAppError, startBilling } from './harness.ts';
+import { type AdminRig, expectAppError, startAdminRig } from './harness.ts';
 
 const PASSWORD = 'a long enough password';
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
@@ -20,8 +18,7 @@ const FREE_LIMIT_MESSAGE =
 const ROLE_MESSAGE = 'your role (viewer) does not grant permission allowlist:write';
 
 describe('IP allowlists over gRPC (real PostgreSQL, real billing)', () => {
-  let database: TestDatabase;
-  let billing: BillingService;
+  let rig: AdminRig | undefined;
   let billingClient: ServiceClient<typeof BillingRpc>;
   let admin: AdminService;
   let client: ServiceClient<typeof AdminRpc>;
@@ -29,20 +26,12 @@ describe('IP allowlists over gRPC (real PostgreSQL, real billing)', () => {
   let seq = 0;
 
   beforeAll(async () => {
-    database = await createTestDatabase('adminallow');
-    billing = await startBilling(database.url);
-    billingClient = connect(BillingRpc, `127.0.0.1:${billing.port}`);
-    admin = await createAdmin(database.url, `127.0.0.1:${billing.port}`, {}, { clock });
-    await admin.start();
-    client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
+    rig = await startAdminRig('adminallow', {}, { clock });
+    ({ billingClient, admin, client } = rig);
   });
 
   afterAll(async () => {
-    client?.close();
-    billingClient?.close();
-    await admin?.destroy();
-    await billing?.destroy();
-    await database?.drop();
+    await rig?.close();
   });
 
   /** A fresh tenant (free plan unless told), its owner's principal and one project. */

@@ -1,10 +1,14 @@
 /** Starts real billing and admin services for a test file. */
 import { Writable } from 'node:stream';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
+import { AdminService as AdminRpc, type Principal } from '@relayplane/proto/admin';
+import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { AppError } from '@relayplane/shared/errors';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
+import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { auditSink } from '@relayplane/testing/audit';
 import { testLogger } from '@relayplane/testing/logger';
+import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { expect } from 'vitest';
 import { readAdminConfig } from '../src/config.ts';
 import { type AdminOverrides, AdminService } from '../src/service.ts';
@@ -34,6 +38,66 @@ export async function createAdmin(
     ...env,
   });
   return AdminService.create(config, { logger: testLogger('admin'), ...overrides });
+}
+
+/** Real PostgreSQL, billing and admin for one test file, with a gRPC client of each service. */
+export interface AdminRig {
+  database: TestDatabase;
+  billing: BillingService;
+  billingClient: ServiceClient<typeof BillingRpc>;
+  admin: AdminService;
+  client: ServiceClient<typeof AdminRpc>;
+  /** Closes the clients, stops the services and drops the database. */
+  close(): Promise<void>;
+}
+
+export async function startAdminRig(
+  label: string,
+  env: Record<string, string> = {},
+  overrides: AdminOverrides = {},
+): Promise<AdminRig> {
+  const database = await createTestDatabase(label);
+  let billing: BillingService | undefined;
+  let admin: AdminService | undefined;
+  try {
+    billing = await startBilling(database.url);
+    admin = await createAdmin(database.url, `127.0.0.1:${billing.port}`, env, overrides);
+    await admin.start();
+  } catch (err) {
+    await admin?.destroy();
+    await billing?.destroy();
+    await database.drop();
+    throw err;
+  }
+  const billingClient = connect(BillingRpc, `127.0.0.1:${billing.port}`);
+  const client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
+  const started = { billing, admin };
+  return {
+    database,
+    billing,
+    billingClient,
+    admin,
+    client,
+    async close() {
+      client.close();
+      billingClient.close();
+      await started.admin.destroy();
+      await started.billing.destroy();
+      await database.drop();
+    },
+  };
+}
+
+/** The principal admin answers for a fresh session of `email`. */
+export async function principalFor(
+  client: ServiceClient<typeof AdminRpc>,
+  email: string,
+  password: string,
+): Promise<Principal> {
+  const session = await client.login({ email, password, clientIp: '' });
+  const { principal } = await client.authenticate({ token: session.token });
+  if (!principal) throw new Error('no principal');
+  return principal;
 }
 
 export interface CapturedLogs {

@@ -1,13 +1,16 @@
-import type { BillingService } from '@relayplane/billing';
-import { AdminService as AdminRpc, type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
-import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import {
+  type AdminService as AdminRpc,
+  type Principal,
+  PrincipalKind,
+  TenantRole,
+} from '@relayplane/proto/admin';
+import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { AppError } from '@relayplane/shared/errors';
 import { can, deniedMessage, PERMISSIONS, type Permission, type Subject } from '@relayplane/shared/iam';
-import { connect, type ServiceClient } from '@relayplane/shared/rpc';
-import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
+import type { ServiceClient } from '@relayplane/shared/rpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { createAdmin, startBilling } from './harness.ts';
+import { type AdminRig, principalFor, startAdminRig } from './harness.ts';
 
 const PASSWORD = 'a long enough password';
 const NOWHERE = '_00000000000000000000';
@@ -18,8 +21,7 @@ const NOWHERE = '_00000000000000000000';
  * lost its check fails here even though the gateway would have refused first.
  */
 describe('admin IAM: every permission-checked RPC refuses a principal without the permission', () => {
-  let database: TestDatabase;
-  let billing: BillingService;
+  let rig: AdminRig | undefined;
   let billingClient: ServiceClient<typeof BillingRpc>;
   let admin: AdminService;
   let client: ServiceClient<typeof AdminRpc>;
@@ -27,12 +29,7 @@ describe('admin IAM: every permission-checked RPC refuses a principal without th
   let ids: { projectId: string; botId: string; userId: string };
   const principals: Record<string, { principal: Principal; subject: Subject }> = {};
 
-  async function principalOf(email: string): Promise<Principal> {
-    const session = await client.login({ email, password: PASSWORD, clientIp: '' });
-    const { principal } = await client.authenticate({ token: session.token });
-    if (!principal) throw new Error('no principal');
-    return principal;
-  }
+  const principalOf = (email: string) => principalFor(client, email, PASSWORD);
 
   async function signup(label: string) {
     const email = `${label}-${++seq}@example.com`;
@@ -41,12 +38,8 @@ describe('admin IAM: every permission-checked RPC refuses a principal without th
   }
 
   beforeAll(async () => {
-    database = await createTestDatabase('adminiam');
-    billing = await startBilling(database.url);
-    billingClient = connect(BillingRpc, `127.0.0.1:${billing.port}`);
-    admin = await createAdmin(database.url, `127.0.0.1:${billing.port}`);
-    await admin.start();
-    client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
+    rig = await startAdminRig('adminiam');
+    ({ billingClient, admin, client } = rig);
 
     const owner = await signup('owner');
     await billingClient.setPlan({ tenantId: owner.tenantId, planId: 'pro' });
@@ -89,11 +82,7 @@ describe('admin IAM: every permission-checked RPC refuses a principal without th
   });
 
   afterAll(async () => {
-    client?.close();
-    billingClient?.close();
-    await admin?.destroy();
-    await billing?.destroy();
-    await database?.drop();
+    await rig?.close();
   });
 
   const P = () => ids.projectId;

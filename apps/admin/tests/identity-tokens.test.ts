@@ -1,26 +1,28 @@
 import { createHash } from 'node:crypto';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import type { BillingService } from '@relayplane/billing';
-import { AdminService as AdminRpc, type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
-import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import {
+  type AdminService as AdminRpc,
+  type Principal,
+  PrincipalKind,
+  TenantRole,
+} from '@relayplane/proto/admin';
+import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
 import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
-import { connect, type ServiceClient } from '@relayplane/shared/rpc';
+import type { ServiceClient } from '@relayplane/shared/rpc';
 import { parseToken } from '@relayplane/shared/tokens';
-import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Role } from '../src/domain/roles.ts';
 import type { AdminService } from '../src/service.ts';
-import { captureLogs, createAdmin, expectAppError, startBilling } from './harness.ts';
+import { type AdminRig, captureLogs, expectAppError, principalFor, startAdminRig } from './harness.ts';
 
 const PASSWORD = 'a long enough password';
 const HOUR = 3_600_000;
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 describe('identity tokens over gRPC (real PostgreSQL, real billing)', () => {
-  let database: TestDatabase;
-  let billing: BillingService;
+  let rig: AdminRig | undefined;
   let billingClient: ServiceClient<typeof BillingRpc>;
   let admin: AdminService;
   let client: ServiceClient<typeof AdminRpc>;
@@ -29,28 +31,15 @@ describe('identity tokens over gRPC (real PostgreSQL, real billing)', () => {
   let seq = 0;
 
   beforeAll(async () => {
-    database = await createTestDatabase('adminidentity');
-    billing = await startBilling(database.url);
-    billingClient = connect(BillingRpc, `127.0.0.1:${billing.port}`);
-    admin = await createAdmin(database.url, `127.0.0.1:${billing.port}`, {}, { clock, logger: logs.logger });
-    await admin.start();
-    client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
+    rig = await startAdminRig('adminidentity', {}, { clock, logger: logs.logger });
+    ({ billingClient, admin, client } = rig);
   });
 
   afterAll(async () => {
-    client?.close();
-    billingClient?.close();
-    await admin?.destroy();
-    await billing?.destroy();
-    await database?.drop();
+    await rig?.close();
   });
 
-  async function principalOf(email: string): Promise<Principal> {
-    const session = await client.login({ email, password: PASSWORD, clientIp: '' });
-    const { principal } = await client.authenticate({ token: session.token });
-    if (!principal) throw new Error('no principal');
-    return principal;
-  }
+  const principalOf = (email: string) => principalFor(client, email, PASSWORD);
 
   /** A fresh pro tenant, its owner, one project with a developer bot and a viewer bot. */
   async function newTenant(label: string) {

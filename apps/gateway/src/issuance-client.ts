@@ -162,7 +162,7 @@ export class IssuanceClient {
     for (const [id, p] of this.#pending) {
       if (now < p.deadline) continue;
       this.#pending.delete(id);
-      p.reject(new AppError('unavailable', 'the issuer did not answer in time', { retryAfterSeconds: 1 }));
+      p.reject(notAnsweredInTime());
     }
   }
 
@@ -292,9 +292,7 @@ export class IssuanceClient {
     setTimeout(() => {
       for (const p of again) {
         if (this.#now() >= p.deadline) {
-          p.reject(
-            new AppError('unavailable', 'the issuer did not answer in time', { retryAfterSeconds: 1 }),
-          );
+          p.reject(notAnsweredInTime());
           continue;
         }
         if (this.#closed) {
@@ -324,6 +322,10 @@ const RETRY_PAUSE_MS = 50;
 
 function isUnimplemented(err: unknown): boolean {
   return ((err as Error)?.cause as { code?: number } | undefined)?.code === grpc.status.UNIMPLEMENTED;
+}
+
+function notAnsweredInTime(): AppError {
+  return new AppError('unavailable', 'the issuer did not answer in time', { retryAfterSeconds: 1 });
 }
 
 function shuttingDown(): AppError {

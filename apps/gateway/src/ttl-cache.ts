@@ -4,10 +4,17 @@
  * `ttlMs`, so a change is effective on every gateway replica within that bound even if an
  * invalidation message is lost; the bus makes it immediate.
  */
+interface Entry<V> {
+  value: Promise<V>;
+  expires: number;
+  /** Set once `value` resolved: what `peek` answers. */
+  loaded?: { value: V };
+}
+
 export class TtlCache<K, V> {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
-  readonly #entries = new Map<K, { value: Promise<V>; expires: number; loaded?: { value: V } }>();
+  readonly #entries = new Map<K, Entry<V>>();
 
   constructor(ttlMs: number, maxEntries = 100_000) {
     this.#ttlMs = ttlMs;
@@ -28,10 +35,7 @@ export class TtlCache<K, V> {
     if (hit && hit.expires > now) return hit.value;
     if (this.#entries.size >= this.#maxEntries) this.#evict(now);
     const value = load(key);
-    const entry: { value: Promise<V>; expires: number; loaded?: { value: V } } = {
-      value,
-      expires: now + this.#ttlMs,
-    };
+    const entry: Entry<V> = { value, expires: now + this.#ttlMs };
     this.#entries.set(key, entry);
     // Failures (including "unknown key") are cached for the same short time; transient
     // errors from a downstream service are not.

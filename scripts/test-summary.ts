@@ -25,6 +25,7 @@ interface Report {
 const STORAGE_MARKERS = [
   '@relayplane/testing/storage',
   'startStack(',
+  'startAdminRig(',
   'createTestDatabase',
   'createTestRedis',
 ];

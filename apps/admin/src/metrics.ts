@@ -1,12 +1,12 @@
 /** The admin service's own metrics (docs/metrics.md); gRPC call metrics come from the shared RpcServer. */
-import { type Counter, counter, type Registry } from '@relayplane/shared/metrics';
+import { type CounterChild, counter, type Registry } from '@relayplane/shared/metrics';
 
 export const LOGIN_RESULTS = ['success', 'failure', 'throttled'] as const;
 export type LoginResult = (typeof LOGIN_RESULTS)[number];
 
 export interface AdminMetrics {
   /** `relayplane_logins_total{result}`, pre-bound per result. */
-  logins: Record<LoginResult, Counter.Internal>;
+  logins: Record<LoginResult, CounterChild>;
 }
 
 /** Creates (or finds) the admin metrics on `registry`. */

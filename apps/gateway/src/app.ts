@@ -22,7 +22,7 @@ import {
 } from './plugins/auth.ts';
 import { withCookieAuth } from './plugins/csrf.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
-import { registerHttpMetrics } from './plugins/metrics.ts';
+import { HttpMetrics } from './plugins/metrics.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAuth } from './routes/auth.ts';
@@ -77,6 +77,7 @@ export interface GatewayApp {
 
 /** Builds the HTTP application without listening (tests drive it with `inject()`). */
 export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
+  const httpMetrics = deps.metrics ? new HttpMetrics(deps.metrics) : undefined;
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     // Request loggers are built only when a request logs something (lazy-logger.ts).
@@ -88,12 +89,16 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     trustProxy: deps.config.trustedProxies?.length ? deps.config.trustedProxies : false,
     return503OnClosing: true,
     // Errors Fastify raises before routing (a malformed URL, …) get the same envelope.
-    frameworkErrors: (error, _request, rawReply) => {
+    frameworkErrors: (error, request, rawReply) => {
+      const started = performance.now();
       const reply = rawReply as unknown as FastifyReply;
+      const status = error.statusCode && error.statusCode < 500 ? error.statusCode : 400;
       reply
-        .code(error.statusCode && error.statusCode < 500 ? error.statusCode : 400)
+        .code(status)
         .type('application/json; charset=utf-8')
         .send(JSON.stringify({ error: error.code === 'FST_ERR_BAD_URL' ? 'malformed URL' : 'bad request' }));
+      // These run no hooks: counted here, timed from this handler (routing took no measurable time).
+      httpMetrics?.unrouted(request.method, status, (performance.now() - started) / 1000);
     },
     ajv: {
       // Unknown fields are rejected (not stripped) and types are not coerced: "1" is not 1.
@@ -140,7 +145,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     }
   });
 
-  if (deps.metrics) registerHttpMetrics(app, deps.metrics);
+  httpMetrics?.register(app);
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     runWithRequestContext({ requestId: request.id }, done);

@@ -166,6 +166,22 @@ describe('gateway metrics through the real HTTP surface and the issuer behind it
     expect(after).not.toContain('metrics@example.test');
   });
 
+  it('HEAD twins of GET routes and malformed URLs are counted, each once', async () => {
+    const before = await scrape(gatewayUrl);
+    const head = await stack.app.inject({ method: 'HEAD', url: '/v1/credentials/jwks' });
+    expect(head.statusCode).toBe(200);
+    const malformed = await stack.app.inject({ method: 'GET', url: '/v1/credentials/%E0%A4%A' });
+    expect(malformed.statusCode).toBe(400);
+    const text = await scrape(gatewayUrl);
+    const moved = (name: string, labels: Record<string, string>) =>
+      sampleValue(text, name, labels) - sampleValue(before, name, labels);
+    expect(moved(REQUESTS, { method: 'HEAD', route: '/v1/credentials/jwks', status: '200' })).toBe(1);
+    expect(moved(REQUESTS, { method: 'GET', route: '/v1/credentials/jwks', status: '200' })).toBe(0);
+    expect(moved(REQUESTS, { method: 'GET', route: 'unmatched', status: '400' })).toBe(1);
+    const seconds = 'relayplane_http_request_duration_seconds_count';
+    expect(moved(seconds, { method: 'HEAD', route: '/v1/credentials/jwks' })).toBe(1);
+  });
+
   it('labels carry route patterns and "unmatched", never raw URLs, ids or secrets', async () => {
     const before = await scrape(gatewayUrl);
     const keys = await stack.app.inject({
@@ -181,6 +197,14 @@ describe('gateway metrics through the real HTTP surface and the issuer behind it
     expect(sampleValue(text, REQUESTS, route) - sampleValue(before, REQUESTS, route)).toBe(1);
     const unmatched = { method: 'GET', route: 'unmatched', status: '404' };
     expect(sampleValue(text, REQUESTS, unmatched) - sampleValue(before, REQUESTS, unmatched)).toBe(1);
+    // Matched routes count through their own hook, the rest through the 404 handler's: once each.
+    const duration = 'relayplane_http_request_duration_seconds_count';
+    const routeOnly = { method: 'GET', route: '/admin/v1/projects/:project_id/api-keys' };
+    expect(sampleValue(text, duration, routeOnly) - sampleValue(before, duration, routeOnly)).toBe(1);
+    expect(
+      sampleValue(text, duration, { method: 'GET', route: 'unmatched' }) -
+        sampleValue(before, duration, { method: 'GET', route: 'unmatched' }),
+    ).toBe(1);
     for (const value of [
       projectId,
       tenantId,

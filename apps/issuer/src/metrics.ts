@@ -1,6 +1,13 @@
 /** The issuer's own metrics (docs/metrics.md); gRPC call metrics come from the shared RpcServer. */
 import type { ErrorCode } from '@relayplane/shared/errors';
-import { type Counter, counter, type Gauge, gauge, type Registry } from '@relayplane/shared/metrics';
+import {
+  type Counter,
+  type CounterChild,
+  counter,
+  type Gauge,
+  gauge,
+  type Registry,
+} from '@relayplane/shared/metrics';
 
 export class IssuerMetrics {
   /** `relayplane_credentials_issued_total`. */
@@ -10,7 +17,7 @@ export class IssuerMetrics {
   /** `relayplane_issuance_streams`: IssueCredentials streams open now. */
   readonly streams: Gauge;
   readonly #failures: Counter<'code'>;
-  readonly #failuresByCode = new Map<ErrorCode, Counter.Internal>();
+  readonly #failuresByCode = new Map<ErrorCode, CounterChild>();
 
   constructor(registry: Registry) {
     this.issued = counter(registry, {

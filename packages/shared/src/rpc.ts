@@ -24,7 +24,15 @@ import {
 } from './errors.ts';
 import { HealthService, healthImpl } from './health.ts';
 import type { Logger } from './logger.ts';
-import { type Counter, counter, type Histogram, histogram, type Registry } from './metrics.ts';
+import {
+  type Counter,
+  type CounterChild,
+  counter,
+  type Histogram,
+  type HistogramChild,
+  histogram,
+  type Registry,
+} from './metrics.ts';
 import {
   currentRequestContext,
   REQUEST_ID_METADATA_KEY,
@@ -43,9 +51,9 @@ const STATUS_NAMES: readonly string[] = Array.from({ length: 17 }, (_, i) => grp
 
 /** The pre-bound children of one method. */
 interface MethodMetrics {
-  readonly seconds: Histogram.Internal<'service' | 'method'>;
+  readonly seconds: HistogramChild;
   /** By status number, bound on first use. */
-  readonly handled: (Counter.Internal | undefined)[];
+  readonly handled: (CounterChild | undefined)[];
 }
 
 /**

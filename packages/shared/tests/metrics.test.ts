@@ -2,7 +2,12 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { BillingService } from '@relayplane/proto/billing';
 import { hasMetric, samples, sampleValue, scrape } from '@relayplane/testing/metrics';
-import { register as globalRegistry } from 'prom-client';
+import {
+  register as globalRegistry,
+  Counter as PromCounter,
+  Histogram as PromHistogram,
+  Registry as PromRegistry,
+} from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../src/errors.ts';
 import { HealthService, ServingStatus } from '../src/health.ts';
@@ -10,6 +15,7 @@ import { createLogger } from '../src/logger.ts';
 import {
   counter,
   createRegistry,
+  DURATION_BUCKETS,
   gauge,
   histogram,
   type MetricsServer,
@@ -166,6 +172,167 @@ describe('metrics: registries', () => {
     expect(hasMetric(withDefaults, 'nodejs_eventloop_lag_seconds', 'gauge')).toBe(true);
     const without = await createRegistry().metrics();
     expect(without).not.toContain('process_cpu_user_seconds_total');
+  });
+});
+
+describe('metrics: own counters and histograms (bound once, exposed as prom-client exposes its own)', () => {
+  const observations = [0, 0.0004, 0.001, 0.0011, 0.007, 0.25, 0.2500001, 42, 299.9, 300, 301, 1e6];
+
+  it('a histogram exposes the same text as prom-client for the same observations, labelled and not', async () => {
+    const ours = createRegistry();
+    const theirs = new PromRegistry();
+    const labelled = histogram(ours, {
+      name: 'relayplane_t_seconds',
+      help: 'h',
+      labelNames: ['method', 'route'],
+    });
+    const plain = histogram(ours, { name: 'relayplane_t_plain_seconds', help: 'p', buckets: [0.1, 0.5, 2] });
+    const promLabelled = new PromHistogram({
+      name: 'relayplane_t_seconds',
+      help: 'h',
+      labelNames: ['method', 'route'],
+      buckets: [...DURATION_BUCKETS],
+      registers: [theirs],
+    });
+    const promPlain = new PromHistogram({
+      name: 'relayplane_t_plain_seconds',
+      help: 'p',
+      buckets: [0.1, 0.5, 2],
+      registers: [theirs],
+    });
+    // Bound but never observed: not exposed by either.
+    labelled.labels('GET', '/never');
+    promLabelled.labels('GET', '/never');
+    const get = labelled.labels('GET', '/v1/x/:id');
+    const post = labelled.labels('POST', 'a "quoted" \\ route\n');
+    for (const [i, v] of observations.entries()) {
+      get.observe(v);
+      promLabelled.labels('GET', '/v1/x/:id').observe(v);
+      if (i % 2 === 0) {
+        post.observe(v);
+        promLabelled.labels('POST', 'a "quoted" \\ route\n').observe(v);
+      }
+      plain.observe(v);
+      promPlain.observe(v);
+    }
+    const text = await ours.metrics();
+    expect(text).toBe(await theirs.metrics());
+    expect(text).toContain('relayplane_t_seconds_bucket{le="0.001",method="GET",route="/v1/x/:id"} 3');
+    expect(text).toContain('relayplane_t_seconds_bucket{le="+Inf",method="GET",route="/v1/x/:id"} 12');
+    expect(text).toContain('relayplane_t_plain_seconds_bucket{le="0.1"} 5');
+    expect(text).not.toContain('/never');
+  });
+
+  it('buckets given out of order are exposed in order (prom-client would expose them as given)', async () => {
+    const registry = createRegistry();
+    const h = histogram(registry, { name: 'relayplane_order_seconds', help: 'o', buckets: [2, 0.1, 0.5] });
+    h.observe(0.3);
+    const buckets = (await registry.metrics())
+      .split('\n')
+      .filter((l) => l.startsWith('relayplane_order_seconds_bucket'));
+    expect(buckets).toEqual([
+      'relayplane_order_seconds_bucket{le="0.1"} 0',
+      'relayplane_order_seconds_bucket{le="0.5"} 1',
+      'relayplane_order_seconds_bucket{le="2"} 1',
+      'relayplane_order_seconds_bucket{le="+Inf"} 1',
+    ]);
+  });
+
+  it('an unobserved histogram without labels is exposed with zeros, as prom-client does', async () => {
+    const ours = createRegistry();
+    const theirs = new PromRegistry();
+    histogram(ours, { name: 'relayplane_idle_seconds', help: 'i', buckets: [1, 2] });
+    new PromHistogram({ name: 'relayplane_idle_seconds', help: 'i', buckets: [1, 2], registers: [theirs] });
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    expect(await ours.metrics()).toContain('relayplane_idle_seconds_count 0');
+  });
+
+  it('a counter exposes the same text as prom-client, labelled and not; a bound, uncounted set is not shown', async () => {
+    const ours = createRegistry();
+    const theirs = new PromRegistry();
+    const results = counter(ours, { name: 'relayplane_t_total', help: 'c', labelNames: ['result'] });
+    const plain = counter(ours, { name: 'relayplane_t_plain_total', help: 'p' });
+    const promResults = new PromCounter({
+      name: 'relayplane_t_total',
+      help: 'c',
+      labelNames: ['result'],
+      registers: [theirs],
+    });
+    new PromCounter({ name: 'relayplane_t_plain_total', help: 'p', registers: [theirs] });
+    results.labels('unused');
+    const ok = results.labels('ok');
+    ok.inc();
+    ok.inc(2.5);
+    results.labels('fail').inc(0);
+    promResults.labels('ok').inc();
+    promResults.labels('ok').inc(2.5);
+    promResults.labels('fail').inc(0);
+    // prom-client exposes the unlabelled counter at 0 before any inc; so does ours.
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    plain.inc();
+    expect(await ours.metrics()).toContain('relayplane_t_plain_total 1\n');
+    expect(await ours.metrics()).toContain('relayplane_t_total{result="ok"} 3.5');
+    expect(await ours.metrics()).not.toContain('unused');
+  });
+
+  it('binding the same label values twice gives the same child, counting into one series', async () => {
+    const registry = createRegistry();
+    const c = counter(registry, { name: 'relayplane_same_total', help: 'c', labelNames: ['a', 'b'] });
+    expect(c.labels('x', 'y')).toBe(c.labels('x', 'y'));
+    // Label values are not joined ambiguously: ("x y", "") and ("x", "y ") stay apart.
+    c.labels('x y', '').inc();
+    c.labels('x', 'y ').inc(2);
+    const text = await registry.metrics();
+    expect(text).toContain('relayplane_same_total{a="x y",b=""} 1');
+    expect(text).toContain('relayplane_same_total{a="x",b="y "} 2');
+  });
+
+  it('refuses what prom-client refuses: a decrease, a non-finite value, a wrong label count', () => {
+    const registry = createRegistry();
+    const c = counter(registry, { name: 'relayplane_refuse_total', help: 'c' });
+    const labelled = counter(registry, { name: 'relayplane_refuse_l_total', help: 'c', labelNames: ['k'] });
+    const h = histogram(registry, { name: 'relayplane_refuse_seconds', help: 'h', labelNames: ['k'] });
+    expect(() => c.inc(-1)).toThrow(/only goes up/);
+    expect(() => c.inc(Number.NaN)).toThrow(/only goes up/);
+    expect(() => c.inc(Number.POSITIVE_INFINITY)).toThrow(/only goes up/);
+    expect(() => h.labels('a').observe(Number.NaN)).toThrow(/finite/);
+    expect(() => h.labels('a').observe(Number.NEGATIVE_INFINITY)).toThrow(/finite/);
+    expect(() => labelled.labels()).toThrow(/takes 1 label value\(s\) \(k\), got 0/);
+    expect(() => labelled.labels('a', 'b')).toThrow(/got 2/);
+    expect(() => labelled.inc()).toThrow(/has label names/);
+    expect(() => h.observe(1)).toThrow(/has label names/);
+    expect(() => histogram(registry, { name: 'relayplane_bad_seconds', help: 'h', buckets: [1, 1] })).toThrow(
+      /distinct finite/,
+    );
+    expect(() =>
+      histogram(registry, { name: 'relayplane_le_seconds', help: 'h', labelNames: ['le'] as never[] }),
+    ).toThrow(/reserved/);
+  });
+
+  it('resetMetrics zeroes every series; bound children keep counting into the registry afterwards', async () => {
+    const registry = createRegistry();
+    const c = counter(registry, { name: 'relayplane_reset_total', help: 'c', labelNames: ['k'] });
+    const h = histogram(registry, {
+      name: 'relayplane_reset_seconds',
+      help: 'h',
+      labelNames: ['k'],
+      buckets: [1],
+    });
+    const child = c.labels('a');
+    const hc = h.labels('a');
+    child.inc(5);
+    hc.observe(0.5);
+    registry.resetMetrics();
+    let text = await registry.metrics();
+    expect(text).not.toContain('relayplane_reset_total{');
+    expect(text).not.toContain('relayplane_reset_seconds_count{');
+    child.inc();
+    hc.observe(2);
+    text = await registry.metrics();
+    expect(text).toContain('relayplane_reset_total{k="a"} 1');
+    expect(text).toContain('relayplane_reset_seconds_bucket{le="1",k="a"} 0');
+    expect(text).toContain('relayplane_reset_seconds_count{k="a"} 1');
+    expect(text).toContain('relayplane_reset_seconds_sum{k="a"} 2');
   });
 });
 

@@ -7,8 +7,8 @@
  * Counters and histograms are this module's own (`Counter`, `Histogram` below), registered in
  * the prom-client registry like any metric, with the same exposition: prom-client's `inc` and
  * `observe` validate and hash the label set again on every call, even on a bound child
- * (about 0.3 µs and 0.7 µs here). That was about a tenth of the gateway's whole cost of a JWKS
- * answer. Here a child is bound once and `inc`/`observe` only add numbers.
+ * (about 0.3 µs and 0.7 µs here), about 5 % of the gateway's CPU on the JWKS path in a
+ * profile. Here a child is bound once and `inc`/`observe` only add numbers.
  * Gauges are prom-client's (set rarely, off the hot paths).
  *
  * Labels never carry secrets, tokens, ids or any other unbounded value.

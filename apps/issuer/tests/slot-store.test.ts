@@ -148,6 +148,26 @@ describe('RedisSlotStore specifics', () => {
     }
   });
 
+  it('a retried lease keeps its first expiry, below the cap and at it (a retry never extends a slot)', async () => {
+    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
+    try {
+      const tenant = newId('tenant');
+      const jti = newJti();
+      await store.reserve(tenant, jti, 60_000, 2);
+      const first = await admin.zscore(keys.slots(tenant), jti);
+      expect(first).not.toBeNull();
+      // Below the cap (1 of 2 held) and then at it (2 of 2): same expiry, counted once.
+      expect(await store.reserve(tenant, jti, 600_000, 2)).toEqual({ granted: true, inUse: 1 });
+      expect(await admin.zscore(keys.slots(tenant), jti)).toBe(first);
+      await store.reserve(tenant, newJti(), 60_000, 2);
+      expect(await store.reserve(tenant, jti, 600_000, 2)).toEqual({ granted: true, inUse: 2 });
+      expect(await admin.zscore(keys.slots(tenant), jti)).toBe(first);
+      expect(await admin.pttl(keys.slots(tenant))).toBeLessThanOrEqual(60_000);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('sends the reservations of one turn in one script call, decided in order against the cap', async () => {
     const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
     try {

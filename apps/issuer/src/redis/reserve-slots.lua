@@ -23,17 +23,20 @@ local out = {}
 local latest = nil
 for i = 2, #ARGV, 2 do
   local jti = ARGV[i]
-  if redis.call('ZSCORE', key, jti) then
-    -- The same lease asked twice (a retry): already counted, never counted twice.
-    out[#out + 1] = 1
-  elseif used >= cap then
-    out[#out + 1] = 0
-  else
+  if used < cap then
+    -- One call per lease below the cap: NX adds it, or leaves alone the same lease asked
+    -- again (a retry), which already holds its slot and is never counted twice.
     local expiry = now + tonumber(ARGV[i + 1])
-    redis.call('ZADD', key, expiry, jti)
-    used = used + 1
-    if latest == nil or expiry > latest then latest = expiry end
+    if redis.call('ZADD', key, 'NX', expiry, jti) == 1 then
+      used = used + 1
+      if latest == nil or expiry > latest then latest = expiry end
+    end
     out[#out + 1] = 1
+  elseif redis.call('ZSCORE', key, jti) then
+    -- At the cap, a retry of a lease already held is still granted.
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
   end
   out[#out + 1] = used
 end

@@ -108,6 +108,37 @@ class LabelSets<C> {
   }
 }
 
+/** What both metric kinds share: identity, label binding, the unlabelled series, the exposition envelope. */
+abstract class LabelledMetric<L extends string, C> {
+  /** Written by prom-client's registry in OpenMetrics mode (`_total` suffix handling). */
+  name: string;
+  readonly help: string;
+  readonly aggregator = 'sum';
+  readonly labelNames: readonly L[];
+  abstract readonly type: Exposed['type'];
+  protected readonly sets: LabelSets<C>;
+  /** The one series of a metric without label names. */
+  protected readonly unlabelled: C | undefined;
+
+  constructor(config: MetricConfig<L>, create: () => C) {
+    this.name = config.name;
+    this.help = config.help;
+    this.labelNames = config.labelNames ?? [];
+    this.sets = new LabelSets(config.name, this.labelNames, create);
+    this.unlabelled = this.labelNames.length === 0 ? this.sets.bind([]) : undefined;
+  }
+
+  /** The unlabelled series; `verb` names the call for the error a labelled metric gets. */
+  protected series(verb: string): C {
+    if (!this.unlabelled) throw new Error(`${this.name} has label names: ${verb} through labels(...)`);
+    return this.unlabelled;
+  }
+
+  protected exposed(values: Exposed['values']): Exposed {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+}
+
 class CounterValue implements CounterChild {
   value = 0;
   /** Counted at least once since creation or reset: only then is a labelled series exposed. */
@@ -129,52 +160,33 @@ class CounterValue implements CounterChild {
  * As with prom-client, a label set appears in the exposition once counted; the unlabelled
  * series always does.
  */
-export class Counter<L extends string = never> {
-  /** Written by prom-client's registry in OpenMetrics mode (`_total` suffix handling). */
-  name: string;
-  readonly help: string;
+export class Counter<L extends string = never> extends LabelledMetric<L, CounterValue> {
   readonly type = 'counter';
-  readonly aggregator = 'sum';
-  readonly labelNames: readonly L[];
-  readonly #sets: LabelSets<CounterValue>;
-  readonly #unlabelled: CounterValue | undefined;
 
   constructor(config: MetricConfig<L>) {
-    this.name = config.name;
-    this.help = config.help;
-    const labelNames = config.labelNames ?? [];
-    this.labelNames = labelNames;
-    this.#sets = new LabelSets(config.name, labelNames, () => new CounterValue());
-    this.#unlabelled = labelNames.length === 0 ? this.#sets.bind([]) : undefined;
+    super(config, () => new CounterValue());
   }
 
   labels(...values: string[]): CounterChild {
-    return this.#sets.bind(values);
+    return this.sets.bind(values);
   }
 
   /** Counts on the unlabelled series (a counter without label names only). */
   inc(by = 1): void {
-    if (!this.#unlabelled) throw new Error(`${this.name} has label names: count through labels(...)`);
-    this.#unlabelled.inc(by);
+    this.series('count').inc(by);
   }
 
   async get(): Promise<Exposed> {
     const values: Exposed['values'] = [];
-    for (const { labels, child } of this.#sets.entries()) {
-      if (child.counted || child === this.#unlabelled) values.push({ labels, value: child.value });
+    for (const { labels, child } of this.sets.entries()) {
+      if (child.counted || child === this.unlabelled) values.push({ labels, value: child.value });
     }
-    return {
-      name: this.name,
-      help: this.help,
-      type: this.type,
-      aggregator: this.aggregator,
-      values,
-    };
+    return this.exposed(values);
   }
 
   /** Zeroes every series; labelled ones leave the exposition until counted again (bound children stay valid). */
   reset(): void {
-    for (const { child } of this.#sets.entries()) {
+    for (const { child } of this.sets.entries()) {
       child.value = 0;
       child.counted = false;
     }
@@ -210,47 +222,36 @@ class HistogramValue implements HistogramChild {
  * `_count`), exposed exactly as prom-client exposes its own. Observe through bound children
  * (`labels(...)`), or `observe()` without label names.
  */
-export class Histogram<L extends string = never> {
-  name: string;
-  readonly help: string;
+export class Histogram<L extends string = never> extends LabelledMetric<L, HistogramValue> {
   readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  readonly labelNames: readonly L[];
   readonly #bounds: readonly number[];
-  readonly #sets: LabelSets<HistogramValue>;
-  readonly #unlabelled: HistogramValue | undefined;
 
   constructor(config: MetricConfig<L> & { buckets: readonly number[] }) {
-    this.name = config.name;
-    this.help = config.help;
     const bounds = [...config.buckets].sort((a, b) => a - b);
     if (bounds.some((b, i) => !Number.isFinite(b) || b === bounds[i - 1])) {
       throw new Error(`${config.name}: buckets must be distinct finite numbers`);
     }
+    if (config.labelNames?.includes('le' as L))
+      throw new Error(`${config.name}: "le" is reserved for buckets`);
+    super(config, () => new HistogramValue(bounds));
     this.#bounds = bounds;
-    const labelNames = config.labelNames ?? [];
-    this.labelNames = labelNames;
-    if (labelNames.includes('le' as L)) throw new Error(`${config.name}: "le" is reserved for buckets`);
-    this.#sets = new LabelSets(config.name, labelNames, () => new HistogramValue(bounds));
-    this.#unlabelled = labelNames.length === 0 ? this.#sets.bind([]) : undefined;
   }
 
   labels(...values: string[]): HistogramChild {
-    return this.#sets.bind(values);
+    return this.sets.bind(values);
   }
 
   /** Observes on the unlabelled series (a histogram without label names only). */
   observe(value: number): void {
-    if (!this.#unlabelled) throw new Error(`${this.name} has label names: observe through labels(...)`);
-    this.#unlabelled.observe(value);
+    this.series('observe').observe(value);
   }
 
   async get(): Promise<Exposed> {
     const values: Exposed['values'] = [];
     const bucket = `${this.name}_bucket`;
-    for (const { labels, child } of this.#sets.entries()) {
+    for (const { labels, child } of this.sets.entries()) {
       // As with prom-client, a labelled series is exposed once observed.
-      if (child.count === 0 && child !== this.#unlabelled) continue;
+      if (child.count === 0 && child !== this.unlabelled) continue;
       let cumulative = 0;
       this.#bounds.forEach((le, i) => {
         cumulative += child.counts[i] as number;
@@ -260,18 +261,12 @@ export class Histogram<L extends string = never> {
       values.push({ metricName: `${this.name}_sum`, labels, value: child.sum });
       values.push({ metricName: `${this.name}_count`, labels, value: child.count });
     }
-    return {
-      name: this.name,
-      help: this.help,
-      type: this.type,
-      aggregator: this.aggregator,
-      values,
-    };
+    return this.exposed(values);
   }
 
   /** Zeroes every series; labelled ones leave the exposition until observed again (bound children stay valid). */
   reset(): void {
-    for (const { child } of this.#sets.entries()) {
+    for (const { child } of this.sets.entries()) {
       child.counts.fill(0);
       child.sum = 0;
       child.count = 0;

@@ -168,6 +168,31 @@ describe('RedisSlotStore specifics', () => {
     }
   });
 
+  it('in one call, a lease held before and a lease asked twice are each counted once, in order', async () => {
+    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
+    try {
+      const tenant = newId('tenant');
+      const [held, a, b, c] = [newJti(), newJti(), newJti(), newJti()];
+      await store.reserve(tenant, held, 60_000, 3);
+      const calls = store.calls;
+      const results = await Promise.all(
+        [a, held, a, b, c, b].map((jti) => store.reserve(tenant, jti, 60_000, 3)),
+      );
+      expect(store.calls - calls).toBe(1);
+      expect(results).toEqual([
+        { granted: true, inUse: 2 },
+        { granted: true, inUse: 2 },
+        { granted: true, inUse: 2 },
+        { granted: true, inUse: 3 },
+        { granted: false, inUse: 3 },
+        { granted: true, inUse: 3 },
+      ]);
+      expect(await store.leases(tenant)).toEqual([held, a, b].sort());
+    } finally {
+      await store.close();
+    }
+  });
+
   it('sends the reservations of one turn in one script call, decided in order against the cap', async () => {
     const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
     try {

@@ -12,6 +12,9 @@
 --
 -- Returns { granted_1 (1|0), in_use_1, granted_2, in_use_2, … }: per lease, whether it holds
 -- a slot and how many slots the tenant held right after it was decided.
+--
+-- A fixed number of Redis calls per script run, whatever the batch size: the decisions are
+-- made in Lua on what ZMSCORE said, then one ZADD adds the granted leases (Redis ≥ 6.2).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local key = KEYS[1]
@@ -19,28 +22,37 @@ local cap = tonumber(ARGV[1])
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local used = redis.call('ZCARD', key)
+local n = (#ARGV - 1) / 2
+if n < 1 then return {} end
+local jtis = {}
+for k = 1, n do jtis[k] = ARGV[2 * k] end
+-- Which leases are held already (a retry), in one call: false where not.
+local held = redis.call('ZMSCORE', key, unpack(jtis))
+local added = {}
+local members = {}
 local out = {}
 local latest = nil
-for i = 2, #ARGV, 2 do
-  local jti = ARGV[i]
-  if used < cap then
-    -- One call per lease below the cap: NX adds it, or leaves alone the same lease asked
-    -- again (a retry), which already holds its slot and is never counted twice.
-    local expiry = now + tonumber(ARGV[i + 1])
-    if redis.call('ZADD', key, 'NX', expiry, jti) == 1 then
-      used = used + 1
-      if latest == nil or expiry > latest then latest = expiry end
-    end
+for k = 1, n do
+  local jti = jtis[k]
+  if held[k] or added[jti] then
+    -- The same lease asked again (a retry, or twice in this batch): it holds its slot, counted once.
     out[#out + 1] = 1
-  elseif redis.call('ZSCORE', key, jti) then
-    -- At the cap, a retry of a lease already held is still granted.
-    out[#out + 1] = 1
-  else
+  elseif used >= cap then
     out[#out + 1] = 0
+  else
+    local expiry = now + tonumber(ARGV[2 * k + 1])
+    added[jti] = true
+    members[#members + 1] = expiry
+    members[#members + 1] = jti
+    used = used + 1
+    if latest == nil or expiry > latest then latest = expiry end
+    out[#out + 1] = 1
   end
   out[#out + 1] = used
 end
 if latest ~= nil then
+  -- Every granted new lease in one call; NX as a guard (none of them is held).
+  redis.call('ZADD', key, 'NX', unpack(members))
   -- The key lives exactly as long as its longest lease.
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIREAT', key, tonumber(last[2]))

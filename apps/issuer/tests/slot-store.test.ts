@@ -130,9 +130,18 @@ describe.each(implementations)('slot store conformance: %s', (_name, make) => {
 });
 
 describe('RedisSlotStore specifics', () => {
-  it('gives the tenant key a TTL equal to its longest lease, in Redis time', async () => {
+  /** Runs `fn` with a store of its own connection, closed afterwards. */
+  const withStore = async (fn: (store: RedisSlotStore) => Promise<void>): Promise<void> => {
     const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
     try {
+      await fn(store);
+    } finally {
+      await store.close();
+    }
+  };
+
+  it('gives the tenant key a TTL equal to its longest lease, in Redis time', async () => {
+    await withStore(async (store) => {
       const tenant = newId('tenant');
       await store.reserve(tenant, newJti(), 60_000, 5);
       await store.reserve(tenant, newJti(), 600_000, 5);
@@ -143,14 +152,11 @@ describe('RedisSlotStore specifics', () => {
       const [, maxScore] = await admin.zrange(keys.slots(tenant), '-1', '-1', 'WITHSCORES');
       const [seconds] = await admin.time();
       expect(Number(maxScore) - Number(seconds) * 1000).toBeGreaterThan(590_000);
-    } finally {
-      await store.close();
-    }
+    });
   });
 
   it('a retried lease keeps its first expiry, below the cap and at it (a retry never extends a slot)', async () => {
-    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
-    try {
+    await withStore(async (store) => {
       const tenant = newId('tenant');
       const jti = newJti();
       await store.reserve(tenant, jti, 60_000, 2);
@@ -163,14 +169,11 @@ describe('RedisSlotStore specifics', () => {
       expect(await store.reserve(tenant, jti, 600_000, 2)).toEqual({ granted: true, inUse: 2 });
       expect(await admin.zscore(keys.slots(tenant), jti)).toBe(first);
       expect(await admin.pttl(keys.slots(tenant))).toBeLessThanOrEqual(60_000);
-    } finally {
-      await store.close();
-    }
+    });
   });
 
   it('in one call, a lease held before and a lease asked twice are each counted once, in order', async () => {
-    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
-    try {
+    await withStore(async (store) => {
       const tenant = newId('tenant');
       const [held, a, b, c] = [newJti(), newJti(), newJti(), newJti()];
       await store.reserve(tenant, held, 60_000, 3);
@@ -188,14 +191,11 @@ describe('RedisSlotStore specifics', () => {
         { granted: true, inUse: 3 },
       ]);
       expect(await store.leases(tenant)).toEqual([held, a, b].sort());
-    } finally {
-      await store.close();
-    }
+    });
   });
 
   it('sends the reservations of one turn in one script call, decided in order against the cap', async () => {
-    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
-    try {
+    await withStore(async (store) => {
       const tenant = newId('tenant');
       const other = newId('tenant');
       const jtis = Array.from({ length: 8 }, () => newJti());
@@ -223,14 +223,11 @@ describe('RedisSlotStore specifics', () => {
       ]);
       expect(results.map((r) => r.inUse)).toEqual([1, 2, 3, 4, 5, 5, 5, 5, 5, 1]);
       expect(await store.leases(tenant)).toEqual(jtis.slice(0, 5).sort());
-    } finally {
-      await store.close();
-    }
+    });
   });
 
   it('batches what is asked while a call runs into the next call', async () => {
-    const store = new RedisSlotStore(new Redis(testRedis.url), keys, { ownsConnection: true });
-    try {
+    await withStore(async (store) => {
       const tenant = newId('tenant');
       const calls = store.calls;
       const first = store.reserve(tenant, newJti(), 60_000, 100);
@@ -244,9 +241,7 @@ describe('RedisSlotStore specifics', () => {
       await Promise.all([first, ...rest]);
       expect(store.calls - calls).toBe(2);
       expect((await store.leases(tenant)).length).toBe(11);
-    } finally {
-      await store.close();
-    }
+    });
   });
 
   it('fails (throws) rather than answering when Redis is unreachable', async () => {

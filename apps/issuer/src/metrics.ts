@@ -1,13 +1,6 @@
 /** The issuer's own metrics (docs/metrics.md); gRPC call metrics come from the shared RpcServer. */
 import type { ErrorCode } from '@relayplane/shared/errors';
-import {
-  type Counter,
-  type CounterChild,
-  counter,
-  type Gauge,
-  gauge,
-  type Registry,
-} from '@relayplane/shared/metrics';
+import { type Counter, counter, type Gauge, gauge, type Registry } from '@relayplane/shared/metrics';
 
 export class IssuerMetrics {
   /** `relayplane_credentials_issued_total`. */
@@ -17,7 +10,6 @@ export class IssuerMetrics {
   /** `relayplane_issuance_streams`: IssueCredentials streams open now. */
   readonly streams: Gauge;
   readonly #failures: Counter<'code'>;
-  readonly #failuresByCode = new Map<ErrorCode, CounterChild>();
 
   constructor(registry: Registry) {
     this.issued = counter(registry, {
@@ -41,11 +33,7 @@ export class IssuerMetrics {
 
   /** Counts one failed issuance; `code` is an AppError code (a bounded set). */
   failure(code: ErrorCode): void {
-    let child = this.#failuresByCode.get(code);
-    if (!child) {
-      child = this.#failures.labels(code);
-      this.#failuresByCode.set(code, child);
-    }
-    child.inc();
+    // `labels` returns the child bound for this code the first time (shared/metrics.ts).
+    this.#failures.labels(code).inc();
   }
 }

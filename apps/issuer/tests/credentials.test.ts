@@ -10,6 +10,7 @@ import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IssuerConfigOverrides } from '../src/config.ts';
+import { migrations } from '../src/db/migrations/index.ts';
 import { redisKeys } from '../src/redis/keys.ts';
 import { newKek, type RunningIssuer, startIssuer } from './support.ts';
 
@@ -83,6 +84,24 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     admin.disconnect();
     await database?.drop();
     await redis.clean();
+  });
+
+  it('keeps only the indexes a query uses on the credentials table (each one costs every insert)', async () => {
+    const indexes = async () =>
+      (
+        await sql<{ indexname: string }>`select indexname from pg_indexes
+          where schemaname = 'issuer' and tablename = 'credentials' order by indexname`.execute(
+          a.service.database.db,
+        )
+      ).rows.map((r) => r.indexname);
+    // jti lookups (revocation, introspection), and the day windows of usage summaries.
+    expect(await indexes()).toEqual(['credentials_expires_at', 'credentials_issued_at', 'credentials_pkey']);
+    // The down migration restores what the up migration dropped.
+    const migration = migrations['20261125T1600-drop-credentials-tenant-issued'];
+    await migration?.down?.(a.service.database.db);
+    expect(await indexes()).toContain('credentials_tenant_issued');
+    await migration?.up(a.service.database.db);
+    expect(await indexes()).not.toContain('credentials_tenant_issued');
   });
 
   it('issues a credential that jose verifies against the JWKS, with exactly the documented claims', async () => {

@@ -17,7 +17,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('revoked_at', 'timestamptz')
     .addCheckConstraint('credentials_lifetime', sql`expires_at > issued_at`)
     .execute();
-  // Retention (deleting expired rows) and per-tenant usage reads.
+  // Retention (deleting expired rows) and per-tenant usage reads (credentials_tenant_issued is
+  // dropped again by 20261125T1600: no query used it).
   await db.schema.createIndex('credentials_expires_at').on('credentials').column('expires_at').execute();
   await db.schema
     .createIndex('credentials_tenant_issued')

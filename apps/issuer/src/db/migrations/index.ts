@@ -3,6 +3,7 @@ import * as signingKeys from './20261122T2000-signing-keys.ts';
 import * as relays from './20261122T2100-relays.ts';
 import * as credentials from './20261122T2200-credentials.ts';
 import * as credentialsIssuedAt from './20261123T1000-credentials-issued-at.ts';
+import * as dropCredentialsTenantIssued from './20261125T1600-drop-credentials-tenant-issued.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +11,5 @@ export const migrations: Record<string, Migration> = {
   '20261122T2100-relays': relays,
   '20261122T2200-credentials': credentials,
   '20261123T1000-credentials-issued-at': credentialsIssuedAt,
+  '20261125T1600-drop-credentials-tenant-issued': dropCredentialsTenantIssued,
 };

@@ -34,7 +34,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
  * processes, and the gateway and the issuer batch what is in flight together (one stream
  * message, one Redis script run, one INSERT per batch). From 64 connections the machine stays
  * about 30 % idle and the rate is bounded by the load generator's concurrency (64 in flight /
- * ~9 ms); from 128 the batches are larger and a credential costs less CPU (measured here: ~225
+ * ~9 ms); from 128 the batches are larger and a credential costs less CPU (measured here: ~205
  * µs of machine CPU per credential at 64, ~165 at 128), and from 256 the rate grows a little
  * more at twice the latency. 128 is the default; each round also measures 64 for comparison,
  * and every issuance figure is printed with how busy the machine was.

@@ -139,7 +139,6 @@ async function load(
     method?: 'GET' | 'POST';
     headers?: Record<string, string>;
     body?: string;
-    rate?: number;
     connections?: number;
   } = {},
 ): Promise<Load> {
@@ -150,7 +149,6 @@ async function load(
     method: options.method ?? 'GET',
     headers: options.headers ?? {},
     body: options.body,
-    ...(options.rate ? { overallRate: options.rate } : {}),
   });
   return {
     rps: Math.round(r.requests.average),

@@ -3,9 +3,19 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { paced } from './paced.ts';
 
-/** A server that answers after `delayMs`, 503 on /fail, and counts what it got. */
-async function server(delayMs: number): Promise<{ url: string; server: Server; got: () => number }> {
+interface Seen {
+  method: string | undefined;
+  url: string | undefined;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** A server that answers after `delayMs`, 503 on /fail, and keeps what it got. */
+async function server(
+  delayMs: number,
+): Promise<{ url: string; server: Server; got: () => number; last: () => Seen | undefined }> {
   let got = 0;
+  let last: Seen | undefined;
   const s = createServer((req, res) => {
     let body = '';
     req.on('data', (c) => {
@@ -13,6 +23,7 @@ async function server(delayMs: number): Promise<{ url: string; server: Server; g
     });
     req.on('end', () => {
       got++;
+      last = { method: req.method, url: req.url, headers: req.headers, body };
       setTimeout(() => {
         const out = JSON.stringify({ echo: body, method: req.method });
         res.writeHead(req.url === '/fail' ? 503 : 201, {
@@ -24,13 +35,19 @@ async function server(delayMs: number): Promise<{ url: string; server: Server; g
     });
   });
   await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, server: s, got: () => got };
+  return {
+    url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
+    server: s,
+    got: () => got,
+    last: () => last,
+  };
 }
 
 let open: Server | undefined;
 afterEach(async () => {
-  await new Promise((resolve) => open?.close(resolve));
+  const s = open;
   open = undefined;
+  if (s) await new Promise((resolve) => s.close(resolve));
 });
 
 describe('paced (open-loop load at a steady rate)', () => {
@@ -50,6 +67,13 @@ describe('paced (open-loop load at a steady rate)', () => {
     const elapsed = performance.now() - started;
     expect(s.got()).toBe(200);
     expect(r).toMatchObject({ non2xx: 0, errors: 0 });
+    // The request as given: method, path, headers and body.
+    expect(s.last()).toMatchObject({
+      method: 'POST',
+      url: '/x',
+      headers: { 'content-type': 'application/json', 'content-length': '18' },
+      body: '{"ttl_seconds":60}',
+    });
     // Spread over the second, not sent at once: the run lasts about as long as asked.
     expect(elapsed).toBeGreaterThan(950);
     expect(r.rps).toBeGreaterThan(150);

@@ -1,0 +1,79 @@
+/**
+ * Values that several apps (and the CLI) must agree on, written out once. Every other file
+ * imports them from here: a bus channel, a role, a scope or a plan id spelled in two places is
+ * two things that can drift apart. The public contract (spec, docs/iam.md, docs/credentials.md)
+ * names the same values; tests hold those documents to these constants.
+ *
+ * No imports: the CLI and the embedded banner use this module too, and it must stay free of
+ * the server stack.
+ */
+
+/**
+ * Redis pub/sub channels between replicas (payloads in the publishers' modules). A channel name
+ * is a wire contract between versions during a rolling upgrade: rename only with a release
+ * that listens on both.
+ */
+export const BUS_CHANNELS = {
+  /** admin → gateways: the SHA-256 of a revoked API key, dropped from verification caches. */
+  apiKeysRevoked: 'api-keys.revoked',
+  /** billing → gateways: a tenant's plan changed; cached entitlements are dropped. */
+  plansChanged: 'plans.changed',
+  /** issuer → issuers and gateways: a signing key was added, activated or retired. */
+  signingKeysChanged: 'signing-keys.changed',
+} as const;
+export type BusChannel = (typeof BUS_CHANNELS)[keyof typeof BUS_CHANNELS];
+
+/** Tenant roles, most powerful first (docs/iam.md has the permission matrix). */
+export const ROLES = {
+  owner: 'owner',
+  admin: 'admin',
+  developer: 'developer',
+  viewer: 'viewer',
+} as const;
+export type RoleName = (typeof ROLES)[keyof typeof ROLES];
+export const ROLE_NAMES: readonly RoleName[] = [ROLES.owner, ROLES.admin, ROLES.developer, ROLES.viewer];
+
+export function isRoleName(value: string): value is RoleName {
+  return (ROLE_NAMES as readonly string[]).includes(value);
+}
+
+/** A bot's role is project-scoped and never more than developer; unspecified means developer. */
+export const BOT_ROLE_NAMES = [ROLES.developer, ROLES.viewer] as const;
+export type BotRoleName = (typeof BOT_ROLE_NAMES)[number];
+export const DEFAULT_BOT_ROLE: BotRoleName = ROLES.developer;
+
+export function isBotRoleName(value: string): value is BotRoleName {
+  return (BOT_ROLE_NAMES as readonly string[]).includes(value);
+}
+
+/** What a relay credential (and the API key that asks for it) may be scoped to. */
+export const SCOPES = {
+  session: 'relay:session',
+  publish: 'relay:publish',
+  subscribe: 'relay:subscribe',
+} as const;
+export type CredentialScope = (typeof SCOPES)[keyof typeof SCOPES];
+export const CREDENTIAL_SCOPES = [SCOPES.session, SCOPES.publish, SCOPES.subscribe] as const;
+/** A credential request without `scopes`. */
+export const DEFAULT_CREDENTIAL_SCOPES: readonly CredentialScope[] = [SCOPES.session];
+
+export function isCredentialScope(value: string): value is CredentialScope {
+  return (CREDENTIAL_SCOPES as readonly string[]).includes(value);
+}
+
+/** Plan ids; the catalogue (limits, prices) is configuration (RELAYPLANE_PLANS_FILE). */
+export const PLANS = { free: 'free', pro: 'pro', enterprise: 'enterprise' } as const;
+export type PlanId = (typeof PLANS)[keyof typeof PLANS];
+export const PLAN_IDS = [PLANS.free, PLANS.pro, PLANS.enterprise] as const;
+/** A public sign-up's plan, and the plan of a tenant billing has no subscription for. */
+export const DEFAULT_PLAN: PlanId = PLANS.free;
+
+export function isPlanId(value: string): value is PlanId {
+  return (PLAN_IDS as readonly string[]).includes(value);
+}
+
+/** `ttl_seconds` of a credential: the accepted range and the default (a plan may lower the max). */
+export const CREDENTIAL_TTL_SECONDS = { min: 60, max: 3600, default: 600 } as const;
+
+/** An `Idempotency-Key` header (checkout sessions): 1 to 255 visible ASCII characters. */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;

@@ -8,6 +8,9 @@
  * with, but never more than its identity (a bot) currently holds.
  */
 import { type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
+import { ROLES, type RoleName } from './contract.ts';
+
+export type { RoleName } from './contract.ts';
 
 export const PERMISSIONS = [
   'projects:read',
@@ -31,8 +34,6 @@ export type Permission = (typeof PERMISSIONS)[number];
 export function isPermission(value: string): value is Permission {
   return (PERMISSIONS as readonly string[]).includes(value);
 }
-
-export type RoleName = 'owner' | 'admin' | 'developer' | 'viewer';
 
 const READ: readonly Permission[] = PERMISSIONS.filter((p) => p.endsWith(':read'));
 
@@ -67,15 +68,24 @@ export const PROJECT_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(
   'identity_tokens:write',
 ]);
 
-const ROLE_NAMES: Partial<Record<TenantRole, RoleName>> = {
-  [TenantRole.OWNER]: 'owner',
-  [TenantRole.ADMIN]: 'admin',
-  [TenantRole.DEVELOPER]: 'developer',
-  [TenantRole.VIEWER]: 'viewer',
+/** The wire enum of each role name (admin's gRPC messages carry roles as `TenantRole`). */
+const TENANT_ROLES: Readonly<Record<RoleName, TenantRole>> = {
+  [ROLES.owner]: TenantRole.OWNER,
+  [ROLES.admin]: TenantRole.ADMIN,
+  [ROLES.developer]: TenantRole.DEVELOPER,
+  [ROLES.viewer]: TenantRole.VIEWER,
 };
+const ROLE_NAMES_BY_ENUM: Partial<Record<TenantRole, RoleName>> = Object.fromEntries(
+  Object.entries(TENANT_ROLES).map(([name, role]) => [role, name as RoleName]),
+);
 
+/** The role's name; undefined for `UNSPECIFIED` or a value this build does not know. */
 export function roleName(role: TenantRole): RoleName | undefined {
-  return ROLE_NAMES[role];
+  return ROLE_NAMES_BY_ENUM[role];
+}
+
+export function tenantRole(name: RoleName): TenantRole {
+  return TENANT_ROLES[name];
 }
 
 /** The subject of a decision: a principal's kind, its (re-read) role and, for identity tokens, scopes. */

@@ -5,5 +5,4 @@ export {
   type BootstrapPlan,
   readAdminConfig,
 } from './config.ts';
-export { API_KEYS_REVOKED_CHANNEL } from './domain/api-keys.ts';
 export { type AdminOverrides, AdminService } from './service.ts';

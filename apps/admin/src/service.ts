@@ -2,9 +2,11 @@ import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
+import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
+import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import { watchDatabase } from '@relayplane/shared/readiness';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
@@ -19,16 +21,11 @@ import { AccountStore } from './stores/accounts.ts';
 import { AllowlistStore } from './stores/allowlist.ts';
 import { ApiKeyStore } from './stores/api-keys.ts';
 import { BotStore } from './stores/bots.ts';
-import { createDeviceThrottle, DeviceGrantStore } from './stores/device-grants.ts';
+import { DeviceGrantStore } from './stores/device-grants.ts';
 import { IdentityTokenStore } from './stores/identity-tokens.ts';
-import {
-  FallbackLoginThrottle,
-  type LoginThrottle,
-  MemoryLoginThrottle,
-  RedisLoginThrottle,
-} from './stores/login-throttle.ts';
 import { ProjectStore } from './stores/projects.ts';
 import { SessionStore } from './stores/sessions.ts';
+import { createThrottle, type ThrottleRedis } from './stores/throttles.ts';
 
 export interface AdminOverrides {
   logger?: Logger;
@@ -61,22 +58,14 @@ function createBus(config: AdminConfig, logger: Logger, given: Bus | undefined):
   return { bus: new RedisBus(pub, sub, config.redis.prefix), owned: true, connections: [pub, sub] };
 }
 
-/** The login throttle: Redis with the in-memory limits as fallback, or memory alone without Redis. */
-interface ThrottleSetup {
-  throttle: LoginThrottle;
-  connection: RedisConnection | undefined;
-}
-
-function createLoginThrottle(config: AdminConfig, logger: Logger, clock: Clock): ThrottleSetup {
-  const windowMs = config.loginLimits.windowSeconds * 1000;
-  const memory = new MemoryLoginThrottle(clock, windowMs);
-  if (!config.redis) return { throttle: memory, connection: undefined };
-  const redis = createRequestPathRedis(config.redis, logger, {
+/** The throttles' Redis connection (login and device flow share it): on the request path, short timeouts. */
+function createThrottleRedis(config: AdminConfig, logger: Logger): ThrottleRedis | undefined {
+  if (!config.redis) return undefined;
+  const connection = createRequestPathRedis(config.redis, logger, {
     name: 'admin-throttle',
     commandTimeoutMs: 500,
   });
-  const primary = new RedisLoginThrottle(redis, config.redis.prefix, windowMs);
-  return { throttle: new FallbackLoginThrottle(primary, memory, logger), connection: redis };
+  return { connection, prefix: config.redis.prefix };
 }
 
 /** How long start() waits for the throttle's Redis; past it, login uses the in-memory limits until Redis answers. */
@@ -95,10 +84,10 @@ export class AdminService {
   readonly accounts: AccountStore;
   readonly sessions: SessionStore;
   readonly apiKeys: ApiKeyStore;
-  /** Where revoked API keys are announced (`API_KEYS_REVOKED_CHANNEL`). */
+  /** Where revoked API keys are announced (`BUS_CHANNELS.apiKeysRevoked`). */
   readonly bus: Bus;
   /** Counts login attempts (per account and per client IP). */
-  readonly loginThrottle: LoginThrottle;
+  readonly loginThrottle: RateLimiter;
   readonly #throttleConnection: RedisConnection | undefined;
   readonly #deviceGrants: DeviceGrantStore;
   readonly #busSetup: BusSetup;
@@ -135,9 +124,15 @@ export class AdminService {
     this.#deviceGrants = new DeviceGrantStore(database.db);
     this.#busSetup = busSetup;
     this.bus = busSetup.bus;
-    const throttle = createLoginThrottle(config, logger, this.#clock);
-    this.loginThrottle = throttle.throttle;
-    this.#throttleConnection = throttle.connection;
+    const throttleRedis = createThrottleRedis(config, logger);
+    this.#throttleConnection = throttleRedis?.connection;
+    this.loginThrottle = createThrottle(
+      throttleRedis,
+      config.loginLimits.windowSeconds,
+      this.#clock,
+      logger,
+      'login throttle',
+    );
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
@@ -164,13 +159,12 @@ export class AdminService {
         sessionTtlSeconds: config.sessionTtlSeconds,
         signupEnabled: config.signupEnabled,
         deviceGrants: this.#deviceGrants,
-        deviceThrottle: createDeviceThrottle(
-          throttle.connection && config.redis
-            ? { connection: throttle.connection, prefix: config.redis.prefix }
-            : undefined,
+        deviceThrottle: createThrottle(
+          throttleRedis,
           config.deviceFlow.limits.windowSeconds,
           this.#clock,
           logger,
+          'device flow throttle',
         ),
         deviceFlow: config.deviceFlow,
       }),
@@ -178,9 +172,9 @@ export class AdminService {
   }
 
   static async create(config: AdminConfig, overrides: AdminOverrides = {}): Promise<AdminService> {
-    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'admin' });
+    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.admin });
     const passwords = await createPasswordHasher();
-    const database = await createDatabase<AdminDatabase>(config.database, 'admin', logger);
+    const database = await createDatabase<AdminDatabase>(config.database, SERVICES.admin, logger);
     return new AdminService(
       config,
       logger,

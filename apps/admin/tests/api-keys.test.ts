@@ -4,6 +4,7 @@ import { AdminService as AdminRpc, type ApiKey, type Principal } from '@relaypla
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { createRedis } from '@relayplane/shared/redis';
@@ -17,7 +18,6 @@ import {
 } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEYS_REVOKED_CHANNEL } from '../src/index.ts';
 import type { AdminService } from '../src/service.ts';
 import { createAdmin, expectAppError, startBilling } from './harness.ts';
 
@@ -85,7 +85,7 @@ describe('API keys over gRPC (real PostgreSQL, real billing, real Redis bus)', (
     const logger = testLogger('listener');
     listenerPub = createRedis(redis, logger, 'listener-pub');
     listener = new RedisBus(listenerPub, createRedis(redis, logger, 'listener-sub'), redis.prefix);
-    await listener.subscribe(API_KEYS_REVOKED_CHANNEL, revoked.handler);
+    await listener.subscribe(BUS_CHANNELS.apiKeysRevoked, revoked.handler);
   });
 
   afterAll(async () => {
@@ -469,7 +469,7 @@ describe('API keys over gRPC (real PostgreSQL, real billing, real Redis bus)', (
     it('publishes on a bus passed in by the composition root, and leaves it open on destroy', async () => {
       const bus = new MemoryBus();
       const seen = collector();
-      await bus.subscribe(API_KEYS_REVOKED_CHANNEL, seen.handler);
+      await bus.subscribe(BUS_CHANNELS.apiKeysRevoked, seen.handler);
       const embedded = await createAdmin(database.url, `127.0.0.1:${billing.port}`, {}, { clock, bus });
       await embedded.start();
       const embeddedClient = connect(AdminRpc, `127.0.0.1:${embedded.port}`);
@@ -483,7 +483,7 @@ describe('API keys over gRPC (real PostgreSQL, real billing, real Redis bus)', (
         await embedded.destroy();
       }
       // Still open: its subscribers still hear what is published on it.
-      await bus.publish(API_KEYS_REVOKED_CHANNEL, 'after-destroy');
+      await bus.publish(BUS_CHANNELS.apiKeysRevoked, 'after-destroy');
       await seen.waitFor('after-destroy');
       await bus.close();
     });

@@ -7,12 +7,12 @@ import {
 } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
+import type { RoleName } from '@relayplane/shared/contract';
 import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { newToken } from '@relayplane/shared/tokens';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Role } from '../src/domain/roles.ts';
 import type { AdminService } from '../src/service.ts';
 import { type AdminRig, captureLogs, expectAppError, principalFor, startAdminRig } from './harness.ts';
 
@@ -53,7 +53,7 @@ describe('bots and bot keys over gRPC (real PostgreSQL, real billing)', () => {
   const principalOf = (email: string) => principalFor(client, email, PASSWORD);
 
   /** A member of `tenantId` with `role` (their new sessions act in that tenant). */
-  async function member(tenantId: string, role: Role): Promise<Principal> {
+  async function member(tenantId: string, role: RoleName): Promise<Principal> {
     const other = await newTenant(`m${role}`);
     await admin.accounts.addMembership(tenantId, other.principal.userId, role, new Date(0));
     const principal = await principalOf(other.email);

@@ -8,12 +8,12 @@ import {
 } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
+import type { RoleName } from '@relayplane/shared/contract';
 import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { parseToken } from '@relayplane/shared/tokens';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Role } from '../src/domain/roles.ts';
 import type { AdminService } from '../src/service.ts';
 import { type AdminRig, captureLogs, expectAppError, principalFor, startAdminRig } from './harness.ts';
 
@@ -60,7 +60,7 @@ describe('identity tokens over gRPC (real PostgreSQL, real billing)', () => {
   }
 
   /** A member of `tenantId` with `role` (the oldest membership: their sessions act in that tenant). */
-  async function member(tenantId: string, role: Role): Promise<Principal> {
+  async function member(tenantId: string, role: RoleName): Promise<Principal> {
     const email = `m${role}-${++seq}@example.com`;
     await client.signup({ email, password: PASSWORD, tenantName: `m${seq}` });
     const own = await principalOf(email);

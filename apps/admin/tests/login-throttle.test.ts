@@ -1,17 +1,17 @@
 import { createHash } from 'node:crypto';
 import { ManualClock } from '@relayplane/shared/clock';
+import {
+  FallbackRateLimiter,
+  MemoryRateLimiter,
+  type RateLimiter,
+  RedisRateLimiter,
+  type WindowHit,
+} from '@relayplane/shared/rate-limit';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestRedis } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  FallbackLoginThrottle,
-  type LoginThrottle,
-  MemoryLoginThrottle,
-  RedisLoginThrottle,
-  type ThrottleHit,
-  throttleKeys,
-} from '../src/stores/login-throttle.ts';
+import { throttleKeys } from '../src/redis/keys.ts';
 import { loginThrottleConformance, WINDOW_MS } from './conformance/login-throttle.ts';
 import { captureLogs } from './harness.ts';
 
@@ -23,11 +23,11 @@ async function waitFor(what: string, condition: () => Promise<boolean>, timeoutM
   }
 }
 
-const clocks = new Map<LoginThrottle, ManualClock>();
+const clocks = new Map<RateLimiter, ManualClock>();
 loginThrottleConformance('memory', {
   create() {
     const clock = new ManualClock();
-    const throttle = new MemoryLoginThrottle(clock, WINDOW_MS);
+    const throttle = new MemoryRateLimiter(clock, WINDOW_MS);
     clocks.set(throttle, clock);
     return throttle;
   },
@@ -38,12 +38,12 @@ loginThrottleConformance('memory', {
 
 const testRedis = createTestRedis('loginthrottle');
 const redis = new Redis(testRedis.url);
-const prefixes = new Map<LoginThrottle, string>();
+const prefixes = new Map<RateLimiter, string>();
 let instance = 0;
 loginThrottleConformance('redis', {
   create() {
     const prefix = `${testRedis.prefix}${++instance}:`;
-    const throttle = new RedisLoginThrottle(redis, prefix, WINDOW_MS);
+    const throttle = new RedisRateLimiter(redis, prefix, WINDOW_MS);
     prefixes.set(throttle, prefix);
     return throttle;
   },
@@ -64,15 +64,15 @@ afterAll(async () => {
 describe('throttle keys', () => {
   it('builds the documented keys, hashing the email', () => {
     const sha = createHash('sha256').update('ann@example.com').digest('hex');
-    expect(throttleKeys.account('ann@example.com')).toBe(`login:acct:${sha}`);
-    expect(throttleKeys.ip('203.0.113.7')).toBe('login:ip:203.0.113.7');
+    expect(throttleKeys.loginAccount('ann@example.com')).toBe(`login:acct:${sha}`);
+    expect(throttleKeys.loginIp('203.0.113.7')).toBe('login:ip:203.0.113.7');
   });
 
   it('stores the Redis window under <prefix>login:acct:<sha256(email)> with the window as TTL', async () => {
     const prefix = `${testRedis.prefix}layout:`;
-    const throttle = new RedisLoginThrottle(redis, prefix, WINDOW_MS);
-    await throttle.hit(throttleKeys.account('ann@example.com'));
-    await throttle.hit(throttleKeys.ip('203.0.113.7'));
+    const throttle = new RedisRateLimiter(redis, prefix, WINDOW_MS);
+    await throttle.hit(throttleKeys.loginAccount('ann@example.com'));
+    await throttle.hit(throttleKeys.loginIp('203.0.113.7'));
     const sha = createHash('sha256').update('ann@example.com').digest('hex');
     expect(await redis.get(`${prefix}login:acct:${sha}`)).toBe('1');
     expect(await redis.get(`${prefix}login:ip:203.0.113.7`)).toBe('1');
@@ -85,7 +85,7 @@ describe('throttle keys', () => {
 describe('memory throttle housekeeping', () => {
   it('drops expired windows so the map does not grow without bound', async () => {
     const clock = new ManualClock();
-    const throttle = new MemoryLoginThrottle(clock, 1_000);
+    const throttle = new MemoryRateLimiter(clock, 1_000);
     for (let i = 0; i < 100; i++) await throttle.hit(`login:ip:10.0.0.${i}`);
     expect(throttle.size).toBe(100);
     clock.advance(1_000);
@@ -95,10 +95,10 @@ describe('memory throttle housekeeping', () => {
 });
 
 /** A primary that fails while `down` is set. */
-class Switchable implements LoginThrottle {
+class Switchable implements RateLimiter {
   down = true;
-  readonly inner = new MemoryLoginThrottle(new ManualClock(), WINDOW_MS);
-  async hit(key: string): Promise<ThrottleHit> {
+  readonly inner = new MemoryRateLimiter(new ManualClock(), WINDOW_MS);
+  async hit(key: string): Promise<WindowHit> {
     if (this.down) throw new Error('Connection is closed.');
     return this.inner.hit(key);
   }
@@ -108,14 +108,15 @@ class Switchable implements LoginThrottle {
   }
 }
 
-describe('FallbackLoginThrottle', () => {
+describe('the login throttle with its fallback', () => {
   it('counts in memory while the primary fails, warns once, and goes back to the primary when it answers', async () => {
     const logs = captureLogs();
     const primary = new Switchable();
-    const throttle = new FallbackLoginThrottle(
+    const throttle = new FallbackRateLimiter(
       primary,
-      new MemoryLoginThrottle(new ManualClock(), WINDOW_MS),
+      new MemoryRateLimiter(new ManualClock(), WINDOW_MS),
       logs.logger,
+      'login throttle',
     );
     for (let i = 1; i <= 5; i++) expect((await throttle.hit('login:acct:x')).count).toBe(i);
     expect(throttle.degraded).toBe(true);
@@ -141,10 +142,11 @@ describe('FallbackLoginThrottle', () => {
       retryStrategy: () => null,
     });
     dead.on('error', () => {});
-    const throttle = new FallbackLoginThrottle(
-      new RedisLoginThrottle(dead, 'dead:', WINDOW_MS),
-      new MemoryLoginThrottle(new ManualClock(), WINDOW_MS),
+    const throttle = new FallbackRateLimiter(
+      new RedisRateLimiter(dead, 'dead:', WINDOW_MS),
+      new MemoryRateLimiter(new ManualClock(), WINDOW_MS),
       testLogger('throttle'),
+      'login throttle',
     );
     try {
       for (let i = 1; i <= 3; i++) expect((await throttle.hit('login:ip:1.2.3.4')).count).toBe(i);

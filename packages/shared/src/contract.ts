@@ -23,6 +23,13 @@ export const BUS_CHANNELS = {
 } as const;
 export type BusChannel = (typeof BUS_CHANNELS)[keyof typeof BUS_CHANNELS];
 
+/**
+ * The four services: the `service` of their logs, their PostgreSQL schema, the names the
+ * gateway's health check reports, and each one's workload name.
+ */
+export const SERVICES = { gateway: 'gateway', admin: 'admin', billing: 'billing', issuer: 'issuer' } as const;
+export type ServiceName = (typeof SERVICES)[keyof typeof SERVICES];
+
 /** Tenant roles, most powerful first (docs/iam.md has the permission matrix). */
 export const ROLES = {
   owner: 'owner',

@@ -6,6 +6,7 @@
  * four are kept so people can recognise a key in a list without it being recoverable.
  */
 import { randomBytes } from 'node:crypto';
+import { CREDENTIAL_SCOPES, type CredentialScope, isCredentialScope } from '@relayplane/shared/contract';
 import { hashToken } from '@relayplane/shared/tokens';
 import type { Checked } from './validation.ts';
 
@@ -16,19 +17,9 @@ export const API_KEY_MODES = ['live', 'test'] as const;
 export type ApiKeyMode = (typeof API_KEY_MODES)[number];
 export const DEFAULT_API_KEY_MODE: ApiKeyMode = 'live';
 
-/** The scopes an API key may carry (and a credential may request). */
-export const API_KEY_SCOPES = ['relay:session', 'relay:publish', 'relay:subscribe'] as const;
-export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
-
 export const API_KEY_NAME_MAX_LENGTH = 64;
 /** `svc_live_` + 4 hex: enough to tell keys apart, far too little to guess one. */
 export const API_KEY_DISPLAY_PREFIX_LENGTH = 13;
-
-/**
- * Bus channel on which the admin service announces a revoked key; the message is the key's
- * SHA-256 (hex), so every gateway drops its cached verification at once.
- */
-export const API_KEYS_REVOKED_CHANNEL = 'api-keys.revoked';
 
 const API_KEY_PATTERN = /^svc_(live|test)_[0-9a-f]{64}$/;
 const KEY_HASH_PATTERN = /^[0-9a-f]{64}$/;
@@ -72,13 +63,13 @@ export function checkApiKeyMode(raw: string): Checked<ApiKeyMode> {
 }
 
 /** No scopes means every scope; duplicates are dropped and the result is sorted. */
-export function checkApiKeyScopes(raw: readonly string[]): Checked<ApiKeyScope[]> {
-  if (raw.length === 0) return ok([...API_KEY_SCOPES].sort());
-  const unknown = raw.find((s) => !(API_KEY_SCOPES as readonly string[]).includes(s));
+export function checkApiKeyScopes(raw: readonly string[]): Checked<CredentialScope[]> {
+  if (raw.length === 0) return ok([...CREDENTIAL_SCOPES].sort());
+  const unknown = raw.find((s) => !isCredentialScope(s));
   if (unknown !== undefined) {
-    return fail(`unknown scope "${unknown}"; known scopes are ${API_KEY_SCOPES.join(', ')}`);
+    return fail(`unknown scope "${unknown}"; known scopes are ${CREDENTIAL_SCOPES.join(', ')}`);
   }
-  return ok([...new Set(raw as readonly ApiKeyScope[])].sort());
+  return ok([...new Set(raw as readonly CredentialScope[])].sort());
 }
 
 /** Optional label: trimmed, at most 64 printable characters; empty is allowed. */

@@ -1,28 +1,25 @@
 /** Bots (machine identities of a project): roles, names, token display. Pure. */
-import type { Role } from './roles.ts';
+import {
+  BOT_ROLE_NAMES,
+  type BotRoleName,
+  DEFAULT_BOT_ROLE,
+  isBotRoleName,
+  type RoleName,
+} from '@relayplane/shared/contract';
 import type { Checked } from './validation.ts';
 
 const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
 const fail = <T>(message: string): Checked<T> => ({ ok: false, message });
 
-/** A bot's role is project-scoped and never more than developer. */
-export const BOT_ROLES = ['developer', 'viewer'] as const satisfies readonly Role[];
-export type BotRole = (typeof BOT_ROLES)[number];
-export const DEFAULT_BOT_ROLE: BotRole = 'developer';
-
 export const BOT_NAME_MAX_LENGTH = 64;
 /** `rpb_` + 4 hex: enough to tell tokens apart, far too little to guess one. */
 export const BOT_KEY_DISPLAY_PREFIX_LENGTH = 8;
 
-export function isBotRole(value: string): value is BotRole {
-  return (BOT_ROLES as readonly string[]).includes(value);
-}
-
-/** Undefined (unspecified) means developer. */
-export function checkBotRole(role: Role | undefined): Checked<BotRole> {
+/** A bot's role is project-scoped and never more than developer; unspecified means the default. */
+export function checkBotRole(role: RoleName | undefined): Checked<BotRoleName> {
   if (role === undefined) return ok(DEFAULT_BOT_ROLE);
-  if (isBotRole(role)) return ok(role);
-  return fail(`role must be one of ${BOT_ROLES.join(', ')}`);
+  if (isBotRoleName(role)) return ok(role);
+  return fail(`role must be one of ${BOT_ROLE_NAMES.join(', ')}`);
 }
 
 const UNPRINTABLE = /\p{C}/u;

@@ -1,7 +1,7 @@
 /** Identity tokens: scopes and lifetime. Pure. */
 import { PrincipalKind } from '@relayplane/proto/admin';
+import type { RoleName } from '@relayplane/shared/contract';
 import { isPermission, PERMISSIONS, type Permission, permissionsOf } from '@relayplane/shared/iam';
-import type { Role } from './roles.ts';
 import type { Checked } from './validation.ts';
 
 /** Without `expires_at`: one hour. */
@@ -49,7 +49,7 @@ export function checkIdentityExpiry(expiresAt: Date | undefined, now: Date, notA
  * What an identity token holds now: its scopes that the role of the user at the root of its
  * creation chain still grants (the identity's role is applied by the IAM decision itself).
  */
-export function effectiveScopes(scopes: readonly string[], rootUserRole: Role): string[] {
+export function effectiveScopes(scopes: readonly string[], rootUserRole: RoleName): string[] {
   const held = permissionsOf({ kind: PrincipalKind.USER_SESSION, role: rootUserRole });
   return scopes.filter((s) => held.has(s as Permission));
 }

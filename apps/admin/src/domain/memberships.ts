@@ -1,22 +1,22 @@
 /** Who may change which membership of a tenant. Pure. */
 import { PrincipalKind } from '@relayplane/proto/admin';
+import { ROLES, type RoleName } from '@relayplane/shared/contract';
 import { can } from '@relayplane/shared/iam';
-import type { Role } from './roles.ts';
 
 /** What a change of membership would do, or why it may not. */
 export type MemberDecision = 'ok' | 'not_allowed' | 'owner_only' | 'last_owner';
 
-export type MemberChange = { kind: 'remove' } | { kind: 'set_role'; role: Role };
+export type MemberChange = { kind: 'remove' } | { kind: 'set_role'; role: RoleName };
 
 /** Whether the role grants members:write (docs/iam.md: owners and admins). */
-export function canManageMembers(role: Role): boolean {
+export function canManageMembers(role: RoleName): boolean {
   return can({ kind: PrincipalKind.USER_SESSION, role }, 'members:write');
 }
 
 /** Adding a member: only an owner may make someone an owner. */
-export function decideAddMember(actor: Role, role: Role): MemberDecision {
+export function decideAddMember(actor: RoleName, role: RoleName): MemberDecision {
   if (!canManageMembers(actor)) return 'not_allowed';
-  if (role === 'owner' && actor !== 'owner') return 'owner_only';
+  if (role === ROLES.owner && actor !== ROLES.owner) return 'owner_only';
   return 'ok';
 }
 
@@ -26,15 +26,15 @@ export function decideAddMember(actor: Role, role: Role): MemberDecision {
  * admin can never lock the owners out; and the last owner stays, so a tenant is never unowned.
  */
 export function decideMemberChange(
-  actor: Role,
-  target: Role,
+  actor: RoleName,
+  target: RoleName,
   change: MemberChange,
   owners: number,
 ): MemberDecision {
   if (!canManageMembers(actor)) return 'not_allowed';
-  const grantsOwner = change.kind === 'set_role' && change.role === 'owner';
-  if ((target === 'owner' || grantsOwner) && actor !== 'owner') return 'owner_only';
-  const losesOwner = target === 'owner' && (change.kind === 'remove' || change.role !== 'owner');
+  const grantsOwner = change.kind === 'set_role' && change.role === ROLES.owner;
+  if ((target === ROLES.owner || grantsOwner) && actor !== ROLES.owner) return 'owner_only';
+  const losesOwner = target === ROLES.owner && (change.kind === 'remove' || change.role !== ROLES.owner);
   if (losesOwner && owners <= 1) return 'last_owner';
   return 'ok';
 }

@@ -1,11 +1,12 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
+import { roleName } from '@relayplane/shared/iam';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { checkBotName, checkBotRole } from '../domain/bots.ts';
 import type { AdminDeps } from './deps.ts';
-import { botMessage, roleFromMessage } from './messages.ts';
+import { botMessage } from './messages.ts';
 import { requireActor } from './principal.ts';
 import { PROJECT_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
 import { valid } from './valid.ts';
@@ -15,7 +16,7 @@ export function createBot(deps: AdminDeps): ServiceImpl<typeof AdminService>['cr
   return async (req) => {
     const actor = await requireActor(deps, req.principal, 'bots:write');
     const name = valid(checkBotName(req.name));
-    const role = valid(checkBotRole(roleFromMessage(req.role)));
+    const role = valid(checkBotRole(roleName(req.role)));
     const project = await requireProject(deps, actor, req.projectId);
 
     // Billing decides the limit and what exceeding it answers; without a reachable billing the call fails (503).

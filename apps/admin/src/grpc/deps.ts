@@ -13,7 +13,6 @@ import type { ApiKeyStore } from '../stores/api-keys.ts';
 import type { BotStore } from '../stores/bots.ts';
 import type { DeviceGrantStore } from '../stores/device-grants.ts';
 import type { IdentityTokenStore } from '../stores/identity-tokens.ts';
-import type { LoginThrottle } from '../stores/login-throttle.ts';
 import type { ProjectStore } from '../stores/projects.ts';
 import type { SessionStore } from '../stores/sessions.ts';
 
@@ -36,7 +35,7 @@ export interface AdminDeps {
   /** Absent: nothing is counted (handlers built outside the service). */
   metrics?: AdminMetrics;
   /** Counts login attempts per account and per client IP. */
-  loginThrottle: LoginThrottle;
+  loginThrottle: RateLimiter;
   loginLimits: LoginLimits;
   sessionTtlSeconds: number;
   signupEnabled: boolean;

@@ -1,11 +1,11 @@
 /** What the four device-flow handlers share: who may approve, and the user-code entry throttle. */
 import type { Principal } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
-import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import { normaliseUserCode } from '../domain/device-codes.ts';
-import { deviceThrottleKeys } from '../stores/device-grants.ts';
+import { throttleKeys } from '../redis/keys.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
+import { enforceLimits, type Limit } from './limits.ts';
 import { requireUserSession } from './principal.ts';
 
 export const USER_CODE_NOT_FOUND_MESSAGE =
@@ -15,26 +15,6 @@ export const CLI_TOKEN_CANNOT_APPROVE_MESSAGE =
   'approving a device needs a login session; a CLI token cannot approve devices';
 export const USER_CODE_RATE_LIMITED_MESSAGE = 'too many user codes entered; retry later';
 export const DEVICE_CODES_RATE_LIMITED_MESSAGE = 'too many device authorization requests; retry later';
-
-interface Limit {
-  key: string;
-  max: number;
-}
-
-/** Counts one hit on every limit; over any of them: rate_limited with the longest time left. */
-export async function enforceLimits(throttle: RateLimiter, limits: Limit[], message: string): Promise<void> {
-  const hits = await Promise.all(limits.map((l) => throttle.hit(l.key)));
-  let retryAfterMs = 0;
-  hits.forEach((hit, i) => {
-    const limit = limits[i];
-    if (limit && hit.count > limit.max) retryAfterMs = Math.max(retryAfterMs, hit.resetInMs);
-  });
-  if (retryAfterMs > 0) {
-    throw new AppError('rate_limited', message, {
-      retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
-    });
-  }
-}
 
 /**
  * The approver behind a principal and the user code they entered, counted against the user and
@@ -52,10 +32,10 @@ export async function enterUserCode(
   if (session.kind === 'cli') throw new AppError('forbidden', CLI_TOKEN_CANNOT_APPROVE_MESSAGE);
   const limits = deps.deviceFlow.limits;
   const counted: Limit[] = [
-    { key: deviceThrottleKeys.entryUser(session.user.id), max: limits.maxEntriesPerUser },
+    { key: throttleKeys.deviceEntryUser(session.user.id), max: limits.maxEntriesPerUser },
   ];
   const ip = clientIp.trim();
-  if (ip !== '') counted.push({ key: deviceThrottleKeys.entryIp(ip), max: limits.maxEntriesPerIp });
+  if (ip !== '') counted.push({ key: throttleKeys.deviceEntryIp(ip), max: limits.maxEntriesPerIp });
   await enforceLimits(deps.deviceThrottle, counted, USER_CODE_RATE_LIMITED_MESSAGE);
   const userCode = normaliseUserCode(rawUserCode);
   if (!userCode) throw new AppError('invalid_request', USER_CODE_INVALID_MESSAGE);

@@ -2,9 +2,10 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashCode, isValidScope, newDeviceCode, newUserCode } from '../domain/device-codes.ts';
-import { deviceThrottleKeys } from '../stores/device-grants.ts';
+import { throttleKeys } from '../redis/keys.ts';
 import type { AdminDeps } from './deps.ts';
-import { DEVICE_CODES_RATE_LIMITED_MESSAGE, enforceLimits } from './device-flow.ts';
+import { DEVICE_CODES_RATE_LIMITED_MESSAGE } from './device-flow.ts';
+import { enforceLimits } from './limits.ts';
 
 /** 20^8 user codes: a collision with a live one is rare; a few fresh draws always find a free one. */
 const USER_CODE_ATTEMPTS = 5;
@@ -26,7 +27,7 @@ export function startDeviceAuthorization(
     if (clientIp !== '') {
       await enforceLimits(
         deps.deviceThrottle,
-        [{ key: deviceThrottleKeys.issueIp(clientIp), max: deps.deviceFlow.limits.maxCodesPerIp }],
+        [{ key: throttleKeys.deviceIssueIp(clientIp), max: deps.deviceFlow.limits.maxCodesPerIp }],
         DEVICE_CODES_RATE_LIMITED_MESSAGE,
       );
     }

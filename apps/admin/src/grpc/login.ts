@@ -4,31 +4,19 @@ import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { normaliseEmail } from '../domain/validation.ts';
-import { throttleKeys } from '../stores/login-throttle.ts';
+import { throttleKeys } from '../redis/keys.ts';
 import type { AdminDeps } from './deps.ts';
+import { enforceLimits, type Limit } from './limits.ts';
 import { sessionMessage } from './messages.ts';
 
 export const INVALID_CREDENTIALS_MESSAGE = 'invalid email or password';
 export const LOGIN_RATE_LIMITED_MESSAGE = 'too many login attempts; retry later';
 
-/**
- * Counts the attempt against the account and the client IP (none when the IP is unknown);
- * over either limit answers `rate_limited` with the seconds left in the longest-running window.
- */
-async function countAttempt(deps: AdminDeps, email: string, clientIp: string): Promise<void> {
-  const limits = [{ key: throttleKeys.account(email), max: deps.loginLimits.maxPerAccount }];
-  if (clientIp !== '') limits.push({ key: throttleKeys.ip(clientIp), max: deps.loginLimits.maxPerIp });
-  const hits = await Promise.all(limits.map((l) => deps.loginThrottle.hit(l.key)));
-  let retryAfterMs = 0;
-  hits.forEach((hit, i) => {
-    const limit = limits[i];
-    if (limit && hit.count > limit.max) retryAfterMs = Math.max(retryAfterMs, hit.resetInMs);
-  });
-  if (retryAfterMs > 0) {
-    throw new AppError('rate_limited', LOGIN_RATE_LIMITED_MESSAGE, {
-      retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
-    });
-  }
+/** Counts the attempt against the account and the client IP (none when the IP is unknown). */
+function countAttempt(deps: AdminDeps, email: string, clientIp: string): Promise<void> {
+  const limits: Limit[] = [{ key: throttleKeys.loginAccount(email), max: deps.loginLimits.maxPerAccount }];
+  if (clientIp !== '') limits.push({ key: throttleKeys.loginIp(clientIp), max: deps.loginLimits.maxPerIp });
+  return enforceLimits(deps.loginThrottle, limits, LOGIN_RATE_LIMITED_MESSAGE);
 }
 
 /**
@@ -93,7 +81,7 @@ function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
       createdAt: session.createdAt,
       expiresAt: session.expiresAt,
     });
-    await deps.loginThrottle.clear(throttleKeys.account(email));
+    await deps.loginThrottle.clear(throttleKeys.loginAccount(email));
     deps.logger.info({ userId: user.id, sessionId: session.id, clientIp: req.clientIp }, 'user logged in');
     return { token, session: sessionMessage(session) };
   };

@@ -1,10 +1,10 @@
 import type { TenantRole } from '@relayplane/proto/admin';
+import { ROLE_NAMES, type RoleName } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
+import { roleName } from '@relayplane/shared/iam';
 import type { MemberDecision } from '../domain/memberships.ts';
-import { ROLES, type Role } from '../domain/roles.ts';
 import type { MemberChangeResult } from '../stores/accounts.ts';
 import type { MemberRecord } from '../stores/records.ts';
-import { roleFromMessage } from './messages.ts';
 
 export const CANNOT_MANAGE_MEMBERS_MESSAGE = 'the role does not allow managing members';
 export const OWNER_ONLY_MESSAGE = 'only an owner can grant the owner role or change an owner';
@@ -12,9 +12,9 @@ export const LAST_OWNER_MESSAGE = 'a tenant needs at least one owner';
 export const MEMBER_NOT_FOUND_MESSAGE = 'member not found';
 
 /** The role a request names, or invalid_request. */
-export function requestedRole(role: TenantRole): Role {
-  const named = roleFromMessage(role);
-  if (!named) throw new AppError('invalid_request', `role must be one of ${ROLES.join(', ')}`);
+export function requestedRole(role: TenantRole): RoleName {
+  const named = roleName(role);
+  if (!named) throw new AppError('invalid_request', `role must be one of ${ROLE_NAMES.join(', ')}`);
   return named;
 }
 

@@ -11,11 +11,10 @@ import {
   type PrincipalSchema,
   type ProjectSchema,
   type SessionSchema,
-  TenantRole,
   type TenantSchema,
   type UserSchema,
 } from '@relayplane/proto/admin';
-import type { Role } from '../domain/roles.ts';
+import { tenantRole } from '@relayplane/shared/iam';
 import type {
   AllowlistEntryRecord,
   ApiKeyRecord,
@@ -28,22 +27,6 @@ import type {
   TenantRecord,
   UserRecord,
 } from '../stores/records.ts';
-
-const ROLE_TO_PROTO: Record<Role, TenantRole> = {
-  owner: TenantRole.OWNER,
-  admin: TenantRole.ADMIN,
-  developer: TenantRole.DEVELOPER,
-  viewer: TenantRole.VIEWER,
-};
-
-export function roleMessage(role: Role): TenantRole {
-  return ROLE_TO_PROTO[role];
-}
-
-/** The role a request names; undefined when unspecified (or unknown). */
-export function roleFromMessage(role: TenantRole): Role | undefined {
-  return (Object.keys(ROLE_TO_PROTO) as Role[]).find((r) => ROLE_TO_PROTO[r] === role);
-}
 
 export function userMessage(user: UserRecord): MessageInitShape<typeof UserSchema> {
   return {
@@ -73,7 +56,7 @@ export function sessionMessage(session: SessionRecord): MessageInitShape<typeof 
     id: session.id,
     user: userMessage(session.user),
     tenant: tenantMessage(session.tenant),
-    role: roleMessage(session.role),
+    role: tenantRole(session.role),
     createdAt: timestampFromDate(session.createdAt),
     expiresAt: timestampFromDate(session.expiresAt),
     kind: session.kind ?? 'session',
@@ -85,7 +68,7 @@ export function principalMessage(session: SessionRecord): MessageInitShape<typeo
     kind: PrincipalKind.USER_SESSION,
     userId: session.user.id,
     tenantId: session.tenant.id,
-    role: roleMessage(session.role),
+    role: tenantRole(session.role),
     platformAdmin: session.user.platformAdmin,
     sessionId: session.id,
   };
@@ -124,7 +107,7 @@ export function botMessage(bot: BotRecord): MessageInitShape<typeof BotSchema> {
     projectId: bot.projectId,
     tenantId: bot.tenantId,
     name: bot.name,
-    role: roleMessage(bot.role),
+    role: tenantRole(bot.role),
     createdAt: timestampFromDate(bot.createdAt),
   };
 }
@@ -149,7 +132,7 @@ export function botPrincipalMessage(bot: BotRecord): MessageInitShape<typeof Pri
     tenantId: bot.tenantId,
     projectId: bot.projectId,
     botId: bot.id,
-    role: roleMessage(bot.role),
+    role: tenantRole(bot.role),
     platformAdmin: false,
   };
 }
@@ -158,7 +141,7 @@ export function memberMessage(member: MemberRecord): MessageInitShape<typeof Mem
   return {
     user: userMessage(member.user),
     tenantId: member.tenantId,
-    role: roleMessage(member.role),
+    role: tenantRole(member.role),
     createdAt: timestampFromDate(member.createdAt),
   };
 }

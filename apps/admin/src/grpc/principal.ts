@@ -1,8 +1,8 @@
 import { type Principal, PrincipalKind } from '@relayplane/proto/admin';
+import type { RoleName } from '@relayplane/shared/contract';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, type Subject } from '@relayplane/shared/iam';
 import { effectiveScopes } from '../domain/identity-tokens.ts';
-import type { Role } from '../domain/roles.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 
@@ -29,7 +29,7 @@ export async function requireUserSession(
 export interface Actor {
   kind: PrincipalKind;
   tenantId: string;
-  role: Role;
+  role: RoleName;
   /** Bots and identity tokens act within this project only; undefined for users. */
   projectId: string | undefined;
   /** Set for user sessions (and CLI tokens). */

@@ -1,8 +1,8 @@
 import type { AdminService } from '@relayplane/proto/admin';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { API_KEYS_REVOKED_CHANNEL } from '../domain/api-keys.ts';
 import type { AdminDeps } from './deps.ts';
 import { apiKeyMessage } from './messages.ts';
 import { requireActor } from './principal.ts';
@@ -10,7 +10,7 @@ import { API_KEY_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
 
 /**
  * RevokeApiKey: idempotent — revoking a revoked key answers its original revoked_at. Once the
- * revocation is committed, the key's hash is published on `api-keys.revoked` so every gateway
+ * revocation is committed, the key's hash is published on the API-key revocation channel (`BUS_CHANNELS.apiKeysRevoked`) so every gateway
  * drops its cached verification at once. Every successful call publishes (a repeat re-announces);
  * a failed publish is logged, not returned: the revocation stands and gateway caches expire
  * within a second anyway.
@@ -25,7 +25,7 @@ export function revokeApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
     if (!revoked) throw new AppError('not_found', API_KEY_NOT_FOUND_MESSAGE);
     const { apiKey, keyHash } = revoked;
     try {
-      await deps.bus.publish(API_KEYS_REVOKED_CHANNEL, keyHash);
+      await deps.bus.publish(BUS_CHANNELS.apiKeysRevoked, keyHash);
     } catch (err) {
       deps.logger.warn(
         { err: { message: (err as Error).message }, apiKeyId: apiKey.id },

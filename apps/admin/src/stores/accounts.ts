@@ -1,7 +1,7 @@
+import { isRoleName, ROLES, type RoleName } from '@relayplane/shared/contract';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import type { MemberChange, MemberDecision } from '../domain/memberships.ts';
-import { isRole, type Role } from '../domain/roles.ts';
 import { isUniqueViolation, type MemberRecord, type TenantRecord, type UserRecord } from './records.ts';
 
 /** Any constant works; it only has to be the same in every replica (and unused elsewhere). */
@@ -79,7 +79,7 @@ export class AccountStore {
   }
 
   /** The membership a new session starts in: the oldest one (ties broken by tenant id). */
-  async firstMembership(userId: string): Promise<{ tenant: TenantRecord; role: Role } | undefined> {
+  async firstMembership(userId: string): Promise<{ tenant: TenantRecord; role: RoleName } | undefined> {
     const row = await this.#db
       .selectFrom('memberships as m')
       .innerJoin('tenants as t', 't.id', 'm.tenant_id')
@@ -89,7 +89,7 @@ export class AccountStore {
       .orderBy('m.tenant_id')
       .limit(1)
       .executeTakeFirst();
-    if (!row || !isRole(row.role)) return undefined;
+    if (!row || !isRoleName(row.role)) return undefined;
     return { tenant: { id: row.id, name: row.name, createdAt: row.created_at }, role: row.role };
   }
 
@@ -109,21 +109,21 @@ export class AccountStore {
   }
 
   /** The role `userId` holds in `tenantId`, if a member. */
-  async roleIn(tenantId: string, userId: string): Promise<Role | undefined> {
+  async roleIn(tenantId: string, userId: string): Promise<RoleName | undefined> {
     const row = await this.#db
       .selectFrom('memberships')
       .select('role')
       .where('tenant_id', '=', tenantId)
       .where('user_id', '=', userId)
       .executeTakeFirst();
-    return row && isRole(row.role) ? row.role : undefined;
+    return row && isRoleName(row.role) ? row.role : undefined;
   }
 
   /** Adds `user` to the tenant; 'exists' when already a member. */
   async addMember(
     tenantId: string,
     user: UserRecord,
-    role: Role,
+    role: RoleName,
     now: Date,
   ): Promise<MemberRecord | 'exists'> {
     const res = await this.#db
@@ -147,7 +147,7 @@ export class AccountStore {
     actorId: string,
     userId: string,
     change: MemberChange,
-    decide: (actor: Role, target: Role, owners: number) => MemberDecision,
+    decide: (actor: RoleName, target: RoleName, owners: number) => MemberDecision,
   ): Promise<MemberChangeResult> {
     return this.#db.transaction().execute(async (trx): Promise<MemberChangeResult> => {
       if (!(await lockTenant(trx, tenantId))) return { outcome: 'not_found' };
@@ -160,12 +160,12 @@ export class AccountStore {
         .where('tenant_id', '=', tenantId)
         .where('user_id', '=', actorId)
         .executeTakeFirst();
-      if (!actor || !isRole(actor.role)) return { outcome: 'not_allowed' };
+      if (!actor || !isRoleName(actor.role)) return { outcome: 'not_allowed' };
       const owners = await trx
         .selectFrom('memberships')
         .select((eb) => eb.fn.countAll<string>().as('n'))
         .where('tenant_id', '=', tenantId)
-        .where('role', '=', 'owner')
+        .where('role', '=', ROLES.owner)
         .executeTakeFirstOrThrow();
       const decision = decide(actor.role, member.role, Number(owners.n));
       if (decision !== 'ok') return { outcome: decision };
@@ -187,7 +187,7 @@ export class AccountStore {
     });
   }
 
-  async addMembership(tenantId: string, userId: string, role: Role, now: Date): Promise<void> {
+  async addMembership(tenantId: string, userId: string, role: RoleName, now: Date): Promise<void> {
     await this.#db
       .insertInto('memberships')
       .values({ tenant_id: tenantId, user_id: userId, role, created_at: now })
@@ -232,7 +232,7 @@ function memberRecord(
     created_at: Date;
   },
 ): MemberRecord | undefined {
-  if (!isRole(row.role)) return undefined;
+  if (!isRoleName(row.role)) return undefined;
   return {
     user: { id: row.id, email: row.email, platformAdmin: row.platform_admin, createdAt: row.user_created_at },
     tenantId,
@@ -259,6 +259,6 @@ async function insertOwner(trx: Transaction<AdminDatabase>, owner: NewOwner): Pr
     .execute();
   await trx
     .insertInto('memberships')
-    .values({ tenant_id: tenant.id, user_id: user.id, role: 'owner', created_at: user.createdAt })
+    .values({ tenant_id: tenant.id, user_id: user.id, role: ROLES.owner, created_at: user.createdAt })
     .execute();
 }

@@ -1,6 +1,6 @@
+import { isBotRoleName, ROLES } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AdminDatabase, BotKeysTable, BotsTable } from '../db/schema.ts';
-import { isBotRole } from '../domain/bots.ts';
 import { type BotKeyRecord, type BotRecord, isForeignKeyViolation } from './records.ts';
 
 export interface NewBotKey extends BotKeyRecord {
@@ -34,7 +34,7 @@ function toBot(row: Selectable<BotsTable>): BotRecord {
     projectId: row.project_id,
     name: row.name,
     // The column's check constraint allows only developer and viewer.
-    role: isBotRole(row.role) ? row.role : 'viewer',
+    role: isBotRoleName(row.role) ? row.role : ROLES.viewer,
     createdAt: row.created_at,
   };
 }

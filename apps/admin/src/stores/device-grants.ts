@@ -1,16 +1,7 @@
 /**
- * OAuth device authorization grants (RFC 8628) in PostgreSQL, and the throttle that counts
- * code issuance and user-code entry. Only SHA-256 hashes of device and user codes are stored.
+ * OAuth device authorization grants (RFC 8628) in PostgreSQL. Only SHA-256 hashes of device
+ * and user codes are stored.
  */
-import type { Clock } from '@relayplane/shared/clock';
-import type { Logger } from '@relayplane/shared/logger';
-import {
-  FallbackRateLimiter,
-  MemoryRateLimiter,
-  type RateLimiter,
-  RedisRateLimiter,
-} from '@relayplane/shared/rate-limit';
-import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import type { DeviceGrantStatus, PolledGrant } from '../domain/device-codes.ts';
@@ -179,31 +170,4 @@ export class DeviceGrantStore {
       .executeTakeFirst();
     return Number(res.numDeletedRows);
   }
-}
-
-/** The one place device-flow throttle keys are built (limiters only prepend their namespace). */
-export const deviceThrottleKeys = {
-  /** Device codes issued to a client IP. */
-  issueIp: (clientIp: string): string => `device:issue:ip:${clientIp}`,
-  /** User codes entered (looked up or decided) by a user. */
-  entryUser: (userId: string): string => `device:entry:user:${userId}`,
-  /** User codes entered from a client IP. */
-  entryIp: (clientIp: string): string => `device:entry:ip:${clientIp}`,
-};
-
-/**
- * The device-flow throttle: on the login throttle's Redis connection (shared by every replica)
- * with per-process memory while Redis fails; memory alone without Redis.
- */
-export function createDeviceThrottle(
-  redis: { connection: Redis; prefix: string } | undefined,
-  windowSeconds: number,
-  clock: Clock,
-  logger: Logger,
-): RateLimiter {
-  const windowMs = windowSeconds * 1000;
-  const memory = new MemoryRateLimiter(clock, windowMs);
-  if (!redis) return memory;
-  const primary = new RedisRateLimiter(redis.connection, redis.prefix, windowMs);
-  return new FallbackRateLimiter(primary, memory, logger, 'device flow throttle');
 }

@@ -1,7 +1,6 @@
+import { isBotRoleName, isRoleName, ROLES, type RoleName } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AdminDatabase, IdentityTokensTable } from '../db/schema.ts';
-import { isBotRole } from '../domain/bots.ts';
-import { isRole, type Role } from '../domain/roles.ts';
 import { type BotRecord, type IdentityTokenRecord, isForeignKeyViolation } from './records.ts';
 
 export interface NewIdentityToken extends IdentityTokenRecord {
@@ -14,7 +13,7 @@ export interface AuthenticatedIdentity {
   token: IdentityTokenRecord;
   bot: BotRecord;
   /** The role the chain's root user holds in the tenant now. */
-  rootUserRole: Role;
+  rootUserRole: RoleName;
 }
 
 const COLUMNS = [
@@ -156,7 +155,7 @@ export class IdentityTokenStore {
       .where('t.revoked_at', 'is', null)
       .where('t.expires_at', '>', now)
       .executeTakeFirst();
-    if (!row || !isRole(row.root_role)) return undefined;
+    if (!row || !isRoleName(row.root_role)) return undefined;
     if (row.created_by_token_id !== null && !(await this.#ancestorsLive(row.created_by_token_id, now))) {
       return undefined;
     }
@@ -169,7 +168,7 @@ export class IdentityTokenStore {
         projectId: row.project_id,
         name: row.bot_name,
         // The column's check constraint allows only developer and viewer.
-        role: isBotRole(row.bot_role) ? row.bot_role : 'viewer',
+        role: isBotRoleName(row.bot_role) ? row.bot_role : ROLES.viewer,
         createdAt: row.bot_created_at,
       },
     };

@@ -1,6 +1,5 @@
+import type { BotRoleName, RoleName } from '@relayplane/shared/contract';
 import type { ApiKeyMode } from '../domain/api-keys.ts';
-import type { BotRole } from '../domain/bots.ts';
-import type { Role } from '../domain/roles.ts';
 
 export interface TenantRecord {
   id: string;
@@ -19,7 +18,7 @@ export interface UserRecord {
 export interface MemberRecord {
   user: UserRecord;
   tenantId: string;
-  role: Role;
+  role: RoleName;
   createdAt: Date;
 }
 
@@ -71,7 +70,7 @@ export interface SessionRecord {
   lastSeenAt: Date | null;
   user: UserRecord;
   tenant: TenantRecord;
-  role: Role;
+  role: RoleName;
   /** `session` (login; also when absent) or `cli` (a CLI token from the device flow). */
   kind?: SessionKind;
 }
@@ -91,7 +90,7 @@ export interface BotRecord {
   tenantId: string;
   projectId: string;
   name: string;
-  role: BotRole;
+  role: BotRoleName;
   createdAt: Date;
 }
 

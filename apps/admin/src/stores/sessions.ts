@@ -1,6 +1,6 @@
+import { isRoleName } from '@relayplane/shared/contract';
 import type { Kysely } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
-import { isRole } from '../domain/roles.ts';
 import type { SessionKind, SessionRecord } from './records.ts';
 
 export interface NewSession {
@@ -76,7 +76,7 @@ export class SessionStore {
       .where(column, '=', value)
       .where('s.expires_at', '>', now)
       .executeTakeFirst();
-    if (!row || !isRole(row.role)) return undefined;
+    if (!row || !isRoleName(row.role)) return undefined;
     return {
       id: row.session_id,
       createdAt: row.session_created_at,

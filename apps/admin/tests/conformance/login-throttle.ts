@@ -1,22 +1,24 @@
 /**
- * Conformance suite for the `LoginThrottle` port: every implementation runs it.
+ * Conformance suite for the throttles' port (`RateLimiter` of @relayplane/shared/rate-limit):
+ * every implementation runs it.
  * Windows end through the factory (a clock for memory, a rewritten TTL for Redis), never by sleeping.
  */
+
+import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { LoginThrottle } from '../../src/stores/login-throttle.ts';
 
 export const WINDOW_MS = 900_000;
 
-export interface LoginThrottleFactory {
+export interface ThrottleFactory {
   /** A new throttle with a window of `WINDOW_MS` and its own keys. */
-  create(): LoginThrottle;
+  create(): RateLimiter;
   /** Ends the current window of `key` on `throttle`; resolves once the next hit starts a new window. */
-  endWindow(throttle: LoginThrottle, key: string): Promise<void>;
+  endWindow(throttle: RateLimiter, key: string): Promise<void>;
   cleanup?(): Promise<void>;
 }
 
-export function loginThrottleConformance(name: string, factory: LoginThrottleFactory): void {
-  describe(`LoginThrottle conformance: ${name}`, () => {
+export function loginThrottleConformance(name: string, factory: ThrottleFactory): void {
+  describe(`throttle conformance: ${name}`, () => {
     afterEach(async () => {
       await factory.cleanup?.();
     });

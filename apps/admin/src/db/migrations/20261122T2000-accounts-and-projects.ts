@@ -1,4 +1,6 @@
+import { ROLE_NAMES } from '@relayplane/shared/contract';
 import { type Kysely, sql } from 'kysely';
+import { literalList } from '../literals.ts';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
@@ -23,9 +25,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .createTable('memberships')
     .addColumn('tenant_id', 'text', (c) => c.notNull().references('tenants.id').onDelete('cascade'))
     .addColumn('user_id', 'text', (c) => c.notNull().references('users.id').onDelete('cascade'))
-    .addColumn('role', 'text', (c) =>
-      c.notNull().check(sql`role in ('owner', 'admin', 'developer', 'viewer')`),
-    )
+    .addColumn('role', 'text', (c) => c.notNull().check(sql`role in (${literalList(ROLE_NAMES)})`))
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addPrimaryKeyConstraint('memberships_pkey', ['tenant_id', 'user_id'])
     .execute();

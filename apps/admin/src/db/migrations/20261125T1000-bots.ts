@@ -1,4 +1,6 @@
+import { BOT_ROLE_NAMES } from '@relayplane/shared/contract';
 import { type Kysely, sql } from 'kysely';
+import { literalList } from '../literals.ts';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
@@ -7,7 +9,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('tenant_id', 'text', (c) => c.notNull().references('tenants.id').onDelete('cascade'))
     .addColumn('project_id', 'text', (c) => c.notNull())
     .addColumn('name', 'text', (c) => c.notNull())
-    .addColumn('role', 'text', (c) => c.notNull().check(sql`role in ('developer', 'viewer')`))
+    .addColumn('role', 'text', (c) => c.notNull().check(sql`role in (${literalList(BOT_ROLE_NAMES)})`))
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     // Lets bot_keys reference (bot, project, tenant) together.
     .addUniqueConstraint('bots_id_project_id_tenant_id_key', ['id', 'project_id', 'tenant_id'])

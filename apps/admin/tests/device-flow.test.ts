@@ -9,14 +9,14 @@ import { auditSecretsIn } from '@relayplane/testing/audit';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { captureLogs, createAdmin, startBilling } from '../tests/harness.ts';
 import {
   CLI_TOKEN_CANNOT_APPROVE_MESSAGE,
   DEVICE_CODES_RATE_LIMITED_MESSAGE,
   USER_CODE_NOT_FOUND_MESSAGE,
   USER_CODE_RATE_LIMITED_MESSAGE,
-} from './grpc/device-flow.ts';
-import type { AdminService } from './service.ts';
+} from '../src/grpc/device-flow.ts';
+import type { AdminService } from '../src/service.ts';
+import { captureLogs, createAdmin, startBilling } from './harness.ts';
 
 const PASSWORD = 'a long enough password';
 const CLIENT = 'relayplane-cli';

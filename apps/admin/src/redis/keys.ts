@@ -1,0 +1,20 @@
+/**
+ * Every Redis key the admin service uses, built in one place. The rate limiters prepend the
+ * deployment's prefix (`ADMIN_REDIS_PREFIX`); the bus prefixes its channels the same way.
+ */
+import { createHash } from 'node:crypto';
+
+/** Fixed-window counters of the login and device-flow throttles (one string key each, TTL = window). */
+export const throttleKeys = {
+  /** Login attempts on an account: the normalised email, hashed so no address is stored in Redis. */
+  loginAccount: (normalisedEmail: string): string =>
+    `login:acct:${createHash('sha256').update(normalisedEmail).digest('hex')}`,
+  /** Login attempts from a client IP. */
+  loginIp: (clientIp: string): string => `login:ip:${clientIp}`,
+  /** Device codes issued to a client IP. */
+  deviceIssueIp: (clientIp: string): string => `device:issue:ip:${clientIp}`,
+  /** User codes entered (looked up or decided) by a user. */
+  deviceEntryUser: (userId: string): string => `device:entry:user:${userId}`,
+  /** User codes entered from a client IP. */
+  deviceEntryIp: (clientIp: string): string => `device:entry:ip:${clientIp}`,
+};

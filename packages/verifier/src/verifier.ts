@@ -38,7 +38,7 @@ export interface VerifierOptions {
 }
 
 export interface VerifyOptions {
-  /** Scope(s) the credential must carry, e.g. `relay:session`. */
+  /** Scope(s) the credential must carry in its `scope` claim (docs/credentials.md lists them). */
   scope?: string | readonly string[];
 }
 

@@ -19,9 +19,6 @@ import type { Logger } from './logger.ts';
 
 export { Gauge, Registry };
 
-/** Prefix of every metric this platform defines (process and Node.js metrics keep their usual names). */
-export const METRICS_PREFIX = 'relayplane_';
-
 /** Buckets of request/call duration histograms, in seconds (1 ms to 5 min: unary calls and streams). */
 export const DURATION_BUCKETS: readonly number[] = [
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,

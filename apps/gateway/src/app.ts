@@ -1,6 +1,7 @@
 import cookie from '@fastify/cookie';
 import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Permission } from '@relayplane/shared/iam';
 import type { Logger } from '@relayplane/shared/logger';
 import type { Registry } from '@relayplane/shared/metrics';
@@ -8,18 +9,12 @@ import { requestIdFrom, runWithRequestContext } from '@relayplane/shared/request
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { GatewayClients } from './clients.ts';
 import type { GatewayConfig } from './config.ts';
-import { EntitlementCache, PLAN_CHANGED } from './entitlements.ts';
+import { EntitlementCache } from './entitlements.ts';
 import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
 import { lazyChildLoggerFactory } from './lazy-logger.ts';
 import { registerOpenApi } from './openapi.ts';
-import {
-  API_KEYS_REVOKED,
-  type ApiKeyAuth,
-  acceptsUserSession,
-  authGuards,
-  permissionOf,
-} from './plugins/auth.ts';
+import { type ApiKeyAuth, acceptsUserSession, authGuards, permissionOf } from './plugins/auth.ts';
 import { withCookieAuth } from './plugins/csrf.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
@@ -177,8 +172,11 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   );
   const unsubscribe: (() => Promise<void>)[] = [];
   if (deps.bus) {
-    unsubscribe.push(await deps.bus.subscribe(API_KEYS_REVOKED, (hash) => apiKeys.delete(hash)));
-    unsubscribe.push(await deps.bus.subscribe(PLAN_CHANGED, (tenantId) => entitlements.invalidate(tenantId)));
+    // Payloads: the revoked key's SHA-256; the tenant whose plan changed.
+    unsubscribe.push(await deps.bus.subscribe(BUS_CHANNELS.apiKeysRevoked, (hash) => apiKeys.delete(hash)));
+    unsubscribe.push(
+      await deps.bus.subscribe(BUS_CHANNELS.plansChanged, (tenantId) => entitlements.invalidate(tenantId)),
+    );
   }
   const shuttingDown = new AbortController();
   app.addHook('preClose', (done) => {

@@ -4,22 +4,29 @@ import { IssuerService } from '@relayplane/proto/issuer';
 import { HealthService } from '@relayplane/shared/health';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 
-/** Every downstream the gateway calls, each a typed gRPC client. */
-export interface GatewayClients {
-  admin: ServiceClient<typeof AdminService>;
-  issuer: ServiceClient<typeof IssuerService>;
-  billing: ServiceClient<typeof BillingService>;
-  health: Record<'admin' | 'issuer' | 'billing', ServiceClient<typeof HealthService>>;
-}
+export type AdminClient = ServiceClient<typeof AdminService>;
+export type IssuerClient = ServiceClient<typeof IssuerService>;
+export type BillingClient = ServiceClient<typeof BillingService>;
 
+/** The gRPC service name of each downstream (its health check asks for it). */
 export const SERVICE_NAMES = {
   admin: AdminService.typeName,
   issuer: IssuerService.typeName,
   billing: BillingService.typeName,
 } as const;
+export type Downstream = keyof typeof SERVICE_NAMES;
+export const DOWNSTREAMS = Object.keys(SERVICE_NAMES) as Downstream[];
+
+/** Every downstream the gateway calls, each a typed gRPC client. */
+export interface GatewayClients {
+  admin: AdminClient;
+  issuer: IssuerClient;
+  billing: BillingClient;
+  health: Record<Downstream, ServiceClient<typeof HealthService>>;
+}
 
 export function connectClients(
-  addresses: { admin: string; issuer: string; billing: string },
+  addresses: Record<Downstream, string>,
   timeoutMs: number,
   dnsMinIntervalMs?: number,
 ): GatewayClients {

@@ -1,4 +1,4 @@
-import type { GatewayClients } from './clients.ts';
+import type { BillingClient } from './clients.ts';
 import { TtlCache } from './ttl-cache.ts';
 
 export interface Entitlements {
@@ -12,15 +12,12 @@ export interface Entitlements {
   ttlExceeded: string;
 }
 
-/** The channel billing announces plan changes on (payload: tenant id). */
-export const PLAN_CHANGED = 'plans.changed';
-
 /** A tenant's plan limits, cached briefly (plan changes also invalidate through the bus). */
 export class EntitlementCache {
-  readonly #billing: GatewayClients['billing'];
+  readonly #billing: BillingClient;
   readonly #cache: TtlCache<string, Entitlements>;
 
-  constructor(billing: GatewayClients['billing'], ttlMs: number) {
+  constructor(billing: BillingClient, ttlMs: number) {
     this.#billing = billing;
     this.#cache = new TtlCache(ttlMs);
   }

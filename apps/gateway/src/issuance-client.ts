@@ -37,7 +37,7 @@ import type {
 } from '@relayplane/proto/issuer';
 import { AppError, isErrorCode } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
-import type { GatewayClients } from './clients.ts';
+import type { IssuerClient } from './clients.ts';
 
 type Request = MessageInitShape<typeof IssueCredentialRequestSchema>;
 type Item = MessageInitShape<typeof IssueCredentialsRequestSchema>;
@@ -79,7 +79,7 @@ export const MAX_REQUESTS_PER_MESSAGE = 256;
 export const BATCHES_RETRY_AFTER_MS = 5 * 60_000;
 
 export class IssuanceClient {
-  readonly #issuer: GatewayClients['issuer'];
+  readonly #issuer: IssuerClient;
   readonly #timeoutMs: number;
   readonly #maxAgeMs: number;
   readonly #random: () => number;
@@ -98,7 +98,7 @@ export class IssuanceClient {
   /** Streams opened, requests sent a second time, and batch messages sent, for tests and logs. */
   readonly stats = { streamsOpened: 0, retries: 0, messages: 0, fallbacks: 0 };
 
-  constructor(issuer: GatewayClients['issuer'], options: IssuanceClientOptions, logger: Logger) {
+  constructor(issuer: IssuerClient, options: IssuanceClientOptions, logger: Logger) {
     this.#issuer = issuer;
     this.#timeoutMs = options.timeoutMs;
     this.#maxAgeMs = options.maxAgeMs ?? 60_000;

@@ -1,15 +1,13 @@
 import type { Bus } from '@relayplane/shared/bus';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
-import type { GatewayClients } from './clients.ts';
+import type { IssuerClient } from './clients.ts';
 
 export interface JwksSnapshot {
   /** The serialized `{"keys":[...]}` document, exactly as served. */
   body: string;
   etag: string;
 }
-
-/** The channel the issuer announces key-set changes on. */
-export const SIGNING_KEYS_CHANGED = 'signing-keys.changed';
 
 /**
  * Serves the JWKS from memory: the hot path never waits on the issuer. The snapshot is
@@ -18,7 +16,7 @@ export const SIGNING_KEYS_CHANGED = 'signing-keys.changed';
  * When the issuer is down, the last snapshot keeps being served.
  */
 export class JwksCache {
-  readonly #issuer: GatewayClients['issuer'];
+  readonly #issuer: IssuerClient;
   readonly #maxAgeMs: number;
   readonly #logger: Logger;
   #snapshot: JwksSnapshot | undefined;
@@ -26,14 +24,14 @@ export class JwksCache {
   #inFlight: Promise<JwksSnapshot> | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
 
-  constructor(issuer: GatewayClients['issuer'], maxAgeMs: number, logger: Logger) {
+  constructor(issuer: IssuerClient, maxAgeMs: number, logger: Logger) {
     this.#issuer = issuer;
     this.#maxAgeMs = maxAgeMs;
     this.#logger = logger;
   }
 
   async listen(bus: Bus): Promise<void> {
-    this.#unsubscribe = await bus.subscribe(SIGNING_KEYS_CHANGED, () => {
+    this.#unsubscribe = await bus.subscribe(BUS_CHANNELS.signingKeysChanged, () => {
       this.#fetchedAt = 0;
       this.refresh().catch(() => {});
     });

@@ -3,6 +3,7 @@
  * document under components/schemas; routes refer to them as `{ $ref: 'Name#' }`.
  */
 
+import { PLAN_IDS, ROLE_NAMES } from '@relayplane/shared/contract';
 import {
   type Permission,
   PROJECT_PERMISSIONS,
@@ -74,7 +75,7 @@ export const SHARED_SCHEMAS = [
       id: { type: 'string' },
       user: ref('User'),
       tenant: ref('Tenant'),
-      role: { type: 'string', enum: ['owner', 'admin', 'developer', 'viewer'] },
+      role: { type: 'string', enum: ROLE_NAMES },
       created_at: dateTime,
       expires_at: dateTime,
       kind: {
@@ -138,7 +139,7 @@ export const SHARED_SCHEMAS = [
     required: ['id', 'name', 'limits', 'price'],
     additionalProperties: false,
     properties: {
-      id: { type: 'string', enum: ['free', 'pro', 'enterprise'] },
+      id: { type: 'string', enum: PLAN_IDS },
       name: { type: 'string' },
       limits: ref('PlanLimits'),
       price: ref('Price'),
@@ -338,6 +339,9 @@ export const AUTH_ERRORS = {
 } as const;
 
 export { ref };
+
+/** Values as a prose list of code spans, for descriptions: `` `a`, `b` ``. */
+export const codeList = (values: readonly string[]): string => values.map((v) => `\`${v}\``).join(', ');
 
 /** What a route's 403 says before its permission guard names the permission. */
 export const GENERIC_FORBIDDEN = 'The principal lacks the permission (docs/iam.md).';

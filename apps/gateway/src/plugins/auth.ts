@@ -13,7 +13,7 @@ import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, subjectOf } from '@relayplane/shared/iam';
 import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { GatewayClients } from '../clients.ts';
+import type { AdminClient, IssuerClient } from '../clients.ts';
 import type { TtlCache } from '../ttl-cache.ts';
 import { requireCsrf, sessionCookieOf } from './csrf.ts';
 
@@ -74,9 +74,6 @@ declare module 'fastify' {
 
 /** `svc_live_` / `svc_test_` + 64 lowercase hex: anything else is rejected before any lookup. */
 export const API_KEY_PATTERN = /^svc_(live|test)_[0-9a-f]{64}$/;
-
-/** The channel admin announces API key revocations on (payload: the key's SHA-256). */
-export const API_KEYS_REVOKED = 'api-keys.revoked';
 
 export function apiKeyHash(key: string): string {
   return hash('sha256', key, 'hex');
@@ -166,11 +163,7 @@ export interface GuardCaches {
   relays: TtlCache<string, Relay>;
 }
 
-export function authGuards(
-  admin: GatewayClients['admin'],
-  issuer: GatewayClients['issuer'],
-  caches: GuardCaches,
-): AuthGuards {
+export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: GuardCaches): AuthGuards {
   const principal = acceptingUserSession(async (request: FastifyRequest) => {
     const { token, via } = sessionCredential(request);
     const res = await admin.authenticate({ token });

@@ -1,3 +1,4 @@
+import { CREDENTIAL_SCOPES } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
@@ -6,6 +7,7 @@ import {
   AUTH_ERRORS,
   BODY_ERRORS,
   COMMON_ERRORS,
+  codeList,
   errorResponse,
   GENERIC_FORBIDDEN,
   ref,
@@ -65,7 +67,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
         summary: 'Create an API key (shown once)',
         description:
           'Answers the key once, in field `key` (`svc_live_` or `svc_test_` + 64 hex); only its hash is stored. ' +
-          '`scopes` default to all of `relay:session`, `relay:publish`, `relay:subscribe`. The plan limits active keys: 402.',
+          `\`scopes\` default to all of ${codeList(CREDENTIAL_SCOPES)}. The plan limits active keys: 402.`,
         tags: ['api-keys'],
         security: [{ bearerAuth: [] }],
         params: projectParams,

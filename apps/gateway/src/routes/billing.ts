@@ -6,6 +6,7 @@
  */
 
 import type { CheckoutSession, Subscription } from '@relayplane/proto/billing';
+import { IDEMPOTENCY_KEY_PATTERN, PLAN_IDS } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
@@ -14,8 +15,6 @@ import { publicBaseUrl } from '../public-url.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
-const PLAN_IDS = ['free', 'pro', 'enterprise'];
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const DAY = '^\\d{4}-\\d{2}-\\d{2}$';
 
 const checkoutSessionSchema = {
@@ -145,7 +144,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
     },
     async (request, reply) => {
       const key = request.headers['idempotency-key'];
-      if (key !== undefined && (typeof key !== 'string' || !IDEMPOTENCY_KEY.test(key))) {
+      if (key !== undefined && (typeof key !== 'string' || !IDEMPOTENCY_KEY_PATTERN.test(key))) {
         throw new AppError('invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters');
       }
       const { tenantId } = principalOf(request);

@@ -1,12 +1,12 @@
+import type { Bot, BotKey, IdentityToken, Principal } from '@relayplane/proto/admin';
 import {
-  type Bot,
-  type BotKey,
-  type IdentityToken,
-  type Principal,
-  TenantRole,
-} from '@relayplane/proto/admin';
+  BOT_ROLE_NAMES,
+  type BotRoleName,
+  DEFAULT_BOT_ROLE,
+  isBotRoleName,
+} from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
-import { permissionsOf, subjectOf } from '@relayplane/shared/iam';
+import { permissionsOf, roleName, subjectOf, tenantRole } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso } from '../present.ts';
@@ -17,10 +17,6 @@ import { IDENTITY_TOKEN_SCHEMA, presentIdentityToken } from './identity-tokens.t
 const dateTime = { type: 'string', format: 'date-time' } as const;
 const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as const;
 
-/** A bot's role is project-scoped: developer or viewer. */
-const BOT_ROLES = { developer: TenantRole.DEVELOPER, viewer: TenantRole.VIEWER } as const;
-type BotRole = keyof typeof BOT_ROLES;
-
 export const BOT_SCHEMA = {
   type: 'object',
   required: ['id', 'project_id', 'name', 'role', 'created_at'],
@@ -29,7 +25,7 @@ export const BOT_SCHEMA = {
     id: { type: 'string', pattern: '^bot_[0-9a-z]{20}$' },
     project_id: { type: 'string' },
     name: { type: 'string' },
-    role: { type: 'string', enum: ['developer', 'viewer'], description: 'Project-scoped.' },
+    role: { type: 'string', enum: BOT_ROLE_NAMES, description: 'Project-scoped.' },
     created_at: dateTime,
   },
 } as const;
@@ -62,7 +58,7 @@ export const BOT_SESSION_SCHEMA = {
     },
     tenant_id: { type: 'string' },
     project_id: { type: 'string', description: 'The bot acts within this project only.' },
-    role: { type: 'string', enum: ['developer', 'viewer'] },
+    role: { type: 'string', enum: BOT_ROLE_NAMES },
     permissions: {
       type: 'array',
       items: { type: 'string' },
@@ -80,10 +76,12 @@ function required<T>(value: T | undefined, what: string): T {
   return value;
 }
 
-function roleName(role: TenantRole): BotRole {
-  if (role === TenantRole.VIEWER) return 'viewer';
-  if (role === TenantRole.DEVELOPER) return 'developer';
-  throw new AppError('internal', 'a bot with a role other than developer or viewer');
+function botRoleName(b: Bot): BotRoleName {
+  const role = roleName(b.role);
+  if (role === undefined || !isBotRoleName(role)) {
+    throw new AppError('internal', 'a bot with a role other than developer or viewer');
+  }
+  return role;
 }
 
 export function presentBot(b: Bot) {
@@ -91,7 +89,7 @@ export function presentBot(b: Bot) {
     id: b.id,
     project_id: b.projectId,
     name: b.name,
-    role: roleName(b.role),
+    role: botRoleName(b),
     created_at: required(iso(b.createdAt), 'bot.created_at'),
   };
 }
@@ -176,7 +174,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.post<{ Params: { project_id: string }; Body: { name: string; role?: BotRole } }>(
+  app.post<{ Params: { project_id: string }; Body: { name: string; role?: BotRoleName } }>(
     '/admin/v1/projects/:project_id/bots',
     {
       onRequest: guards.allow('bots:write'),
@@ -195,7 +193,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
           additionalProperties: false,
           properties: {
             name: { type: 'string', minLength: 1, maxLength: 64 },
-            role: { type: 'string', enum: ['developer', 'viewer'], default: 'developer' },
+            role: { type: 'string', enum: BOT_ROLE_NAMES, default: DEFAULT_BOT_ROLE },
           },
         },
         response: {
@@ -214,7 +212,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         principal: principalOf(request),
         projectId: request.params.project_id,
         name: request.body.name,
-        role: BOT_ROLES[request.body.role ?? 'developer'],
+        role: tenantRole(request.body.role ?? DEFAULT_BOT_ROLE),
       });
       if (!res.bot) throw new AppError('internal', 'createBot returned no bot');
       return reply.code(201).send(presentBot(res.bot));

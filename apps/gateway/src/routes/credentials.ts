@@ -1,3 +1,9 @@
+import {
+  CREDENTIAL_SCOPES,
+  CREDENTIAL_TTL_SECONDS,
+  DEFAULT_CREDENTIAL_SCOPES,
+  isCredentialScope,
+} from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
@@ -6,14 +12,12 @@ import {
   AUTH_ERRORS,
   BODY_ERRORS,
   COMMON_ERRORS,
+  codeList,
   errorResponse,
   GENERIC_FORBIDDEN,
   ref,
 } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
-
-export const KNOWN_SCOPES = ['relay:session', 'relay:publish', 'relay:subscribe'] as const;
-export const TTL = { min: 60, max: 3600, default: 600 } as const;
 
 const RELAY_AUTH = [{ relayNodeToken: [] }];
 
@@ -30,8 +34,9 @@ export function registerCredentials(
         summary: 'Issue a relay credential',
         description:
           'Mints a short-lived Ed25519 JWT for connecting to relays, plus the relays to use. `scopes` default to ' +
-          '`["relay:session"]` (known: `relay:session`, `relay:publish`, `relay:subscribe`); each must be granted to ' +
-          "the API key (403). `ttl_seconds` defaults to 600, 60..3600, and at most the plan's maximum (400). " +
+          `\`${JSON.stringify(DEFAULT_CREDENTIAL_SCOPES)}\` (known: ${codeList(CREDENTIAL_SCOPES)}); ` +
+          'each must be granted to the API key (403). ' +
+          `\`ttl_seconds\` defaults to ${CREDENTIAL_TTL_SECONDS.default}, ${CREDENTIAL_TTL_SECONDS.min}..${CREDENTIAL_TTL_SECONDS.max}, and at most the plan's maximum (400). ` +
           "`region` biases relay assignment. Each credential holds one of the tenant's concurrent-connection slots " +
           "until it expires or is revoked; at the plan's cap: 402. When the connection counters are unreachable: 503 " +
           'with `Retry-After` (never a credential).',
@@ -42,7 +47,11 @@ export function registerCredentials(
           additionalProperties: false,
           properties: {
             scopes: { type: 'array', minItems: 1, maxItems: 3, items: { type: 'string', maxLength: 64 } },
-            ttl_seconds: { type: 'integer', minimum: TTL.min, maximum: TTL.max },
+            ttl_seconds: {
+              type: 'integer',
+              minimum: CREDENTIAL_TTL_SECONDS.min,
+              maximum: CREDENTIAL_TTL_SECONDS.max,
+            },
             region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' },
           },
         },
@@ -62,12 +71,12 @@ export function registerCredentials(
       const auth = request.apiKey;
       if (!auth) throw new AppError('unauthenticated', 'missing API key');
       const body = request.body ?? {};
-      const scopes = [...new Set(body.scopes ?? ['relay:session'])];
+      const scopes = [...new Set(body.scopes ?? DEFAULT_CREDENTIAL_SCOPES)];
       for (const scope of scopes) {
-        if (!(KNOWN_SCOPES as readonly string[]).includes(scope)) {
+        if (!isCredentialScope(scope)) {
           throw new AppError(
             'invalid_request',
-            `unknown scope "${scope}" (known: ${KNOWN_SCOPES.join(', ')})`,
+            `unknown scope "${scope}" (known: ${CREDENTIAL_SCOPES.join(', ')})`,
           );
         }
         if (!auth.apiKey.scopes.includes(scope)) {
@@ -76,7 +85,7 @@ export function registerCredentials(
       }
       // Cached entitlements are taken without waiting (the hot path); a miss asks billing.
       const plan = entitlements.peek(auth.apiKey.tenantId) ?? (await entitlements.get(auth.apiKey.tenantId));
-      const ttl = body.ttl_seconds ?? Math.min(TTL.default, plan.maxCredentialTtlSeconds);
+      const ttl = body.ttl_seconds ?? Math.min(CREDENTIAL_TTL_SECONDS.default, plan.maxCredentialTtlSeconds);
       if (ttl > plan.maxCredentialTtlSeconds) {
         throw new AppError(
           'invalid_request',

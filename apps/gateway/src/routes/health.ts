@@ -1,6 +1,6 @@
 import { HealthCheckResponse_ServingStatus as Status } from '@relayplane/proto/grpc-health';
 import type { FastifyInstance } from 'fastify';
-import { SERVICE_NAMES } from '../clients.ts';
+import { DOWNSTREAMS, type Downstream, SERVICE_NAMES } from '../clients.ts';
 import { errorResponse } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
@@ -55,13 +55,9 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
               status: { type: 'string', const: 'ready' },
               services: {
                 type: 'object',
-                required: ['admin', 'issuer', 'billing'],
+                required: DOWNSTREAMS,
                 additionalProperties: false,
-                properties: {
-                  admin: { type: 'string' },
-                  issuer: { type: 'string' },
-                  billing: { type: 'string' },
-                },
+                properties: Object.fromEntries(DOWNSTREAMS.map((name) => [name, { type: 'string' }])),
               },
             },
           },
@@ -70,17 +66,18 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
       },
     },
     async (_request, reply) => {
-      const names = ['admin', 'issuer', 'billing'] as const;
-      const results = await Promise.all(
-        names.map((name) =>
-          clients.health[name]
-            .check({ service: SERVICE_NAMES[name] }, { deadline: new Date(Date.now() + 1_000) })
-            .then((r) => STATUS_NAMES[r.status] ?? 'UNKNOWN')
-            .catch(() => 'UNREACHABLE'),
+      const services = Object.fromEntries(
+        await Promise.all(
+          DOWNSTREAMS.map((name) =>
+            clients.health[name]
+              .check({ service: SERVICE_NAMES[name] }, { deadline: new Date(Date.now() + 1_000) })
+              .then((r) => STATUS_NAMES[r.status] ?? 'UNKNOWN')
+              .catch(() => 'UNREACHABLE')
+              .then((state) => [name, state] as const),
+          ),
         ),
-      );
-      const services = { admin: results[0] ?? '', issuer: results[1] ?? '', billing: results[2] ?? '' };
-      const failing = names.filter((n) => services[n] !== 'SERVING');
+      ) as Record<Downstream, string>;
+      const failing = DOWNSTREAMS.filter((n) => services[n] !== 'SERVING');
       if (failing.length) {
         reply.header('retry-after', '1');
         return reply.code(503).send({

@@ -1,21 +1,13 @@
-import { type Member, TenantRole } from '@relayplane/proto/admin';
+import type { Member } from '@relayplane/proto/admin';
+import { ROLE_NAMES, type RoleName } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
+import { roleName, tenantRole } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { csrfTokenFor, sessionCookieOf } from '../plugins/csrf.ts';
 import { iso, presentSession, presentUser } from '../present.ts';
 import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
-
-const ROLE_NAMES = ['owner', 'admin', 'developer', 'viewer'] as const;
-type RoleName = (typeof ROLE_NAMES)[number];
-
-const ROLE_TO_PROTO: Record<RoleName, TenantRole> = {
-  owner: TenantRole.OWNER,
-  admin: TenantRole.ADMIN,
-  developer: TenantRole.DEVELOPER,
-  viewer: TenantRole.VIEWER,
-};
 
 const roleSchema = { type: 'string', enum: ROLE_NAMES } as const;
 
@@ -32,7 +24,7 @@ const MEMBER_SCHEMA = {
 } as const;
 
 function presentMember(m: Member) {
-  const role = ROLE_NAMES.find((name) => ROLE_TO_PROTO[name] === m.role);
+  const role = roleName(m.role);
   const createdAt = iso(m.createdAt);
   if (!m.user || !role || !createdAt)
     throw new AppError('internal', 'member incomplete in a service response');
@@ -161,7 +153,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
       const res = await clients.admin.addMember({
         principal: principalOf(request),
         email: request.body.email,
-        role: ROLE_TO_PROTO[request.body.role],
+        role: tenantRole(request.body.role),
       });
       return reply.code(201).send(memberOf(res, 'addMember'));
     },
@@ -201,7 +193,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
       const res = await clients.admin.changeMemberRole({
         principal: principalOf(request),
         userId: request.params.user_id,
-        role: ROLE_TO_PROTO[request.body.role],
+        role: tenantRole(request.body.role),
       });
       return memberOf(res, 'changeMemberRole');
     },

@@ -15,6 +15,7 @@ import type { AdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
+import { SWEEP_INTERVAL_MS, sweepExpired } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
@@ -70,8 +71,6 @@ function createThrottleRedis(config: AdminConfig, logger: Logger): ThrottleRedis
 
 /** How long start() waits for the throttle's Redis; past it, login uses the in-memory limits until Redis answers. */
 const THROTTLE_READY_WAIT_MS = 1_000;
-
-const SESSION_SWEEP_INTERVAL_MS = 10 * 60_000;
 
 /** The admin service: tenants, users, sessions, projects, API keys, bots, IP allowlists. */
 export class AdminService {
@@ -205,7 +204,7 @@ export class AdminService {
     const watch = watchDatabase(this.rpc.health, [AdminRpc.typeName], this.database, this.logger);
     this.#watch = watch;
     await watch.check();
-    this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SESSION_SWEEP_INTERVAL_MS);
+    this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SWEEP_INTERVAL_MS);
     this.#sweep.unref();
     const port = await this.rpc.listen(this.config.listen);
     this.logger.info({ port }, 'admin listening');
@@ -228,21 +227,14 @@ export class AdminService {
     return this.rpc.port;
   }
 
-  /** Deletes expired sessions (they are already refused; this only reclaims the rows). */
-  async sweepExpiredSessions(): Promise<number> {
-    try {
-      const deleted = await this.sessions.deleteExpired(this.#clock.now());
-      if (deleted) this.logger.debug({ deleted }, 'expired sessions deleted');
-      // Expired device grants are kept an hour, so a late poll still answers expired_token.
-      const grants = await this.#deviceGrants.deleteExpired(
-        new Date(this.#clock.now().getTime() - 3_600_000),
-      );
-      if (grants) this.logger.debug({ deleted: grants }, 'expired device grants deleted');
-      return deleted;
-    } catch (err) {
-      this.logger.warn({ err }, 'could not delete expired sessions');
-      return 0;
-    }
+  /** Deletes expired sessions and device grants now (a timer also does, every 10 minutes). */
+  sweepExpiredSessions(): Promise<number> {
+    return sweepExpired({
+      sessions: this.sessions,
+      deviceGrants: this.#deviceGrants,
+      clock: this.#clock,
+      logger: this.logger,
+    });
   }
 
   async destroy(): Promise<void> {

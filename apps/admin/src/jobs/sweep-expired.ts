@@ -1,0 +1,35 @@
+/**
+ * Reclaims the rows of expired sessions and device grants. Both are already refused when
+ * presented; this only keeps the tables small. Runs on every replica on a timer: the deletes
+ * are idempotent, so replicas racing each other only delete nothing.
+ */
+import type { Clock } from '@relayplane/shared/clock';
+import type { Logger } from '@relayplane/shared/logger';
+import type { DeviceGrantStore } from '../stores/device-grants.ts';
+import type { SessionStore } from '../stores/sessions.ts';
+
+export const SWEEP_INTERVAL_MS = 10 * 60_000;
+/** Expired device grants are kept this long, so a late poll still answers `expired_token`. */
+const GRANT_GRACE_MS = 3_600_000;
+
+export interface SweepDeps {
+  sessions: SessionStore;
+  deviceGrants: DeviceGrantStore;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** The number of sessions deleted; a failure is logged and counts as none. */
+export async function sweepExpired(deps: SweepDeps): Promise<number> {
+  try {
+    const now = deps.clock.now();
+    const deleted = await deps.sessions.deleteExpired(now);
+    if (deleted) deps.logger.debug({ deleted }, 'expired sessions deleted');
+    const grants = await deps.deviceGrants.deleteExpired(new Date(now.getTime() - GRANT_GRACE_MS));
+    if (grants) deps.logger.debug({ deleted: grants }, 'expired device grants deleted');
+    return deleted;
+  } catch (err) {
+    deps.logger.warn({ err }, 'could not delete expired sessions');
+    return 0;
+  }
+}

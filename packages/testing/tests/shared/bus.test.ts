@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { testLogger } from '@relayplane/testing/logger';
-import { createTestRedis } from '@relayplane/testing/storage';
+import { MemoryBus, RedisBus } from '@relayplane/shared/bus';
+import { createRedis } from '@relayplane/shared/redis';
 import type { Redis } from 'ioredis';
 import { afterAll } from 'vitest';
-import { MemoryBus, RedisBus } from '../src/bus.ts';
-import { createRedis } from '../src/redis.ts';
+import { testLogger } from '../../src/logger.ts';
+import { createTestRedis } from '../../src/storage.ts';
 import { busConformance } from './conformance/bus.ts';
 
 busConformance('MemoryBus', {

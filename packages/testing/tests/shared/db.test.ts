@@ -2,12 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { testLogger } from '@relayplane/testing/logger';
-import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
+import { createDatabase, type Database, type DatabaseConfig } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase, type Database, type DatabaseConfig } from '../src/db.ts';
+import { testLogger } from '../../src/logger.ts';
+import { createTestDatabase, type TestDatabase } from '../../src/storage.ts';
 
 const logger = testLogger('db');
 

@@ -1,17 +1,9 @@
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { BillingService } from '@relayplane/proto/billing';
-import { hasMetric, samples, sampleValue, scrape } from '@relayplane/testing/metrics';
-import {
-  register as globalRegistry,
-  Counter as PromCounter,
-  Histogram as PromHistogram,
-  Registry as PromRegistry,
-} from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError } from '../src/errors.ts';
-import { HealthService, ServingStatus } from '../src/health.ts';
-import { createLogger } from '../src/logger.ts';
+import { AppError } from '@relayplane/shared/errors';
+import { HealthService, ServingStatus } from '@relayplane/shared/health';
+import { createLogger } from '@relayplane/shared/logger';
 import {
   counter,
   createRegistry,
@@ -21,8 +13,16 @@ import {
   type MetricsServer,
   type Registry,
   serveMetrics,
-} from '../src/metrics.ts';
-import { connect, RpcServer, type ServiceClient, type ServiceImpl } from '../src/rpc.ts';
+} from '@relayplane/shared/metrics';
+import { connect, RpcServer, type ServiceClient, type ServiceImpl } from '@relayplane/shared/rpc';
+import {
+  register as globalRegistry,
+  Counter as PromCounter,
+  Histogram as PromHistogram,
+  Registry as PromRegistry,
+} from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hasMetric, samples, sampleValue, scrape } from '../../src/metrics.ts';
 import { within } from './conformance/wait.ts';
 
 const logger = createLogger({ level: 'silent', service: 'metrics-test' });

@@ -2,12 +2,12 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { BillingService, type GetSubscriptionResponseSchema, PlanSchema } from '@relayplane/proto/billing';
 import type { CallInfo } from '@relayplane/proto/grpc';
+import { AppError, ERROR_CODES, type ErrorCode } from '@relayplane/shared/errors';
+import { HealthService, ServingStatus } from '@relayplane/shared/health';
+import { createLogger } from '@relayplane/shared/logger';
+import { currentRequestContext, runWithRequestContext } from '@relayplane/shared/request-context';
+import { connect, RpcServer, type ServiceClient, type ServiceImpl } from '@relayplane/shared/rpc';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AppError, ERROR_CODES, type ErrorCode } from '../src/errors.ts';
-import { HealthService, ServingStatus } from '../src/health.ts';
-import { createLogger } from '../src/logger.ts';
-import { currentRequestContext, runWithRequestContext } from '../src/request-context.ts';
-import { connect, RpcServer, type ServiceClient, type ServiceImpl } from '../src/rpc.ts';
 import { waitFor, within } from './conformance/wait.ts';
 
 type Billing = typeof BillingService;

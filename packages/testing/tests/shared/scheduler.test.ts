@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { testLogger } from '@relayplane/testing/logger';
-import { createTestRedis } from '@relayplane/testing/storage';
+import { createRedis } from '@relayplane/shared/redis';
+import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createRedis } from '../src/redis.ts';
-import { BullmqScheduler, MemoryScheduler, type Scheduler } from '../src/scheduler.ts';
+import { testLogger } from '../../src/logger.ts';
+import { createTestRedis } from '../../src/storage.ts';
 import { INTERVAL_MS, RunLog, schedulerConformance } from './conformance/scheduler.ts';
 
 const logger = testLogger('scheduler');

@@ -6,8 +6,9 @@
  * subscriber's messages in publish order, so once the sentinel is in, the other one
  * would have been too.
  */
+
+import type { Bus } from '@relayplane/shared/bus';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Bus } from '../../src/bus.ts';
 import { within } from './wait.ts';
 
 export interface BusFactory {

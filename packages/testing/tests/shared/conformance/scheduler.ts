@@ -2,8 +2,9 @@
  * Conformance suite for the `Scheduler` port. Every implementation runs it with a short
  * interval and waits for runs with bounded deadlines.
  */
+
+import type { Scheduler } from '@relayplane/shared/scheduler';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Scheduler } from '../../src/scheduler.ts';
 import { waitFor, within } from './wait.ts';
 
 export interface SchedulerFactory {

@@ -19,7 +19,7 @@ import {
   OWNER_EMAIL,
   OWNER_PASSWORD,
   startAdminRig,
-} from './harness.ts';
+} from './support/harness.ts';
 
 const TTL_SECONDS = 3_600;
 const PASSWORD = 'a long enough password';

@@ -8,7 +8,7 @@ import type { ServiceClient } from '@relayplane/shared/rpc';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { type AdminRig, expectAppError, startAdminRig } from './harness.ts';
+import { type AdminRig, expectAppError, startAdminRig } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');

@@ -19,7 +19,7 @@ import {
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { createAdmin, expectAppError, startBilling } from './harness.ts';
+import { createAdmin, expectAppError, startBilling } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 const ALL_SCOPES = ['relay:publish', 'relay:session', 'relay:subscribe'];

@@ -6,7 +6,7 @@ import { connect } from '@relayplane/shared/rpc';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { captureLogs, createAdmin, OWNER_EMAIL, OWNER_PASSWORD, startBilling } from './harness.ts';
+import { captureLogs, createAdmin, OWNER_EMAIL, OWNER_PASSWORD, startBilling } from './support/harness.ts';
 
 const BOOTSTRAP = { RELAYPLANE_BOOTSTRAP_EMAIL: OWNER_EMAIL, RELAYPLANE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD };
 

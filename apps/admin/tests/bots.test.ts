@@ -14,7 +14,13 @@ import { newToken } from '@relayplane/shared/tokens';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { type AdminRig, captureLogs, expectAppError, principalFor, startAdminRig } from './harness.ts';
+import {
+  type AdminRig,
+  captureLogs,
+  expectAppError,
+  principalFor,
+  startAdminRig,
+} from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');

@@ -16,7 +16,7 @@ import {
   USER_CODE_RATE_LIMITED_MESSAGE,
 } from '../src/grpc/device-flow.ts';
 import type { AdminService } from '../src/service.ts';
-import { captureLogs, createAdmin, startBilling } from './harness.ts';
+import { captureLogs, createAdmin, startBilling } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 const CLIENT = 'relayplane-cli';

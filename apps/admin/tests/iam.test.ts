@@ -10,7 +10,7 @@ import { can, deniedMessage, PERMISSIONS, type Permission, type Subject } from '
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
-import { type AdminRig, principalFor, startAdminRig } from './harness.ts';
+import { type AdminRig, principalFor, startAdminRig } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 const NOWHERE = '_00000000000000000000';

@@ -13,7 +13,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INVALID_CREDENTIALS_MESSAGE, LOGIN_RATE_LIMITED_MESSAGE } from '../src/grpc/login.ts';
 import type { AdminService } from '../src/service.ts';
-import { captureLogs, createAdmin, startBilling } from './harness.ts';
+import { captureLogs, createAdmin, startBilling } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 const WRONG = 'not the password at all';

@@ -12,8 +12,8 @@ import { createTestRedis } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { throttleKeys } from '../src/redis/keys.ts';
-import { loginThrottleConformance, WINDOW_MS } from './conformance/login-throttle.ts';
-import { captureLogs } from './harness.ts';
+import { loginThrottleConformance, WINDOW_MS } from './support/conformance/login-throttle.ts';
+import { captureLogs } from './support/harness.ts';
 
 async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -8,7 +8,7 @@ import { ALREADY_MEMBER_MESSAGE, NO_SUCH_USER_MESSAGE } from '../src/grpc/add-me
 import { LAST_OWNER_MESSAGE, MEMBER_NOT_FOUND_MESSAGE, OWNER_ONLY_MESSAGE } from '../src/grpc/members.ts';
 import { NOT_A_MEMBER_MESSAGE } from '../src/grpc/switch-tenant.ts';
 import type { AdminService } from '../src/service.ts';
-import { createAdmin, startBilling } from './harness.ts';
+import { createAdmin, startBilling } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 

@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from '@relayplane/testing/stora
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readAdminConfig } from '../src/config.ts';
 import type { AdminService } from '../src/service.ts';
-import { createAdmin, startBilling } from './harness.ts';
+import { createAdmin, startBilling } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 const SERVICE = 'relayplane.admin.v1.AdminService';

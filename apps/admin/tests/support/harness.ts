@@ -10,8 +10,8 @@ import { auditSink } from '@relayplane/testing/audit';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { expect } from 'vitest';
-import { readAdminConfig } from '../src/config.ts';
-import { type AdminOverrides, AdminService } from '../src/service.ts';
+import { readAdminConfig } from '../../src/config.ts';
+import { type AdminOverrides, AdminService } from '../../src/service.ts';
 
 export const OWNER_EMAIL = 'owner@example.com';
 export const OWNER_PASSWORD = 'bootstrap owner password 1';

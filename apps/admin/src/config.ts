@@ -3,8 +3,10 @@ import {
   EnvReader,
   LOG_LEVELS,
   type LogLevel,
+  readDatabase,
   readMaxConnectionAgeMs,
   readMetricsAddress,
+  readRedis,
 } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
@@ -138,14 +140,6 @@ function readBootstrap(r: EnvReader): BootstrapConfig | undefined {
   return { email: email.value, password: password.value, tenantName: tenantName.value, plan };
 }
 
-function readRedis(r: EnvReader): RedisConfig | undefined {
-  if (!r.has('ADMIN_REDIS_URL') && !r.has('REDIS_URL')) return undefined;
-  return {
-    url: r.url('ADMIN_REDIS_URL', ['redis:', 'rediss:'], r.optional('REDIS_URL')),
-    prefix: r.string('ADMIN_REDIS_PREFIX', r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:'),
-  };
-}
-
 export function readAdminConfig(
   env: Readonly<Record<string, string | undefined>>,
   overrides: Partial<AdminConfig> = {},
@@ -155,12 +149,16 @@ export function readAdminConfig(
     listen: overrides.listen ?? r.address('ADMIN_LISTEN_ADDRESS', '127.0.0.1:50052'),
     maxConnectionAgeMs:
       overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ADMIN_GRPC_MAX_CONNECTION_AGE_MS'),
-    database: overrides.database ?? {
-      kind: 'postgres',
-      url: r.url('ADMIN_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),
-      poolMax: r.int('ADMIN_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
-    },
-    redis: 'redis' in overrides ? overrides.redis : readRedis(r),
+    database:
+      overrides.database ??
+      readDatabase(r, { url: ['ADMIN_DATABASE_URL', 'DATABASE_URL'], poolMax: 'ADMIN_DATABASE_POOL_MAX' }),
+    redis:
+      'redis' in overrides
+        ? overrides.redis
+        : readRedis(r, {
+            url: ['ADMIN_REDIS_URL', 'REDIS_URL'],
+            prefix: ['ADMIN_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+          }),
     billingAddress: overrides.billingAddress ?? r.target('ADMIN_BILLING_ADDRESS', '127.0.0.1:50053'),
     sessionTtlSeconds:
       overrides.sessionTtlSeconds ?? r.int('ADMIN_SESSION_TTL_SECONDS', 43_200, SESSION_TTL_RANGE),

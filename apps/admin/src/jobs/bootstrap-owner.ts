@@ -11,9 +11,9 @@ import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
-import type { BootstrapConfig } from './config.ts';
-import type { PasswordHasher } from './security/passwords.ts';
-import type { AccountStore } from './stores/accounts.ts';
+import type { BootstrapConfig } from '../config.ts';
+import type { PasswordHasher } from '../security/passwords.ts';
+import type { AccountStore } from '../stores/accounts.ts';
 
 export interface BootstrapDeps {
   accounts: AccountStore;

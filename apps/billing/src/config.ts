@@ -1,15 +1,16 @@
-import { readFileSync } from 'node:fs';
 import {
   ConfigError,
   EnvReader,
   LOG_LEVELS,
   type LogLevel,
+  readDatabase,
   readMaxConnectionAgeMs,
   readMetricsAddress,
+  readRedis,
+  readYamlFile,
 } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
-import { parse as parseYaml } from 'yaml';
 import { DEFAULT_PLANS, type Plan, type PlanId, resolvePlans } from './domain/plans.ts';
 import { DEFAULT_USAGE_INTERVAL_MS } from './usage/usage.ts';
 
@@ -104,58 +105,38 @@ function readProvider(r: EnvReader, plans: Record<PlanId, Plan>): ProviderConfig
   };
 }
 
-function readRedis(r: EnvReader): RedisConfig | undefined {
-  if (!r.has('BILLING_REDIS_URL') && !r.has('REDIS_URL')) return undefined;
-  return {
-    url: r.url('BILLING_REDIS_URL', ['redis:', 'rediss:'], r.optional('REDIS_URL')),
-    prefix: r.string('BILLING_REDIS_PREFIX', r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:'),
-  };
-}
-
-/** Reads a YAML or JSON plans file (JSON is YAML). */
-export function loadPlansFile(
-  path: string | undefined,
-  variable = 'RELAYPLANE_PLANS_FILE',
-): Record<PlanId, Plan> {
-  if (path === undefined) return structuredClone(DEFAULT_PLANS);
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new ConfigError(
-      variable,
-      `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}: ${path})`,
-    );
-  }
-  try {
-    return resolvePlans(parseYaml(text));
-  } catch (err) {
-    throw new ConfigError(variable, `(${path}) is invalid: ${(err as Error).message}`);
-  }
-}
-
 export function readBillingConfig(
   env: Readonly<Record<string, string | undefined>>,
   overrides: Partial<BillingConfig> = {},
 ): BillingConfig {
   const r = new EnvReader(env);
-  const plans = overrides.plans ?? loadPlansFile(r.optional('RELAYPLANE_PLANS_FILE'));
+  const plans =
+    overrides.plans ??
+    readYamlFile(r, 'RELAYPLANE_PLANS_FILE', resolvePlans) ??
+    structuredClone(DEFAULT_PLANS);
   return {
     listen: overrides.listen ?? r.address('BILLING_LISTEN_ADDRESS', '127.0.0.1:50053'),
     maxConnectionAgeMs:
       overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'BILLING_GRPC_MAX_CONNECTION_AGE_MS'),
-    database: overrides.database ?? {
-      kind: 'postgres',
-      url: r.url('BILLING_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),
-      poolMax: r.int('BILLING_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
-    },
+    database:
+      overrides.database ??
+      readDatabase(r, {
+        url: ['BILLING_DATABASE_URL', 'DATABASE_URL'],
+        poolMax: 'BILLING_DATABASE_POOL_MAX',
+      }),
     plans,
     metricsAddress:
       'metricsAddress' in overrides
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'BILLING_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
-    redis: 'redis' in overrides ? overrides.redis : readRedis(r),
+    redis:
+      'redis' in overrides
+        ? overrides.redis
+        : readRedis(r, {
+            url: ['BILLING_REDIS_URL', 'REDIS_URL'],
+            prefix: ['BILLING_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+          }),
     redisCommandTimeoutMs:
       overrides.redisCommandTimeoutMs ??
       r.int('BILLING_REDIS_COMMAND_TIMEOUT_MS', 250, { min: 50, max: 10_000 }),

@@ -11,7 +11,7 @@ import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
 import { DEMO_RELAYS, IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
 import { MemoryBus } from '@relayplane/shared/bus';
-import { EnvReader } from '@relayplane/shared/config';
+import { EnvReader, LOG_LEVELS } from '@relayplane/shared/config';
 import { createLogger } from '@relayplane/shared/logger';
 import { MemoryScheduler } from '@relayplane/shared/scheduler';
 
@@ -20,8 +20,10 @@ type Env = Readonly<Record<string, string | undefined>>;
 export interface EmbeddedInfo {
   url: string;
   dataDir: string;
-  /** Set when this start created the first owner with generated credentials. */
-  /** The generated first owner; its password is also in `passwordFile` (mode 0600). */
+  /**
+   * Set when this start created the first owner with generated credentials; the password is
+   * also in `passwordFile` (mode 0600).
+   */
   generatedLogin: { email: string; password: string; passwordFile: string } | undefined;
   bootstrapEmail: string | undefined;
   kekGenerated: boolean;
@@ -49,11 +51,7 @@ export class Embedded {
   static async start(env: Env): Promise<Embedded> {
     const r = new EnvReader(env);
     const dataDir = resolve(r.string('RELAYPLANE_DATA_DIR', './.relayplane'));
-    const logLevel = r.oneOf(
-      'LOG_LEVEL',
-      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const,
-      'info',
-    );
+    const logLevel = r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info');
     const loopback = '127.0.0.1:0';
 
     // The first owner: from the environment, or generated (and printed) when none exists yet.
@@ -78,7 +76,7 @@ export class Embedded {
         readIssuerConfig(env, {
           listen: loopback,
           database: { kind: 'pglite', dataDir: join(dataDir, 'issuer', 'db') },
-          redis: null,
+          redis: undefined,
           ...(kek ? { kek: kek.kek } : {}),
           // Demo relays on loopback so a fresh start can issue at once; a relays file replaces them.
           ...(r.has('RELAYPLANE_RELAYS_FILE') ? {} : { relays: DEMO_RELAYS }),

@@ -5,7 +5,9 @@ import {
   LOG_LEVELS,
   type LogLevel,
   readMetricsAddress,
+  readRedis,
 } from '@relayplane/shared/config';
+import type { RedisConfig } from '@relayplane/shared/redis';
 
 export interface GatewayConfig {
   host: string;
@@ -16,7 +18,7 @@ export interface GatewayConfig {
    */
   services: { admin: string; issuer: string; billing: string };
   /** Redis for cross-replica cache invalidation; absent in embedded mode (an in-process bus is passed instead). */
-  redis: { url: string; prefix: string } | undefined;
+  redis: RedisConfig | undefined;
   /**
    * Proxies (addresses or CIDRs) whose X-Forwarded-For is believed: the client IP is the first
    * address, from the right, that is not one of them. Empty: X-Forwarded-For is ignored.
@@ -48,10 +50,6 @@ export function readGatewayConfig(
   overrides: Partial<GatewayConfig> = {},
 ): GatewayConfig {
   const r = new EnvReader(env);
-  const redisUrl =
-    r.has('GATEWAY_REDIS_URL') || r.has('REDIS_URL')
-      ? r.url('GATEWAY_REDIS_URL', ['redis:', 'rediss:'], r.optional('REDIS_URL'))
-      : undefined;
   return {
     host: overrides.host ?? r.string('HOST', '127.0.0.1'),
     port: overrides.port ?? r.int('PORT', 8080, { min: 0, max: 65535 }),
@@ -63,15 +61,10 @@ export function readGatewayConfig(
     redis:
       'redis' in overrides
         ? overrides.redis
-        : redisUrl === undefined
-          ? undefined
-          : {
-              url: redisUrl,
-              prefix: r.string(
-                'GATEWAY_REDIS_PREFIX',
-                r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:',
-              ),
-            },
+        : readRedis(r, {
+            url: ['GATEWAY_REDIS_URL', 'REDIS_URL'],
+            prefix: ['GATEWAY_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+          }),
     trustedProxies:
       overrides.trustedProxies ??
       (r.optional('GATEWAY_TRUSTED_PROXIES') ?? '')

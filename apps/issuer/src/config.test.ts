@@ -72,15 +72,15 @@ describe('readIssuerConfig', () => {
     );
   });
 
-  it('requires Redis in distributed mode unless the composition root passes redis: null', () => {
+  it('requires Redis in distributed mode unless the composition root passes redis: undefined', () => {
     expect(() => readIssuerConfig({ DATABASE_URL: BASE.DATABASE_URL, RELAYPLANE_KEK: KEK })).toThrow(
       /ISSUER_REDIS_URL is required/,
     );
     const embedded = readIssuerConfig(
       { DATABASE_URL: BASE.DATABASE_URL, RELAYPLANE_KEK: KEK },
-      { redis: null },
+      { redis: undefined },
     );
-    expect(embedded.redis).toBeNull();
+    expect(embedded.redis).toBeUndefined();
   });
 
   it('refuses a rotation interval under ten minutes', () => {

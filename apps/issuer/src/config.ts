@@ -6,8 +6,10 @@ import {
   EnvReader,
   LOG_LEVELS,
   type LogLevel,
+  readDatabase,
   readMaxConnectionAgeMs,
   readMetricsAddress,
+  readRedis,
 } from '@relayplane/shared/config';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
@@ -34,8 +36,11 @@ export interface IssuerConfig {
   /** gRPC server max connection age (ms); 0: never. */
   maxConnectionAgeMs: number;
   database: DatabaseConfig;
-  /** Redis for the bus and the job scheduler; null in embedded mode (in-process twins). */
-  redis: RedisConfig | null;
+  /**
+   * Redis for the bus, the job scheduler and the request path (slots, revocation markers);
+   * required in distributed mode, undefined in embedded mode (in-process twins).
+   */
+  redis: RedisConfig | undefined;
   /** 32-byte key-encryption key sealing the signing keys' private halves. */
   kek: Buffer;
   keys: IssuerKeysConfig;
@@ -93,18 +98,20 @@ export function readIssuerConfig(
     listen: overrides.listen ?? r.address('ISSUER_LISTEN_ADDRESS', '127.0.0.1:50051'),
     maxConnectionAgeMs:
       overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ISSUER_GRPC_MAX_CONNECTION_AGE_MS'),
-    database: overrides.database ?? {
-      kind: 'postgres',
-      url: r.url('ISSUER_DATABASE_URL', ['postgres:', 'postgresql:'], r.optional('DATABASE_URL')),
-      poolMax: r.int('ISSUER_DATABASE_POOL_MAX', 10, { min: 1, max: 200 }),
-    },
+    database:
+      overrides.database ??
+      readDatabase(r, { url: ['ISSUER_DATABASE_URL', 'DATABASE_URL'], poolMax: 'ISSUER_DATABASE_POOL_MAX' }),
     redis:
-      overrides.redis !== undefined
+      'redis' in overrides
         ? overrides.redis
-        : {
-            url: r.url('ISSUER_REDIS_URL', ['redis:', 'rediss:'], r.optional('REDIS_URL')),
-            prefix: r.string('ISSUER_REDIS_PREFIX', r.optional('RELAYPLANE_REDIS_PREFIX') ?? 'relayplane:'),
-          },
+        : readRedis(
+            r,
+            {
+              url: ['ISSUER_REDIS_URL', 'REDIS_URL'],
+              prefix: ['ISSUER_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+            },
+            { required: true },
+          ),
     kek: overrides.kek ?? requiredKek(r),
     keys,
     credentials: overrides.credentials ?? {

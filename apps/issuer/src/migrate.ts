@@ -5,7 +5,7 @@ import { readIssuerConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 
 // Migrating needs neither the KEK nor Redis.
-const config = readIssuerConfig(process.env, { kek: Buffer.alloc(32), redis: null });
+const config = readIssuerConfig(process.env, { kek: Buffer.alloc(32), redis: undefined });
 const logger = createLogger({ level: config.logLevel, service: 'issuer' });
 const database = await createDatabase(config.database, 'issuer', logger);
 try {

@@ -39,7 +39,7 @@ export async function startIssuer(options: {
       : {}),
     ...options.env,
   };
-  const config = readIssuerConfig(env, { ...(options.redis ? {} : { redis: null }), ...options.config });
+  const config = readIssuerConfig(env, { ...(options.redis ? {} : { redis: undefined }), ...options.config });
   const service = await IssuerService.create(config, {
     logger: testLogger('issuer'),
     clock: options.clock,

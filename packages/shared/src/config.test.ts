@@ -1,9 +1,15 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   ConfigError,
   DEFAULT_GRPC_MAX_CONNECTION_AGE_MS,
   EnvReader,
+  readDatabase,
   readMaxConnectionAgeMs,
+  readRedis,
+  readYamlFile,
 } from './config.ts';
 
 /** Runs `fn`, expecting a ConfigError that names `variable`; returns its message. */
@@ -159,5 +165,80 @@ describe('EnvReader', () => {
     expect(env.base64Key('MISSING', 32)).toBeUndefined();
     expect(configError('SHORT', () => env.base64Key('SHORT', 32))).toMatch(/32 bytes/);
     configError('JUNK', () => env.base64Key('JUNK', 32));
+  });
+});
+
+describe('service setting readers', () => {
+  const DATABASE = { url: ['SVC_DATABASE_URL', 'DATABASE_URL'], poolMax: 'SVC_DATABASE_POOL_MAX' } as const;
+  const REDIS = {
+    url: ['SVC_REDIS_URL', 'REDIS_URL'],
+    prefix: ['SVC_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+  } as const;
+
+  it('readDatabase: the service URL wins over the shared one; pool size defaults to 10', () => {
+    const shared = { DATABASE_URL: 'postgres://db/all' };
+    expect(readDatabase(new EnvReader(shared), DATABASE)).toEqual({
+      kind: 'postgres',
+      url: 'postgres://db/all',
+      poolMax: 10,
+    });
+    expect(
+      readDatabase(
+        new EnvReader({ ...shared, SVC_DATABASE_URL: 'postgresql://db/svc', SVC_DATABASE_POOL_MAX: '3' }),
+        DATABASE,
+      ),
+    ).toEqual({ kind: 'postgres', url: 'postgresql://db/svc', poolMax: 3 });
+    expect(configError('SVC_DATABASE_URL', () => readDatabase(new EnvReader({}), DATABASE))).toMatch(
+      /required/,
+    );
+    configError('SVC_DATABASE_URL', () =>
+      readDatabase(new EnvReader({ SVC_DATABASE_URL: 'redis://db' }), DATABASE),
+    );
+    configError('SVC_DATABASE_POOL_MAX', () =>
+      readDatabase(new EnvReader({ ...shared, SVC_DATABASE_POOL_MAX: '0' }), DATABASE),
+    );
+  });
+
+  it('readRedis: absent without a URL unless required; own variables win; default prefix', () => {
+    expect(readRedis(new EnvReader({ SVC_REDIS_PREFIX: 'x:' }), REDIS)).toBeUndefined();
+    expect(
+      configError('SVC_REDIS_URL', () => readRedis(new EnvReader({}), REDIS, { required: true })),
+    ).toMatch(/required/);
+    expect(readRedis(new EnvReader({ REDIS_URL: 'redis://shared:6379' }), REDIS)).toEqual({
+      url: 'redis://shared:6379',
+      prefix: 'relayplane:',
+    });
+    const shared = { REDIS_URL: 'redis://shared:6379', RELAYPLANE_REDIS_PREFIX: 'rp:' };
+    expect(readRedis(new EnvReader(shared), REDIS)).toEqual({ url: 'redis://shared:6379', prefix: 'rp:' });
+    expect(
+      readRedis(
+        new EnvReader({ ...shared, SVC_REDIS_URL: 'rediss://own:6380', SVC_REDIS_PREFIX: 'svc:' }),
+        REDIS,
+      ),
+    ).toEqual({ url: 'rediss://own:6380', prefix: 'svc:' });
+    configError('SVC_REDIS_URL', () => readRedis(new EnvReader({ SVC_REDIS_URL: 'http://cache' }), REDIS));
+  });
+
+  it('readYamlFile: parses YAML or JSON, absent when unset, names the variable and file when it fails', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'shared-config-'));
+    const file = (name: string, text: string) => {
+      const path = join(dir, name);
+      writeFileSync(path, text);
+      return path;
+    };
+    const numbers = (doc: unknown) => {
+      if (!Array.isArray(doc)) throw new Error('must be a list');
+      return doc as number[];
+    };
+    const read = (path: string | undefined) =>
+      readYamlFile(new EnvReader(path === undefined ? {} : { FILE: path }), 'FILE', numbers);
+    expect(read(undefined)).toBeUndefined();
+    expect(read(file('a.yaml', '- 1\n- 2\n'))).toEqual([1, 2]);
+    expect(read(file('a.json', '[3]'))).toEqual([3]);
+    const refused = file('b.yaml', 'a: 1\n');
+    expect(configError('FILE', () => read(refused))).toContain(`(${refused}) is invalid: must be a list`);
+    expect(configError('FILE', () => read(file('c.yaml', '[1,\n')))).toMatch(/is invalid/);
+    const missing = join(dir, 'missing.yaml');
+    expect(configError('FILE', () => read(missing))).toContain(`ENOENT: ${missing}`);
   });
 });

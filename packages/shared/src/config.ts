@@ -2,7 +2,17 @@
  * Reading configuration from the environment. Each service's `config.ts` reads every
  * variable it needs once at start through an `EnvReader`; the first bad or missing value
  * stops the process with a message naming the variable.
+ *
+ * The settings every service has the same way (its database, its Redis, a YAML file named by
+ * a variable) go through the readers at the end of this module, so that defaults and the
+ * fallback from a service's own variable to the deployment-wide one work alike everywhere.
+ * The variable names stay written out in each service's `config.ts`: they are the documented
+ * contract (docs/configuration.md, the Helm chart), and a reader of that file sees them all.
  */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import type { DatabaseConfig } from './db.ts';
+import type { RedisConfig } from './redis.ts';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -168,4 +178,75 @@ export function readMaxConnectionAgeMs(r: EnvReader, name: string): number {
  */
 export function readMetricsAddress(r: EnvReader, name: string): string | undefined {
   return r.has(name) ? r.address(name) : undefined;
+}
+
+/**
+ * The variables one setting is read from, in precedence order: the service's own first
+ * (`ISSUER_REDIS_URL`), then the deployment-wide ones (`REDIS_URL`). The first one set wins;
+ * a missing or bad value fails naming the service's own variable.
+ */
+export type Variables = readonly [own: string, ...shared: string[]];
+
+function fallbackOf(r: EnvReader, [, ...shared]: Variables): string | undefined {
+  for (const name of shared) {
+    const value = r.optional(name);
+    if (value !== undefined) return value;
+  }
+  return undefined;
+}
+
+const POSTGRES_PROTOCOLS = ['postgres:', 'postgresql:'];
+const REDIS_PROTOCOLS = ['redis:', 'rediss:'];
+const DEFAULT_DATABASE_POOL_MAX = 10;
+const DEFAULT_REDIS_PREFIX = 'relayplane:';
+
+/** A service's PostgreSQL database: its URL (required) and connection pool size. */
+export function readDatabase(r: EnvReader, names: { url: Variables; poolMax: string }): DatabaseConfig {
+  return {
+    kind: 'postgres',
+    url: r.url(names.url[0], POSTGRES_PROTOCOLS, fallbackOf(r, names.url)),
+    poolMax: r.int(names.poolMax, DEFAULT_DATABASE_POOL_MAX, { min: 1, max: 200 }),
+  };
+}
+
+/**
+ * A service's Redis: its URL and the key prefix (default `relayplane:`). Undefined when none
+ * of the URL variables is set (the service then runs on its in-process twins), unless the
+ * service cannot do without Redis (`required`): then it fails naming its own URL variable.
+ */
+export function readRedis(
+  r: EnvReader,
+  names: { url: Variables; prefix: Variables },
+  options: { required?: boolean } = {},
+): RedisConfig | undefined {
+  if (!options.required && !names.url.some((name) => r.has(name))) return undefined;
+  return {
+    url: r.url(names.url[0], REDIS_PROTOCOLS, fallbackOf(r, names.url)),
+    prefix: r.string(names.prefix[0], fallbackOf(r, names.prefix) ?? DEFAULT_REDIS_PREFIX),
+  };
+}
+
+/**
+ * The YAML (or JSON, which is YAML) file `variable` names, parsed and handed to `parse`, which
+ * validates the document and throws an Error whose message says what is wrong where. Undefined
+ * when the variable is unset. An unreadable file, bad YAML or a refused document fails naming
+ * the variable and the file.
+ */
+export function readYamlFile<T>(r: EnvReader, variable: string, parse: (doc: unknown) => T): T | undefined {
+  const path = r.optional(variable);
+  if (path === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(
+      variable,
+      `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}: ${path})`,
+    );
+  }
+  try {
+    return parse(parseYaml(text));
+  } catch (err) {
+    throw new ConfigError(variable, `(${path}) is invalid: ${(err as Error).message}`);
+  }
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, EnvReader } from '@relayplane/shared/config';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEMO_RELAYS, loadRelaysFile, readRelayConfig } from './relay-config.ts';
+import { DEMO_RELAYS, type RelayConfig, readRelayConfig } from './relay-config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'relays-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -12,6 +12,12 @@ function file(text: string, ext = 'yaml'): string {
   const path = join(dir, `relays-${n++}.${ext}`);
   writeFileSync(path, text);
   return path;
+}
+
+/** What RELAYPLANE_RELAYS_FILE=`path` configures. */
+function relaysFile(path: string): Pick<RelayConfig, 'staticRelays' | 'fallback'> {
+  const { staticRelays, fallback } = readRelayConfig(new EnvReader({ RELAYPLANE_RELAYS_FILE: path }));
+  return { staticRelays, fallback };
 }
 
 function configError(fn: () => unknown): ConfigError {
@@ -92,11 +98,11 @@ fallback:
       JSON.stringify({ relays: [{ region: 'ap-south', host: '192.0.2.10', port: 443 }], fallback: [] }),
       'json',
     );
-    expect(loadRelaysFile(json)).toEqual({
+    expect(relaysFile(json)).toEqual({
       staticRelays: [{ id: 'rly_static_ap-south_1', region: 'ap-south', host: '192.0.2.10', port: 443 }],
       fallback: [],
     });
-    expect(loadRelaysFile(file('fallback: ["edge.example:443"]\n'))).toEqual({
+    expect(relaysFile(file('fallback: ["edge.example:443"]\n'))).toEqual({
       staticRelays: [],
       fallback: ['edge.example:443'],
     });
@@ -164,6 +170,6 @@ fallback:
       JSON.stringify({ relays: DEMO_RELAYS.staticRelays, fallback: DEMO_RELAYS.fallback }),
       'json',
     );
-    expect(loadRelaysFile(path)).toEqual(DEMO_RELAYS);
+    expect(relaysFile(path)).toEqual(DEMO_RELAYS);
   });
 });

@@ -1,7 +1,5 @@
 /** Relay configuration: health window, assignment size, and the static relays file. */
-import { readFileSync } from 'node:fs';
-import { ConfigError, type EnvReader } from '@relayplane/shared/config';
-import { parse as parseYaml } from 'yaml';
+import { type EnvReader, readYamlFile } from '@relayplane/shared/config';
 import { hostPort, isPort, isRegion, normalizeHost, parseHostPort } from './relay-fields.ts';
 
 export interface StaticRelay {
@@ -47,7 +45,7 @@ export function readRelayConfig(r: EnvReader, overrides: Partial<RelayConfig> = 
   const file =
     overrides.staticRelays && overrides.fallback
       ? undefined
-      : loadRelaysFile(r.optional(RELAYS_FILE_VARIABLE));
+      : readYamlFile(r, RELAYS_FILE_VARIABLE, parseRelaysDocument);
   return {
     healthWindowSeconds:
       overrides.healthWindowSeconds ??
@@ -61,28 +59,6 @@ export function readRelayConfig(r: EnvReader, overrides: Partial<RelayConfig> = 
     staticRelays: overrides.staticRelays ?? file?.staticRelays ?? [],
     fallback: overrides.fallback ?? file?.fallback ?? [],
   };
-}
-
-/** Reads a YAML or JSON relays file (JSON is YAML); no path: nothing configured. */
-export function loadRelaysFile(
-  path: string | undefined,
-  variable = RELAYS_FILE_VARIABLE,
-): { staticRelays: StaticRelay[]; fallback: string[] } {
-  if (path === undefined) return { staticRelays: [], fallback: [] };
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new ConfigError(
-      variable,
-      `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}: ${path})`,
-    );
-  }
-  try {
-    return parseRelaysDocument(parseYaml(text));
-  } catch (err) {
-    throw new ConfigError(variable, `(${path}) is invalid: ${(err as Error).message}`);
-  }
 }
 
 const STATIC_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;

@@ -13,19 +13,21 @@ import { EntitlementCache } from './entitlements.ts';
 import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
 import { lazyChildLoggerFactory } from './lazy-logger.ts';
-import { registerOpenApi } from './openapi.ts';
-import { type ApiKeyAuth, acceptsUserSession, authGuards, permissionOf } from './plugins/auth.ts';
-import { withCookieAuth } from './plugins/csrf.ts';
+import { documentRoute, registerOpenApi } from './openapi.ts';
+import { type ApiKeyAuth, authGuards, guardOf } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
+import { acceptForms } from './plugins/forms.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAuth } from './routes/auth.ts';
 import { registerBilling } from './routes/billing.ts';
 import { registerBots } from './routes/bots.ts';
-import { registerCredentials } from './routes/credentials.ts';
+import { registerCheckoutPage } from './routes/checkout-page.ts';
+import { registerCredentials, registerIntrospection } from './routes/credentials.ts';
 import type { RouteDeps } from './routes/deps.ts';
-import { registerDevice } from './routes/device.ts';
+import { registerDevice, registerDeviceOAuth } from './routes/device.ts';
+import { registerDevicePage } from './routes/device-page.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerIdentityTokens } from './routes/identity-tokens.ts';
 import { registerJwks } from './routes/jwks.ts';
@@ -34,7 +36,7 @@ import { registerPlans } from './routes/plans.ts';
 import { registerProjects } from './routes/projects.ts';
 import { registerRelays } from './routes/relays.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
-import { SHARED_SCHEMAS, withPermission } from './schemas.ts';
+import { SHARED_SCHEMAS } from './schemas.ts';
 import { TtlCache } from './ttl-cache.ts';
 
 export interface AppDeps {
@@ -120,22 +122,30 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   app.removeContentTypeParser('text/plain');
   const routes: ServedRoute[] = [];
   // Runs before the OpenAPI generator's own onRoute hook (registered later), so the document
-  // shows the cookie alternative and the CSRF 403 of every route whose guard accepts a session.
+  // shows what each route's guard implies (security, 401/403, the session cookie) and the
+  // errors every route of its shape can give.
   app.addHook('onRoute', (route) => {
     const methods = [route.method].flat();
-    const hooks = [route.onRequest ?? []].flat();
-    const userSession = hooks.some(acceptsUserSession);
-    const permission = hooks.map(permissionOf).find((p) => p !== undefined);
-    if (userSession) route.schema = withCookieAuth(route.schema, methods);
-    if (permission) route.schema = withPermission(route.schema, permission);
+    const guard = [route.onRequest ?? []]
+      .flat()
+      .map(guardOf)
+      .find((g) => g !== undefined);
+    const documented = !(route.schema as { hide?: boolean } | undefined)?.hide;
+    if (documented) {
+      route.schema = documentRoute(route.schema, {
+        methods,
+        guard,
+        commonErrors: route.config?.commonErrors !== false,
+      });
+    }
     for (const method of methods) {
       if (method === 'HEAD') continue;
       routes.push({
         method,
         url: route.url,
-        documented: !(route.schema as { hide?: boolean } | undefined)?.hide,
-        userSession,
-        permission,
+        documented,
+        userSession: guard?.scheme === 'bearerAuth',
+        permission: guard?.permission,
       });
     }
   });
@@ -213,6 +223,15 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerBilling(app, routeDeps);
   registerMemberships(app, routeDeps);
   registerDevice(app, routeDeps);
+  // Form bodies (OAuth clients, RFC 7662 introspection, the HTML pages' posts) are parsed in
+  // this one scope: every other route stays JSON only (415).
+  await app.register(async (forms) => {
+    acceptForms(forms);
+    registerIntrospection(forms, routeDeps);
+    registerCheckoutPage(forms, routeDeps);
+    registerDeviceOAuth(forms, routeDeps);
+    registerDevicePage(forms, routeDeps);
+  });
 
   app.addHook('onClose', async () => {
     issuance.close();

@@ -1,6 +1,32 @@
+/**
+ * The OpenAPI 3.1 document, generated from the route schemas so it cannot drift from what is
+ * served. A route declares what is its own (summary, parameters, body, success and its own
+ * errors); `documentRoute` adds what follows from its guard and its shape: the security scheme,
+ * the 401, the permission and CSRF 403s, body and query errors, and the 500/503 every route can
+ * give.
+ */
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import {
+  type Permission,
+  PROJECT_PERMISSIONS,
+  ROLE_PERMISSIONS,
+  type RoleName,
+} from '@relayplane/shared/iam';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { GuardInfo } from './plugins/auth.ts';
+import { CSRF_REFUSED_MESSAGE, isStateChanging } from './plugins/csrf.ts';
+import { BODY_ERRORS, COMMON_ERRORS, errorResponse, QUERY_ERRORS } from './schemas.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * `false`: the route does not answer the common 500/503 (the probes and this document,
+     * which answer without any service behind the gateway).
+     */
+    commonErrors?: false;
+  }
+}
 
 export const OPENAPI_INFO = {
   title: 'Relayplane control plane API',
@@ -13,7 +39,6 @@ export const OPENAPI_INFO = {
     'unknown fields are rejected with 400.',
 };
 
-/** The OpenAPI 3.1 document is generated from the route schemas, so it cannot drift from what is served. */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: {
@@ -76,11 +101,11 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   app.get(
     '/openapi.json',
     {
+      config: { commonErrors: false },
       schema: {
         operationId: 'getOpenApiDocument',
         summary: 'This OpenAPI 3.1 document',
         tags: ['docs'],
-        security: [],
         response: {
           200: { description: 'The OpenAPI document.', type: 'object', additionalProperties: true },
         },
@@ -94,4 +119,85 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     routePrefix: '/docs',
     uiConfig: { deepLinking: true, docExpansion: 'list' },
   });
+}
+
+/** The 401 of each security scheme's guard. */
+const UNAUTHENTICATED = {
+  bearerAuth: errorResponse(
+    'Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`.',
+  ),
+  apiKey: errorResponse('No API key, or an invalid, unknown or revoked one.'),
+  relayNodeToken: errorResponse('Missing or invalid relay node token.'),
+} as const;
+
+const CSRF_403 = `A cookie-authenticated request without the session's \`X-CSRF-Token\`: \`${CSRF_REFUSED_MESSAGE}\`.`;
+
+type ResponseDoc = { description?: string };
+type DocumentedSchema = FastifySchema & {
+  description?: string;
+  security?: Record<string, string[]>[];
+  response?: Record<string | number, ResponseDoc>;
+};
+
+export interface RouteFacts {
+  methods: readonly string[];
+  guard: GuardInfo | undefined;
+  commonErrors: boolean;
+}
+
+/**
+ * A route's schema as documented: its own declarations win; the rest follows from its guard
+ * (security, 401, the permission's 403 and description, the session cookie and its CSRF 403),
+ * its shape (body and query errors) and `commonErrors`.
+ */
+export function documentRoute(schema: FastifySchema | undefined, facts: RouteFacts): FastifySchema {
+  const own = (schema ?? {}) as DocumentedSchema;
+  const { guard } = facts;
+  const response: Record<string | number, ResponseDoc> = { ...own.response };
+  const add = (errors: Record<number, ResponseDoc>) => {
+    for (const [code, error] of Object.entries(errors)) response[code] ??= error;
+  };
+  const security = [...(own.security ?? (guard ? [{ [guard.scheme]: [] }] : []))];
+  let description = own.description;
+  if (guard) add({ 401: UNAUTHENTICATED[guard.scheme] });
+  if (guard?.permission) {
+    const needs = permissionNeeds(guard.permission);
+    description = description ? `${description} ${needs}` : needs;
+    // The permission is the first reason for a 403; a route's own 403 names its others.
+    const lacking = `The principal lacks permission \`${guard.permission}\`.`;
+    const existing = response[403];
+    response[403] = existing
+      ? { ...existing, description: `${lacking} ${existing.description ?? ''}`.trim() }
+      : errorResponse(lacking);
+  }
+  if (guard?.scheme === 'bearerAuth') {
+    // The session cookie is the alternative to the bearer header; state-changing methods then need the CSRF token.
+    if (!security.some((s) => 'cookieAuth' in s)) security.push({ cookieAuth: [] });
+    if (facts.methods.some(isStateChanging)) {
+      const existing = response[403];
+      response[403] = existing
+        ? { ...existing, description: `${existing.description ?? ''} Or: ${CSRF_403}`.trim() }
+        : errorResponse(CSRF_403);
+    }
+  }
+  if (own.body) add(BODY_ERRORS);
+  if (own.querystring) add(QUERY_ERRORS);
+  if (facts.commonErrors) add(COMMON_ERRORS);
+  return {
+    ...own,
+    ...(description === undefined ? {} : { description }),
+    security,
+    response,
+  } as FastifySchema;
+}
+
+/** The operation's note on its permission: the roles that hold it, and whether machines can. */
+function permissionNeeds(permission: Permission): string {
+  const roles = (Object.keys(ROLE_PERMISSIONS) as RoleName[]).filter((r) =>
+    ROLE_PERMISSIONS[r].has(permission),
+  );
+  const machines = PROJECT_PERMISSIONS.has(permission)
+    ? 'bots and identity tokens whose role (and scopes) grant it'
+    : 'never bots or identity tokens';
+  return `Needs permission \`${permission}\` (roles ${roles.join(', ')}; ${machines}; docs/iam.md).`;
 }

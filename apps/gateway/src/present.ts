@@ -1,18 +1,37 @@
-/** Protobuf messages → the public JSON shapes (snake_case, ISO 8601 times). */
+/**
+ * Protobuf messages → the public JSON shapes (snake_case, ISO 8601 times), one presenter per
+ * shape (the schemas are in schemas.ts). A field a service must always answer and did not is an
+ * internal error (`required`), never a silently missing field.
+ */
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import {
+  type AllowlistEntry,
   type ApiKey,
+  type Bot,
+  type BotKey,
+  type IdentityToken,
+  type Member,
+  type Principal,
   PrincipalKind,
   type Project,
   type Session,
   type Tenant,
   type User,
 } from '@relayplane/proto/admin';
-import type { Plan } from '@relayplane/proto/billing';
-import { KeyState, type Relay, type SigningKey } from '@relayplane/proto/issuer';
+import type { CheckoutSession, Plan, UsageDay } from '@relayplane/proto/billing';
+import {
+  type IntrospectCredentialResponse,
+  KeyState,
+  type Relay,
+  type Revocation,
+  type SigningKey,
+} from '@relayplane/proto/issuer';
+import { type BotRoleName, isBotRoleName } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
-import { permissionsOf, roleName } from '@relayplane/shared/iam';
+import { permissionsOf, roleName, subjectOf } from '@relayplane/shared/iam';
+import type { FastifyRequest } from 'fastify';
+import { csrfTokenFor, sessionCookieOf } from './plugins/csrf.ts';
 
 export function iso(ts: Timestamp | undefined): string | undefined {
   return ts ? timestampDate(ts).toISOString() : undefined;
@@ -36,7 +55,8 @@ export function isoSecond(ts: Timestamp | undefined): string | undefined {
   return lastSecondText;
 }
 
-function required<T>(value: T | undefined, what: string): T {
+/** `value`, which a service must answer: when it did not, an internal error naming `what`. */
+export function required<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new AppError('internal', `${what} missing from a service response`);
   return value;
 }
@@ -86,6 +106,28 @@ export function presentSession(s: Session) {
   };
 }
 
+/**
+ * The caller's own session: authenticated by the session cookie, it also carries the CSRF
+ * token to send as `X-CSRF-Token` (a page reloaded after login learns it here).
+ */
+export function presentOwnSession(request: FastifyRequest, s: Session) {
+  if (request.auth?.via !== 'cookie') return presentSession(s);
+  return {
+    ...presentSession(s),
+    authenticated_by: 'cookie' as const,
+    csrf_token: csrfTokenFor(sessionCookieOf(request) ?? ''),
+  };
+}
+
+export function presentMember(m: Member) {
+  return {
+    user: presentUser(required(m.user, 'member.user')),
+    tenant_id: m.tenantId,
+    role: required(roleName(m.role), 'member.role'),
+    created_at: required(iso(m.createdAt), 'member.created_at'),
+  };
+}
+
 export function presentPlan(p: Plan) {
   const limits = required(p.limits, 'plan.limits');
   const price = required(p.price, 'plan.price');
@@ -127,18 +169,80 @@ export function presentSigningKey(k: SigningKey) {
   return out;
 }
 
+/** What is shown of a secret (API key, bot key, identity token): never the secret itself. */
+function presentSecret(
+  k: Pick<ApiKey, 'displayPrefix' | 'lastFour' | 'createdAt' | 'lastUsedAt' | 'revokedAt'>,
+  what: string,
+) {
+  return {
+    display_prefix: k.displayPrefix,
+    last_four: k.lastFour,
+    created_at: required(iso(k.createdAt), `${what}.created_at`),
+    last_used_at: iso(k.lastUsedAt) ?? null,
+    revoked_at: iso(k.revokedAt) ?? null,
+  };
+}
+
 export function presentApiKey(k: ApiKey) {
   return {
     id: k.id,
     project_id: k.projectId,
     name: k.name,
     mode: k.mode,
-    display_prefix: k.displayPrefix,
-    last_four: k.lastFour,
     scopes: k.scopes,
-    created_at: required(iso(k.createdAt), 'api_key.created_at'),
-    last_used_at: iso(k.lastUsedAt) ?? null,
-    revoked_at: iso(k.revokedAt) ?? null,
+    ...presentSecret(k, 'api_key'),
+  };
+}
+
+export function presentAllowlistEntry(e: AllowlistEntry) {
+  return { id: e.id, project_id: e.projectId, cidr: e.cidr, created_at: iso(e.createdAt) };
+}
+
+function botRole(b: Bot): BotRoleName {
+  const role = roleName(b.role);
+  return required(role !== undefined && isBotRoleName(role) ? role : undefined, 'bot.role');
+}
+
+export function presentBot(b: Bot) {
+  return {
+    id: b.id,
+    project_id: b.projectId,
+    name: b.name,
+    role: botRole(b),
+    created_at: required(iso(b.createdAt), 'bot.created_at'),
+  };
+}
+
+export function presentBotKey(k: BotKey) {
+  return { id: k.id, bot_id: k.botId, ...presentSecret(k, 'bot_key') };
+}
+
+export function presentIdentityToken(t: IdentityToken) {
+  return {
+    id: t.id,
+    identity_id: t.identityId,
+    project_id: t.projectId,
+    scopes: t.scopes,
+    expires_at: required(iso(t.expiresAt), 'identity_token.expires_at'),
+    ...presentSecret(t, 'identity_token'),
+  };
+}
+
+/** What GET /admin/v1/auth/session answers for a bot token or an identity token (its identity). */
+export function presentBotSession(principal: Principal, b: Bot, identityToken: IdentityToken | undefined) {
+  const bot = presentBot(b);
+  const base = {
+    tenant_id: b.tenantId,
+    project_id: bot.project_id,
+    role: bot.role,
+    permissions: [...permissionsOf(subjectOf(principal))],
+    bot,
+  };
+  if (!identityToken) return { authenticated_by: 'bot_token' as const, ...base };
+  return {
+    authenticated_by: 'identity_token' as const,
+    ...base,
+    identity_token: presentIdentityToken(identityToken),
   };
 }
 
@@ -155,5 +259,56 @@ export function presentRegisteredRelay(r: Relay) {
     static: r.static,
     last_heartbeat_at: iso(r.lastHeartbeatAt) ?? null,
     created_at: iso(r.createdAt) ?? null,
+  };
+}
+
+export function presentRevocation(r: Revocation) {
+  return {
+    sequence: Number(r.sequence),
+    jti: r.jti,
+    revoked_at: iso(r.revokedAt),
+    expires_at: iso(r.expiresAt),
+  };
+}
+
+/** RFC 7662: the claims of an active credential; exactly `{"active": false}` for any other. */
+export function presentIntrospection(res: IntrospectCredentialResponse) {
+  if (!res.active) return { active: false };
+  return {
+    active: true,
+    scope: res.scopes.join(' '),
+    client_id: res.clientId,
+    token_type: 'Bearer',
+    sub: res.sub,
+    aud: res.aud,
+    iss: res.iss,
+    jti: res.jti,
+    exp: Number(res.exp),
+    iat: Number(res.iat),
+    nbf: Number(res.nbf),
+    tid: res.tenantId,
+    pid: res.projectId,
+    mode: res.mode,
+  };
+}
+
+export function presentCheckoutSession(s: CheckoutSession) {
+  return {
+    id: s.id,
+    plan: s.planId,
+    provider: s.provider,
+    status: s.status,
+    url: s.url,
+    created_at: iso(s.createdAt),
+    expires_at: iso(s.expiresAt),
+  };
+}
+
+export function presentUsageDay(d: UsageDay) {
+  return {
+    day: d.day,
+    project_id: d.projectId || null,
+    credentials_issued: Number(d.credentialsIssued),
+    peak_concurrent_connections: d.peakConcurrentConnections,
   };
 }

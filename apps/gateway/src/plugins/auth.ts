@@ -110,22 +110,29 @@ function sessionCredential(request: FastifyRequest): { token: string; via: 'bear
   return { token: bearerToken(request), via: 'bearer' };
 }
 
-const USER_SESSION_GUARD = Symbol('acceptsUserSession');
-const PERMISSION = Symbol('permission');
-
-/** Marks a guard that accepts a user session, and so the session cookie (CSRF-checked). */
-function acceptingUserSession<T extends object>(guard: T): T {
-  return Object.assign(guard, { [USER_SESSION_GUARD]: true });
+/**
+ * What a guard asks of a request, for the route inventory and the OpenAPI document (openapi.ts
+ * derives each route's security scheme and its 401 and 403 answers from it).
+ */
+export interface GuardInfo {
+  /**
+   * The OpenAPI security scheme. `bearerAuth` guards accept a user session, and so also the
+   * session cookie (CSRF-checked).
+   */
+  scheme: 'bearerAuth' | 'apiKey' | 'relayNodeToken';
+  /** The IAM permission the guard checks (docs/iam.md), if any. */
+  permission?: Permission;
 }
 
-/** Whether a route hook is a guard that accepts a user session (bearer or cookie). */
-export function acceptsUserSession(hook: unknown): boolean {
-  return typeof hook === 'function' && USER_SESSION_GUARD in hook;
+const GUARD = Symbol('guard');
+
+function guard<T extends object>(info: GuardInfo, check: T): T {
+  return Object.assign(check, { [GUARD]: info });
 }
 
-/** The IAM permission a route hook's guard checks, if it is a permission guard. */
-export function permissionOf(hook: unknown): Permission | undefined {
-  return typeof hook === 'function' && PERMISSION in hook ? (hook[PERMISSION] as Permission) : undefined;
+/** What a route hook asks of a request, when it is one of these guards. */
+export function guardOf(hook: unknown): GuardInfo | undefined {
+  return typeof hook === 'function' && GUARD in hook ? (hook[GUARD] as GuardInfo) : undefined;
 }
 
 function machineKind(kind: PrincipalKind): boolean {
@@ -164,7 +171,7 @@ export interface GuardCaches {
 }
 
 export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: GuardCaches): AuthGuards {
-  const principal = acceptingUserSession(async (request: FastifyRequest) => {
+  const principal = guard({ scheme: 'bearerAuth' }, async (request: FastifyRequest) => {
     const { token, via } = sessionCredential(request);
     const res = await admin.authenticate({ token });
     if (!res.principal) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
@@ -183,14 +190,14 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
       via,
     };
   });
-  const session = acceptingUserSession(async (request: FastifyRequest) => {
+  const session = guard({ scheme: 'bearerAuth' }, async (request: FastifyRequest) => {
     await principal(request);
     if (request.auth && machineKind(request.auth.principal.kind)) {
       throw new AppError('forbidden', BOT_TOKEN_REFUSED_MESSAGE);
     }
   });
-  const allow = (permission: Permission, refuseBots = false) => {
-    const guard = acceptingUserSession(async (request: FastifyRequest) => {
+  const allow = (permission: Permission, refuseBots = false) =>
+    guard({ scheme: 'bearerAuth', permission }, async (request: FastifyRequest) => {
       await principal(request);
       const p = principalOf(request);
       if (refuseBots && p.kind === PrincipalKind.BOT)
@@ -198,14 +205,12 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
       const denied = deny(subjectOf(p), permission);
       if (denied) throw new AppError('forbidden', denied);
     });
-    return Object.assign(guard, { [PERMISSION]: permission });
-  };
   return {
     session,
     principal,
     allow: (permission) => allow(permission),
     identityCaller: (permission) => allow(permission, true),
-    apiKey(request, _reply, done) {
+    apiKey: guard({ scheme: 'apiKey' }, (request, _reply, done) => {
       const header = request.headers['x-api-key'];
       if (header === undefined || header === '') {
         throw new AppError('unauthenticated', 'missing API key: send "X-API-Key: svc_live_…"');
@@ -245,8 +250,8 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
           }
           done(refused);
         }, done);
-    },
-    async relayNode(request) {
+    }),
+    relayNode: guard({ scheme: 'relayNodeToken' }, async (request) => {
       const token = bearerToken(request);
       if (parseToken(token) !== 'relayNode') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
       request.relay = await caches.relays.get(token, async () => {
@@ -254,8 +259,8 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
         if (!res.relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
         return res.relay;
       });
-    },
-    platformAdmin: acceptingUserSession(async (request: FastifyRequest) => {
+    }),
+    platformAdmin: guard({ scheme: 'bearerAuth' }, async (request: FastifyRequest) => {
       await session(request);
       if (!request.auth?.principal.platformAdmin) {
         throw new AppError('forbidden', 'this operation needs a platform administrator');
@@ -268,4 +273,12 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
 export function principalOf(request: FastifyRequest): Principal {
   if (!request.auth) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
   return request.auth.principal;
+}
+
+/** Who asks, and in which project: what every call about a project's resources starts with. */
+export function inProject(request: FastifyRequest & { params: { project_id: string } }): {
+  principal: Principal;
+  projectId: string;
+} {
+  return { principal: principalOf(request), projectId: request.params.project_id };
 }

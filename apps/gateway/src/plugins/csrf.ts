@@ -1,7 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { AppError } from '@relayplane/shared/errors';
-import type { FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
-import { errorResponse } from '../schemas.ts';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** The session cookie login sets: the same `rpu_` token the body answers. */
 export const SESSION_COOKIE = 'rp_session';
@@ -97,26 +96,4 @@ function cookieOptions(request: FastifyRequest, maxAge: number) {
     secure: request.protocol === 'https',
     maxAge,
   };
-}
-
-const CSRF_403 = `A cookie-authenticated request without the session's \`X-CSRF-Token\`: \`${CSRF_REFUSED_MESSAGE}\`.`;
-
-/**
- * The OpenAPI view of a route whose guard accepts a user session: the session cookie is an
- * alternative to the bearer header, and state-changing methods document the CSRF 403.
- */
-export function withCookieAuth(schema: FastifySchema | undefined, methods: readonly string[]): FastifySchema {
-  const base = (schema ?? {}) as FastifySchema & {
-    security?: Record<string, string[]>[];
-    response?: Record<string | number, { description?: string }>;
-  };
-  const security = [...(base.security ?? [])];
-  if (!security.some((s) => 'cookieAuth' in s)) security.push({ cookieAuth: [] });
-  if (!methods.some(isStateChanging)) return { ...base, security } as FastifySchema;
-  const response = { ...(base.response ?? {}) };
-  const existing = response[403];
-  response[403] = existing
-    ? { ...existing, description: `${existing.description ?? ''} Or: ${CSRF_403}`.trim() }
-    : errorResponse(CSRF_403);
-  return { ...base, security, response } as FastifySchema;
 }

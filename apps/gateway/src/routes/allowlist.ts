@@ -1,31 +1,12 @@
-import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
-import { principalOf } from '../plugins/auth.ts';
-import { iso } from '../present.ts';
-import {
-  AUTH_ERRORS,
-  BODY_ERRORS,
-  COMMON_ERRORS,
-  errorResponse,
-  GENERIC_FORBIDDEN,
-  ref,
-} from '../schemas.ts';
+import { inProject } from '../plugins/auth.ts';
+import { presentAllowlistEntry, required } from '../present.ts';
+import { errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
-const FORBIDDEN = errorResponse(GENERIC_FORBIDDEN);
 const NOT_FOUND = errorResponse('The project (or entry) does not exist in the active tenant.');
 
-function present(e: { id: string; projectId: string; cidr: string; createdAt?: Parameters<typeof iso>[0] }) {
-  return { id: e.id, project_id: e.projectId, cidr: e.cidr, created_at: iso(e.createdAt) };
-}
-
 export function registerAllowlist(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  const params = {
-    type: 'object',
-    required: ['project_id'],
-    properties: { project_id: { type: 'string', maxLength: 64 } },
-  } as const;
-
   app.get<{ Params: { project_id: string } }>(
     '/admin/v1/projects/:project_id/allowlist',
     {
@@ -35,28 +16,13 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
         summary: "List a project's IP allowlist",
         description: 'Empty: API keys of the project work from any address.',
         tags: ['allowlist'],
-        security: [{ bearerAuth: [] }],
-        params,
-        response: {
-          200: {
-            type: 'object',
-            required: ['entries'],
-            additionalProperties: false,
-            properties: { entries: { type: 'array', items: ref('AllowlistEntry') } },
-          },
-          ...AUTH_ERRORS,
-          403: FORBIDDEN,
-          404: NOT_FOUND,
-          ...COMMON_ERRORS,
-        },
+        params: pathParams('project_id'),
+        response: { 200: listOf('entries', ref('AllowlistEntry')), 404: NOT_FOUND },
       },
     },
     async (request) => {
-      const res = await clients.admin.listAllowlistEntries({
-        principal: principalOf(request),
-        projectId: request.params.project_id,
-      });
-      return { entries: res.entries.map(present) };
+      const res = await clients.admin.listAllowlistEntries(inProject(request));
+      return { entries: res.entries.map(presentAllowlistEntry) };
     },
   );
 
@@ -73,34 +39,22 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
           'X-Forwarded-For is believed only from `GATEWAY_TRUSTED_PROXIES`. Duplicate: 409. Invalid CIDR: 422. ' +
           "The plan's entry limit: 422 with a message naming it.",
         tags: ['allowlist'],
-        security: [{ bearerAuth: [] }],
-        params,
-        body: {
-          type: 'object',
-          required: ['cidr'],
-          additionalProperties: false,
-          properties: { cidr: { type: 'string', minLength: 1, maxLength: 64 } },
-        },
+        params: pathParams('project_id'),
+        body: object({ cidr: { type: 'string', minLength: 1, maxLength: 64 } }),
         response: {
           201: ref('AllowlistEntry'),
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
-          403: FORBIDDEN,
           404: NOT_FOUND,
           409: errorResponse('The network is already in the allowlist.'),
           422: errorResponse("Invalid CIDR notation, or the plan's allowlist entry limit is reached."),
-          ...COMMON_ERRORS,
         },
       },
     },
     async (request, reply) => {
       const res = await clients.admin.createAllowlistEntry({
-        principal: principalOf(request),
-        projectId: request.params.project_id,
+        ...inProject(request),
         cidr: request.body.cidr,
       });
-      if (!res.entry) throw new AppError('internal', 'createAllowlistEntry returned no entry');
-      return reply.code(201).send(present(res.entry));
+      return reply.code(201).send(presentAllowlistEntry(required(res.entry, 'createAllowlistEntry.entry')));
     },
   );
 
@@ -113,30 +67,12 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
         summary: 'Remove an allowlist entry',
         description: 'Effective on every gateway replica within one second.',
         tags: ['allowlist'],
-        security: [{ bearerAuth: [] }],
-        params: {
-          type: 'object',
-          required: ['project_id', 'entry_id'],
-          properties: {
-            project_id: { type: 'string', maxLength: 64 },
-            entry_id: { type: 'string', maxLength: 64 },
-          },
-        },
-        response: {
-          204: { description: 'Removed.', type: 'null' },
-          ...AUTH_ERRORS,
-          403: FORBIDDEN,
-          404: NOT_FOUND,
-          ...COMMON_ERRORS,
-        },
+        params: pathParams('project_id', 'entry_id'),
+        response: { 204: { description: 'Removed.', type: 'null' }, 404: NOT_FOUND },
       },
     },
     async (request, reply) => {
-      await clients.admin.deleteAllowlistEntry({
-        principal: principalOf(request),
-        projectId: request.params.project_id,
-        entryId: request.params.entry_id,
-      });
+      await clients.admin.deleteAllowlistEntry({ ...inProject(request), entryId: request.params.entry_id });
       return reply.code(204).send();
     },
   );

@@ -1,27 +1,11 @@
 import { CREDENTIAL_SCOPES } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
-import { principalOf } from '../plugins/auth.ts';
-import { presentApiKey } from '../present.ts';
-import {
-  AUTH_ERRORS,
-  BODY_ERRORS,
-  COMMON_ERRORS,
-  codeList,
-  errorResponse,
-  GENERIC_FORBIDDEN,
-  ref,
-} from '../schemas.ts';
+import { inProject } from '../plugins/auth.ts';
+import { presentApiKey, required } from '../present.ts';
+import { codeList, errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
-const projectParams = {
-  type: 'object',
-  required: ['project_id'],
-  properties: { project_id: { type: 'string', maxLength: 64 } },
-} as const;
-
 const NOT_FOUND = errorResponse('The project (or key) does not exist in the active tenant.');
-const FORBIDDEN = errorResponse(GENERIC_FORBIDDEN);
 
 export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetApiKey }: RouteDeps): void {
   app.get<{ Params: { project_id: string } }>(
@@ -33,27 +17,12 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
         summary: "List a project's API keys",
         description: 'Never shows a key itself: only its display prefix and last four characters.',
         tags: ['api-keys'],
-        security: [{ bearerAuth: [] }],
-        params: projectParams,
-        response: {
-          200: {
-            type: 'object',
-            required: ['api_keys'],
-            additionalProperties: false,
-            properties: { api_keys: { type: 'array', items: ref('ApiKey') } },
-          },
-          ...AUTH_ERRORS,
-          403: FORBIDDEN,
-          404: NOT_FOUND,
-          ...COMMON_ERRORS,
-        },
+        params: pathParams('project_id'),
+        response: { 200: listOf('api_keys', ref('ApiKey')), 404: NOT_FOUND },
       },
     },
     async (request) => {
-      const res = await clients.admin.listApiKeys({
-        principal: principalOf(request),
-        projectId: request.params.project_id,
-      });
+      const res = await clients.admin.listApiKeys(inProject(request));
       return { api_keys: res.apiKeys.map(presentApiKey) };
     },
   );
@@ -69,8 +38,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
           'Answers the key once, in field `key` (`svc_live_` or `svc_test_` + 64 hex); only its hash is stored. ' +
           `\`scopes\` default to all of ${codeList(CREDENTIAL_SCOPES)}. The plan limits active keys: 402.`,
         tags: ['api-keys'],
-        security: [{ bearerAuth: [] }],
-        params: projectParams,
+        params: pathParams('project_id'),
         body: {
           type: 'object',
           additionalProperties: false,
@@ -81,35 +49,25 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
           },
         },
         response: {
-          201: {
-            type: 'object',
-            required: ['api_key', 'key'],
-            additionalProperties: false,
-            properties: {
-              api_key: ref('ApiKey'),
-              key: { type: 'string', description: 'The key. Shown only here.' },
-            },
-          },
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
+          201: object({
+            api_key: ref('ApiKey'),
+            key: { type: 'string', description: 'The key. Shown only here.' },
+          }),
           402: errorResponse("The plan's API key limit is reached: upgrade the plan."),
-          403: FORBIDDEN,
           404: NOT_FOUND,
-          ...COMMON_ERRORS,
         },
       },
     },
     async (request, reply) => {
       const body = request.body ?? {};
       const res = await clients.admin.createApiKey({
-        principal: principalOf(request),
-        projectId: request.params.project_id,
+        ...inProject(request),
         name: body.name ?? '',
         mode: body.mode ?? 'live',
         scopes: body.scopes ?? [],
       });
-      if (!res.apiKey) throw new AppError('internal', 'createApiKey returned no key');
-      return reply.code(201).send({ api_key: presentApiKey(res.apiKey), key: res.key });
+      const apiKey = required(res.apiKey, 'createApiKey.api_key');
+      return reply.code(201).send({ api_key: presentApiKey(apiKey), key: res.key });
     },
   );
 
@@ -123,28 +81,16 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
         description:
           'Idempotent. Effective at once on the gateway replica that answers, and on every other replica within one second.',
         tags: ['api-keys'],
-        security: [{ bearerAuth: [] }],
-        params: {
-          type: 'object',
-          required: ['project_id', 'key_id'],
-          properties: {
-            project_id: { type: 'string', maxLength: 64 },
-            key_id: { type: 'string', maxLength: 64 },
-          },
-        },
-        response: { 200: ref('ApiKey'), ...AUTH_ERRORS, 403: FORBIDDEN, 404: NOT_FOUND, ...COMMON_ERRORS },
+        params: pathParams('project_id', 'key_id'),
+        response: { 200: ref('ApiKey'), 404: NOT_FOUND },
       },
     },
     async (request) => {
-      const res = await clients.admin.revokeApiKey({
-        principal: principalOf(request),
-        projectId: request.params.project_id,
-        keyId: request.params.key_id,
-      });
-      if (!res.apiKey) throw new AppError('internal', 'revokeApiKey returned no key');
+      const res = await clients.admin.revokeApiKey({ ...inProject(request), keyId: request.params.key_id });
+      const apiKey = required(res.apiKey, 'revokeApiKey.api_key');
       // At once on this replica, whatever the bus message's timing; others within a second.
-      forgetApiKey(res.apiKey.id);
-      return presentApiKey(res.apiKey);
+      forgetApiKey(apiKey.id);
+      return presentApiKey(apiKey);
     },
   );
 }

@@ -1,16 +1,15 @@
-import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
+import { clearSessionCookie, csrfTokenFor, SESSION_COOKIE, setSessionCookie } from '../plugins/csrf.ts';
 import {
-  clearSessionCookie,
-  csrfTokenFor,
-  SESSION_COOKIE,
-  sessionCookieOf,
-  setSessionCookie,
-} from '../plugins/csrf.ts';
-import { presentSession, presentTenant, presentUser } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
-import { BOT_SESSION_SCHEMA, presentBotSession } from './bots.ts';
+  presentBotSession,
+  presentOwnSession,
+  presentSession,
+  presentTenant,
+  presentUser,
+  required,
+} from '../present.ts';
+import { errorResponse, object, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const credentials = {
@@ -28,24 +27,11 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         description:
           'Can be disabled by the operator (`RELAYPLANE_SIGNUP_ENABLED=false`: 403). Passwords: 12 to 256 characters.',
         tags: ['auth'],
-        security: [],
-        body: {
-          type: 'object',
-          required: ['email', 'password', 'tenant_name'],
-          additionalProperties: false,
-          properties: { ...credentials, tenant_name: { type: 'string', minLength: 1, maxLength: 64 } },
-        },
+        body: object({ ...credentials, tenant_name: { type: 'string', minLength: 1, maxLength: 64 } }),
         response: {
-          201: {
-            type: 'object',
-            required: ['user', 'tenant'],
-            additionalProperties: false,
-            properties: { user: ref('User'), tenant: ref('Tenant') },
-          },
-          ...BODY_ERRORS,
+          201: object({ user: ref('User'), tenant: ref('Tenant') }),
           403: errorResponse('Signup is disabled on this installation.'),
           409: errorResponse('The email is already registered.'),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -55,8 +41,10 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         password: request.body.password,
         tenantName: request.body.tenant_name,
       });
-      if (!res.user || !res.tenant) throw new AppError('internal', 'signup returned no user');
-      return reply.code(201).send({ user: presentUser(res.user), tenant: presentTenant(res.tenant) });
+      return reply.code(201).send({
+        user: presentUser(required(res.user, 'signup.user')),
+        tenant: presentTenant(required(res.tenant, 'signup.tenant')),
+      });
     },
   );
 
@@ -75,34 +63,21 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           '`missing or invalid CSRF token`; bearer requests need no CSRF token. Wrong email and wrong ' +
           'password get the same 401. Attempts are limited per account and per client IP: 429 with `Retry-After`.',
         tags: ['auth'],
-        security: [],
-        body: {
-          type: 'object',
-          required: ['email', 'password'],
-          additionalProperties: false,
-          properties: credentials,
-        },
+        body: object(credentials),
         response: {
-          200: {
-            type: 'object',
-            required: ['token', 'token_type', 'expires_at', 'csrf_token', 'session'],
-            additionalProperties: false,
-            properties: {
-              token: { type: 'string' },
-              csrf_token: {
-                type: 'string',
-                description:
-                  'Send as `X-CSRF-Token` on state-changing requests authenticated by the session cookie.',
-              },
-              token_type: { type: 'string', const: 'Bearer' },
-              expires_at: { type: 'string', format: 'date-time' },
-              session: ref('Session'),
+          200: object({
+            token: { type: 'string' },
+            csrf_token: {
+              type: 'string',
+              description:
+                'Send as `X-CSRF-Token` on state-changing requests authenticated by the session cookie.',
             },
-          },
-          ...BODY_ERRORS,
+            token_type: { type: 'string', const: 'Bearer' },
+            expires_at: { type: 'string', format: 'date-time' },
+            session: ref('Session'),
+          }),
           401: errorResponse('Invalid email or password.'),
           429: errorResponse('Too many login attempts: retry after `Retry-After` seconds.'),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -112,8 +87,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         password: request.body.password,
         clientIp: request.ip,
       });
-      if (!res.session) throw new AppError('internal', 'login returned no session');
-      const session = presentSession(res.session);
+      const session = presentSession(required(res.session, 'login.session'));
       setSessionCookie(request, reply, res.token, session.expires_at);
       return {
         token: res.token,
@@ -139,22 +113,13 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'acts within and its role; an identity token answers its identity (the bot) and the token ' +
           '(`authenticated_by: identity_token`). `permissions` lists what the principal holds (docs/iam.md).',
         tags: ['auth'],
-        security: [{ bearerAuth: [] }],
-        response: { 200: { anyOf: [ref('Session'), BOT_SESSION_SCHEMA] }, ...AUTH_ERRORS, ...COMMON_ERRORS },
+        response: { 200: { anyOf: [ref('Session'), ref('BotSession')] } },
       },
     },
     async (request) => {
       const bot = request.auth?.bot;
       if (bot) return presentBotSession(principalOf(request), bot, request.auth?.identityToken);
-      const session = request.auth?.session;
-      if (!session) throw new AppError('internal', 'authenticated request without a session');
-      if (request.auth?.via !== 'cookie') return presentSession(session);
-      const token = sessionCookieOf(request) ?? '';
-      return {
-        ...presentSession(session),
-        authenticated_by: 'cookie' as const,
-        csrf_token: csrfTokenFor(token),
-      };
+      return presentOwnSession(request, required(request.auth?.session, 'authenticate.session'));
     },
   );
 
@@ -169,8 +134,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'Ends the session (bearer or cookie) and clears the session cookie (`Max-Age=0`). With the ' +
           'cookie, `X-CSRF-Token` is required like on every state-changing request.',
         tags: ['auth'],
-        security: [{ bearerAuth: [] }],
-        response: { 204: { description: 'Logged out.', type: 'null' }, ...AUTH_ERRORS, ...COMMON_ERRORS },
+        response: { 204: { description: 'Logged out.', type: 'null' } },
       },
     },
     async (request, reply) => {

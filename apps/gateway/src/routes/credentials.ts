@@ -2,24 +2,15 @@ import {
   CREDENTIAL_SCOPES,
   CREDENTIAL_TTL_SECONDS,
   DEFAULT_CREDENTIAL_SCOPES,
-  isCredentialScope,
 } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
+import { credentialScopes, credentialTtl } from '../domain/credential-request.ts';
+import { untilGone } from '../long-poll.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { iso, isoSecond, presentRelay } from '../present.ts';
-import {
-  AUTH_ERRORS,
-  BODY_ERRORS,
-  COMMON_ERRORS,
-  codeList,
-  errorResponse,
-  GENERIC_FORBIDDEN,
-  ref,
-} from '../schemas.ts';
+import { iso, isoSecond, presentIntrospection, presentRelay, presentRevocation } from '../present.ts';
+import { codeList, errorResponse, object, pathParams, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
-
-const RELAY_AUTH = [{ relayNodeToken: [] }];
 
 export function registerCredentials(
   app: FastifyInstance,
@@ -41,12 +32,16 @@ export function registerCredentials(
           "until it expires or is revoked; at the plan's cap: 402. When the connection counters are unreachable: 503 " +
           'with `Retry-After` (never a credential).',
         tags: ['credentials'],
-        security: [{ apiKey: [] }],
         body: {
           type: 'object',
           additionalProperties: false,
           properties: {
-            scopes: { type: 'array', minItems: 1, maxItems: 3, items: { type: 'string', maxLength: 64 } },
+            scopes: {
+              type: 'array',
+              minItems: 1,
+              maxItems: CREDENTIAL_SCOPES.length,
+              items: { type: 'string', maxLength: 64 },
+            },
             ttl_seconds: {
               type: 'integer',
               minimum: CREDENTIAL_TTL_SECONDS.min,
@@ -57,13 +52,10 @@ export function registerCredentials(
         },
         response: {
           201: ref('RelayCredential'),
-          ...BODY_ERRORS,
-          401: errorResponse('No API key, or an invalid, unknown or revoked one.'),
           402: errorResponse("The plan's concurrent connection cap is reached: upgrade the plan."),
           403: errorResponse(
             "A requested scope is not granted to the API key, or the client IP is not in the project's allowlist.",
           ),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -71,35 +63,20 @@ export function registerCredentials(
       const auth = request.apiKey;
       if (!auth) throw new AppError('unauthenticated', 'missing API key');
       const body = request.body ?? {};
-      const scopes = [...new Set(body.scopes ?? DEFAULT_CREDENTIAL_SCOPES)];
-      for (const scope of scopes) {
-        if (!isCredentialScope(scope)) {
-          throw new AppError(
-            'invalid_request',
-            `unknown scope "${scope}" (known: ${CREDENTIAL_SCOPES.join(', ')})`,
-          );
-        }
-        if (!auth.apiKey.scopes.includes(scope)) {
-          throw new AppError('forbidden', `scope "${scope}" is not granted to this API key`);
-        }
-      }
+      const scopes = credentialScopes(body.scopes, auth.apiKey.scopes);
+      if (!scopes.ok) throw new AppError(scopes.code, scopes.message);
       // Cached entitlements are taken without waiting (the hot path); a miss asks billing.
       const plan = entitlements.peek(auth.apiKey.tenantId) ?? (await entitlements.get(auth.apiKey.tenantId));
-      const ttl = body.ttl_seconds ?? Math.min(CREDENTIAL_TTL_SECONDS.default, plan.maxCredentialTtlSeconds);
-      if (ttl > plan.maxCredentialTtlSeconds) {
-        throw new AppError(
-          'invalid_request',
-          `ttl_seconds ${ttl} exceeds the ${plan.planName} plan's maximum of ${plan.maxCredentialTtlSeconds}`,
-        );
-      }
+      const ttl = credentialTtl(body.ttl_seconds, plan);
+      if (!ttl.ok) throw new AppError(ttl.code, ttl.message);
       const res = await issuance
         .issue({
           tenantId: auth.apiKey.tenantId,
           projectId: auth.apiKey.projectId,
           apiKeyId: auth.apiKey.id,
           mode: auth.apiKey.mode,
-          scopes,
-          ttlSeconds: ttl,
+          scopes: scopes.value,
+          ttlSeconds: ttl.value,
           region: body.region ?? '',
           maxConcurrentConnections: plan.maxConcurrentConnections,
         })
@@ -131,23 +108,10 @@ export function registerCredentials(
           'Idempotent: revoking again answers the first `revoked_at`. Frees its connection slot; relays learn of it ' +
           "through the revocation feed. Another tenant's (or an unknown) `jti`: 404.",
         tags: ['credentials'],
-        security: [{ bearerAuth: [] }],
-        params: {
-          type: 'object',
-          required: ['jti'],
-          properties: { jti: { type: 'string', maxLength: 64 } },
-        },
+        params: pathParams('jti'),
         response: {
-          200: {
-            type: 'object',
-            required: ['jti', 'revoked_at'],
-            additionalProperties: false,
-            properties: { jti: { type: 'string' }, revoked_at: { type: 'string', format: 'date-time' } },
-          },
-          ...AUTH_ERRORS,
-          403: errorResponse(GENERIC_FORBIDDEN),
+          200: object({ jti: { type: 'string' }, revoked_at: { type: 'string', format: 'date-time' } }),
           404: errorResponse('No such credential in the active tenant.'),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -173,7 +137,6 @@ export function registerCredentials(
           'until one exists or the wait ends (long-poll), so a relay looping on it learns of a revocation within ' +
           'a round trip. Pass `next_cursor` as the next `cursor`. Entries may be forgotten after their `expires_at`.',
         tags: ['relays'],
-        security: RELAY_AUTH,
         querystring: {
           type: 'object',
           additionalProperties: false,
@@ -184,144 +147,85 @@ export function registerCredentials(
           },
         },
         response: {
-          200: {
-            type: 'object',
-            required: ['revocations', 'next_cursor'],
-            additionalProperties: false,
-            properties: {
-              revocations: {
-                type: 'array',
-                items: {
-                  type: 'object',
-                  required: ['sequence', 'jti', 'revoked_at', 'expires_at'],
-                  additionalProperties: false,
-                  properties: {
-                    sequence: { type: 'integer' },
-                    jti: { type: 'string' },
-                    revoked_at: { type: 'string', format: 'date-time' },
-                    expires_at: { type: 'string', format: 'date-time' },
-                  },
+          200: object({
+            revocations: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['sequence', 'jti', 'revoked_at', 'expires_at'],
+                additionalProperties: false,
+                properties: {
+                  sequence: { type: 'integer' },
+                  jti: { type: 'string' },
+                  revoked_at: { type: 'string', format: 'date-time' },
+                  expires_at: { type: 'string', format: 'date-time' },
                 },
               },
-              next_cursor: { type: 'integer' },
             },
-          },
-          400: errorResponse('A malformed query parameter.'),
-          401: errorResponse('Missing or invalid relay node token.'),
-          ...COMMON_ERRORS,
+            next_cursor: { type: 'integer' },
+          }),
         },
       },
     },
     async (request, reply) => {
       const waitMs = Number(request.query.wait ?? 0) * 1000;
       const cursor = BigInt(request.query.cursor ?? 0);
-      // A held poll ends when its client goes away or the gateway shuts down (then: nothing new).
-      const controller = new AbortController();
-      const abort = () => controller.abort();
-      reply.raw.once('close', abort);
-      shutdown.addEventListener('abort', abort, { once: true });
-      let res: Awaited<ReturnType<typeof clients.issuer.listRevocations>>;
-      try {
-        res = await clients.issuer.listRevocations(
+      const res = await untilGone(reply, shutdown, (signal) =>
+        clients.issuer.listRevocations(
           { cursor, limit: Number(request.query.limit ?? 100), waitMs },
-          { deadline: new Date(Date.now() + waitMs + 5_000), signal: controller.signal },
-        );
-      } catch (err) {
-        if (controller.signal.aborted) return { revocations: [], next_cursor: Number(cursor) };
-        throw err;
-      } finally {
-        reply.raw.off('close', abort);
-        shutdown.removeEventListener('abort', abort);
-      }
-      return {
-        revocations: res.revocations.map((r) => ({
-          sequence: Number(r.sequence),
-          jti: r.jti,
-          revoked_at: iso(r.revokedAt),
-          expires_at: iso(r.expiresAt),
-        })),
-        next_cursor: Number(res.nextCursor),
-      };
+          { deadline: new Date(Date.now() + waitMs + 5_000), signal },
+        ),
+      );
+      // A poll cut short by its client or by shutdown: nothing new.
+      if (!res) return { revocations: [], next_cursor: Number(cursor) };
+      return { revocations: res.revocations.map(presentRevocation), next_cursor: Number(res.nextCursor) };
     },
   );
+}
 
-  // RFC 7662 introspection takes a form body: that parser exists only in this route's scope,
-  // so every other route stays JSON-only (415).
-  app.register(async (scope) => {
-    scope.addContentTypeParser(
-      'application/x-www-form-urlencoded',
-      { parseAs: 'string' },
-      (_req, body, done) => {
-        done(null, Object.fromEntries(new URLSearchParams(body as string)));
-      },
-    );
-    scope.post<{ Body: { token: string } }>(
-      '/v1/credentials/introspect',
-      {
-        onRequest: guards.relayNode,
-        schema: {
-          operationId: 'introspectCredential',
-          summary: 'Introspect a relay credential (RFC 7662)',
-          description:
-            'Body `token=<credential>` as `application/x-www-form-urlencoded` (RFC 7662) or JSON `{"token": …}`. ' +
-            'Answers the claims with `active: true` for a valid credential, and exactly `{"active": false}` for an ' +
-            'expired, revoked, forged or malformed one.',
-          tags: ['relays'],
-          security: RELAY_AUTH,
-          body: {
+/** RFC 7662 introspection: registered in the scope that parses form bodies (app.ts). */
+export function registerIntrospection(forms: FastifyInstance, { clients, guards }: RouteDeps): void {
+  forms.post<{ Body: { token: string } }>(
+    '/v1/credentials/introspect',
+    {
+      onRequest: guards.relayNode,
+      schema: {
+        operationId: 'introspectCredential',
+        summary: 'Introspect a relay credential (RFC 7662)',
+        description:
+          'Body `token=<credential>` as `application/x-www-form-urlencoded` (RFC 7662) or JSON `{"token": …}`. ' +
+          'Answers the claims with `active: true` for a valid credential, and exactly `{"active": false}` for an ' +
+          'expired, revoked, forged or malformed one.',
+        tags: ['relays'],
+        body: object({ token: { type: 'string', maxLength: 8192 }, token_type_hint: { type: 'string' } }, [
+          'token_type_hint',
+        ]),
+        response: {
+          200: {
             type: 'object',
-            required: ['token'],
+            required: ['active'],
             additionalProperties: false,
-            properties: { token: { type: 'string', maxLength: 8192 }, token_type_hint: { type: 'string' } },
-          },
-          response: {
-            200: {
-              type: 'object',
-              required: ['active'],
-              additionalProperties: false,
-              properties: {
-                active: { type: 'boolean' },
-                scope: { type: 'string' },
-                client_id: { type: 'string' },
-                token_type: { type: 'string' },
-                sub: { type: 'string' },
-                aud: { type: 'string' },
-                iss: { type: 'string' },
-                jti: { type: 'string' },
-                exp: { type: 'integer' },
-                iat: { type: 'integer' },
-                nbf: { type: 'integer' },
-                tid: { type: 'string' },
-                pid: { type: 'string' },
-                mode: { type: 'string' },
-              },
+            properties: {
+              active: { type: 'boolean' },
+              scope: { type: 'string' },
+              client_id: { type: 'string' },
+              token_type: { type: 'string' },
+              sub: { type: 'string' },
+              aud: { type: 'string' },
+              iss: { type: 'string' },
+              jti: { type: 'string' },
+              exp: { type: 'integer' },
+              iat: { type: 'integer' },
+              nbf: { type: 'integer' },
+              tid: { type: 'string' },
+              pid: { type: 'string' },
+              mode: { type: 'string' },
             },
-            ...BODY_ERRORS,
-            401: errorResponse('Missing or invalid relay node token.'),
-            ...COMMON_ERRORS,
           },
         },
       },
-      async (request) => {
-        const res = await clients.issuer.introspectCredential({ token: request.body.token });
-        if (!res.active) return { active: false };
-        return {
-          active: true,
-          scope: res.scopes.join(' '),
-          client_id: res.clientId,
-          token_type: 'Bearer',
-          sub: res.sub,
-          aud: res.aud,
-          iss: res.iss,
-          jti: res.jti,
-          exp: Number(res.exp),
-          iat: Number(res.iat),
-          nbf: Number(res.nbf),
-          tid: res.tenantId,
-          pid: res.projectId,
-          mode: res.mode,
-        };
-      },
-    );
-  });
+    },
+    async (request) =>
+      presentIntrospection(await clients.issuer.introspectCredential({ token: request.body.token })),
+  );
 }

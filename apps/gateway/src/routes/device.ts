@@ -5,24 +5,21 @@
  * routes parse, present and map errors.
  *
  * The two OAuth endpoints accept `application/x-www-form-urlencoded` (what OAuth clients send)
- * as well as JSON, in their own encapsulated scope: everywhere else the gateway stays JSON only.
- * Their errors are the OAuth ones, `{"error": "<code>"}` (RFC 6749 §5.2): the code is the message.
+ * as well as JSON: app.ts registers them in the scope that parses form bodies, everywhere else
+ * the gateway stays JSON only. Their errors are the OAuth ones, `{"error": "<code>"}` (RFC 6749
+ * §5.2): the code is the message.
  */
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { VERIFICATION_PATH } from '../html.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { publicBaseUrl } from '../public-url.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse } from '../schemas.ts';
+import { errorResponse, object } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
-import {
-  acceptForms,
-  DEVICE_CODE_PATH,
-  DEVICE_GRANT_TYPE,
-  METADATA_PATH,
-  TOKEN_PATH,
-  VERIFICATION_PATH,
-} from './device-common.ts';
-import { registerDevicePage } from './device-page.ts';
+
+const DEVICE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:device_code';
+const DEVICE_CODE_PATH = '/admin/v1/auth/device/code';
+const TOKEN_PATH = '/admin/v1/auth/token';
 
 // RFC 6749 §3.1: a parameter sent without a value counts as omitted (the handlers check presence).
 const param = { type: 'string', maxLength: 512 } as const;
@@ -41,8 +38,10 @@ function oauthBody(properties: Record<string, unknown>, required: string[]) {
   };
 }
 
-/** OAuth errors are `{"error": "<code>"}`: the platform's Error shape, the code as message. */
-const oauthError = errorResponse;
+// OAuth errors are `{"error": "<code>"}`: the platform's Error shape, the code as message.
+const NOT_A_FORM = errorResponse(
+  'The body is neither form-encoded nor JSON: `{"error": "invalid_request"}`.',
+);
 
 /**
  * In the OAuth scope, a request Fastify refuses before the handler (malformed body, schema,
@@ -73,11 +72,9 @@ interface TokenBody {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
-export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
-  const { clients, guards } = deps;
-
-  app.register(async (scope) => {
-    acceptForms(scope);
+/** The OAuth endpoints, in their own scope (OAuth errors, no caching) inside the form-parsing one. */
+export function registerDeviceOAuth(forms: FastifyInstance, { clients }: RouteDeps): void {
+  forms.register(async (scope) => {
     scope.setErrorHandler(oauthErrors);
     // RFC 6749 §5.1: responses carrying codes or tokens are never cached (errors neither).
     scope.addHook('onRequest', async (_request, reply) => {
@@ -98,45 +95,30 @@ export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
             'their SHA-256. Errors are OAuth errors: `invalid_client` (unknown client), `invalid_request`, ' +
             '`invalid_scope`. Requests are limited per client IP: 429 with `Retry-After`. `Cache-Control: no-store`.',
           tags: ['auth'],
-          security: [],
           body: oauthBody({ client_id: param, scope: param }, ['client_id']),
           response: {
-            200: {
-              type: 'object',
-              required: [
-                'device_code',
-                'user_code',
-                'verification_uri',
-                'verification_uri_complete',
-                'expires_in',
-                'interval',
-              ],
-              additionalProperties: false,
-              properties: {
-                device_code: { type: 'string' },
-                user_code: {
-                  type: 'string',
-                  pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$',
-                },
-                verification_uri: { type: 'string', description: 'The verification page, `<base>/device`.' },
-                verification_uri_complete: {
-                  type: 'string',
-                  description: 'The verification page with the user code filled in.',
-                },
-                expires_in: { type: 'integer', description: 'Seconds until both codes expire.' },
-                interval: {
-                  type: 'integer',
-                  description: 'Seconds to wait between polls of the token endpoint.',
-                },
+            200: object({
+              device_code: { type: 'string' },
+              user_code: {
+                type: 'string',
+                pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$',
               },
-            },
-            400: oauthError('`{"error": "invalid_request" | "invalid_client" | "invalid_scope"}`.'),
-            413: BODY_ERRORS[413],
-            415: oauthError('The body is neither form-encoded nor JSON: `{"error": "invalid_request"}`.'),
+              verification_uri: { type: 'string', description: 'The verification page, `<base>/device`.' },
+              verification_uri_complete: {
+                type: 'string',
+                description: 'The verification page with the user code filled in.',
+              },
+              expires_in: { type: 'integer', description: 'Seconds until both codes expire.' },
+              interval: {
+                type: 'integer',
+                description: 'Seconds to wait between polls of the token endpoint.',
+              },
+            }),
+            400: errorResponse('`{"error": "invalid_request" | "invalid_client" | "invalid_scope"}`.'),
+            415: NOT_A_FORM,
             429: errorResponse(
               'Too many device authorization requests from this IP: retry after `Retry-After`.',
             ),
-            ...COMMON_ERRORS,
           },
         },
       },
@@ -178,33 +160,25 @@ export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
             '`invalid_grant` (unknown or already used device code, or issued to another client), ' +
             '`invalid_client`, `invalid_request`, `unsupported_grant_type`. `Cache-Control: no-store`.',
           tags: ['auth'],
-          security: [],
           body: oauthBody({ grant_type: param, device_code: param, client_id: param }, [
             'grant_type',
             'device_code',
             'client_id',
           ]),
           response: {
-            200: {
-              type: 'object',
-              required: ['access_token', 'token_type', 'expires_in'],
-              additionalProperties: false,
-              properties: {
-                access_token: {
-                  type: 'string',
-                  description: 'The CLI token: send as `Authorization: Bearer`.',
-                },
-                token_type: { type: 'string', const: 'Bearer' },
-                expires_in: { type: 'integer', description: 'Seconds until the CLI token expires.' },
+            200: object({
+              access_token: {
+                type: 'string',
+                description: 'The CLI token: send as `Authorization: Bearer`.',
               },
-            },
-            400: oauthError(
+              token_type: { type: 'string', const: 'Bearer' },
+              expires_in: { type: 'integer', description: 'Seconds until the CLI token expires.' },
+            }),
+            400: errorResponse(
               '`{"error": "<code>"}`: authorization_pending, slow_down, access_denied, expired_token, ' +
                 'invalid_grant, invalid_client, invalid_request or unsupported_grant_type.',
             ),
-            413: BODY_ERRORS[413],
-            415: oauthError('The body is neither form-encoded nor JSON: `{"error": "invalid_request"}`.'),
-            ...COMMON_ERRORS,
+            415: NOT_A_FORM,
           },
         },
       },
@@ -223,9 +197,12 @@ export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
       },
     );
   });
+}
 
+/** The RFC 8414 metadata and the JSON approval: JSON-only routes. */
+export function registerDevice(app: FastifyInstance, { clients, guards }: RouteDeps): void {
   app.get(
-    METADATA_PATH,
+    '/.well-known/oauth-authorization-server',
     {
       schema: {
         operationId: 'getAuthorizationServerMetadata',
@@ -236,7 +213,6 @@ export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
           'from trusted proxies only). There is no authorization endpoint, so `response_types_supported` is ' +
           'empty. `Cache-Control: public, max-age=300`.',
         tags: ['auth'],
-        security: [],
         response: {
           200: {
             description: 'The metadata document.',
@@ -260,7 +236,6 @@ export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
               service_documentation: { type: 'string' },
             },
           },
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -295,34 +270,20 @@ export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
           'in the active tenant; `deny` makes its polls answer `access_denied`. The code may be typed in any ' +
           'case, with or without the dash. Entries are limited per user and per client IP: 429 with `Retry-After`.',
         tags: ['auth'],
-        security: [{ bearerAuth: [] }],
-        body: {
-          type: 'object',
-          required: ['user_code', 'action'],
-          additionalProperties: false,
-          properties: {
-            user_code: { type: 'string', minLength: 1, maxLength: 64 },
-            action: { type: 'string', enum: ['approve', 'deny'] },
-          },
-        },
+        body: object({
+          user_code: { type: 'string', minLength: 1, maxLength: 64 },
+          action: { type: 'string', enum: ['approve', 'deny'] },
+        }),
         response: {
-          200: {
-            type: 'object',
-            required: ['status', 'client_id'],
-            additionalProperties: false,
-            properties: {
-              status: { type: 'string', enum: ['approved', 'denied'] },
-              client_id: { type: 'string' },
-            },
-          },
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
+          200: object({
+            status: { type: 'string', enum: ['approved', 'denied'] },
+            client_id: { type: 'string' },
+          }),
           403: errorResponse('A bot token or a CLI token: devices are approved from a login session.'),
           404: errorResponse(
             'No pending device authorization for this code: unknown, expired, or already decided.',
           ),
           429: errorResponse('Too many user codes entered: retry after `Retry-After` seconds.'),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -336,6 +297,4 @@ export function registerDevice(app: FastifyInstance, deps: RouteDeps): void {
       return { status: res.status, client_id: res.clientId };
     },
   );
-
-  registerDevicePage(app, deps);
 }

@@ -1,7 +1,7 @@
 import { HealthCheckResponse_ServingStatus as Status } from '@relayplane/proto/grpc-health';
 import type { FastifyInstance } from 'fastify';
 import { DOWNSTREAMS, type Downstream, SERVICE_NAMES } from '../clients.ts';
-import { errorResponse } from '../schemas.ts';
+import { errorResponse, object } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const STATUS_NAMES: Record<number, string> = {
@@ -15,19 +15,14 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
   app.get(
     '/healthz',
     {
+      config: { commonErrors: false },
       schema: {
         operationId: 'getLiveness',
         summary: 'Liveness: the gateway process is up',
         description: 'Answers 200 whenever the process can serve HTTP. It checks nothing else.',
         tags: ['health'],
-        security: [],
         response: {
-          200: {
-            type: 'object',
-            required: ['status'],
-            additionalProperties: false,
-            properties: { status: { type: 'string', const: 'ok' } },
-          },
+          200: object({ status: { type: 'string', const: 'ok' } }),
         },
       },
     },
@@ -37,6 +32,7 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
   app.get(
     '/readyz',
     {
+      config: { commonErrors: false },
       schema: {
         operationId: 'getReadiness',
         summary: 'Readiness: every service behind the gateway is serving',
@@ -45,22 +41,16 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
           'SERVING only while its database answers. 503 when any is not serving or unreachable; it recovers ' +
           'by itself when they do.',
         tags: ['health'],
-        security: [],
         response: {
-          200: {
-            type: 'object',
-            required: ['status', 'services'],
-            additionalProperties: false,
-            properties: {
-              status: { type: 'string', const: 'ready' },
-              services: {
-                type: 'object',
-                required: DOWNSTREAMS,
-                additionalProperties: false,
-                properties: Object.fromEntries(DOWNSTREAMS.map((name) => [name, { type: 'string' }])),
-              },
+          200: object({
+            status: { type: 'string', const: 'ready' },
+            services: {
+              type: 'object',
+              required: DOWNSTREAMS,
+              additionalProperties: false,
+              properties: Object.fromEntries(DOWNSTREAMS.map((name) => [name, { type: 'string' }])),
             },
-          },
+          }),
           503: errorResponse('A service is not serving (database connectivity lost) or unreachable.'),
         },
       },

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { JwksSnapshot } from '../jwks-cache.ts';
-import { COMMON_ERRORS, ref } from '../schemas.ts';
+import { listOf, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const CACHE_CONTROL = 'public, max-age=300';
@@ -27,16 +27,9 @@ export function registerJwks(app: FastifyInstance, { jwks }: RouteDeps): void {
           'stays listed until every credential it signed has expired. `Cache-Control: public, max-age=300` and a ' +
           'strong `ETag`; `If-None-Match` gets 304.',
         tags: ['credentials'],
-        security: [],
         response: {
-          200: {
-            type: 'object',
-            required: ['keys'],
-            additionalProperties: false,
-            properties: { keys: { type: 'array', items: ref('Jwk') } },
-          },
+          200: listOf('keys', ref('Jwk')),
           304: { description: 'Not modified: the key set still has this ETag.', type: 'null' },
-          ...COMMON_ERRORS,
         },
       },
     },

@@ -1,47 +1,12 @@
-import type { Member } from '@relayplane/proto/admin';
 import { ROLE_NAMES, type RoleName } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
-import { roleName, tenantRole } from '@relayplane/shared/iam';
+import { tenantRole } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { csrfTokenFor, sessionCookieOf } from '../plugins/csrf.ts';
-import { iso, presentSession, presentUser } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import { presentMember, presentOwnSession, required } from '../present.ts';
+import { errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
-const roleSchema = { type: 'string', enum: ROLE_NAMES } as const;
-
-const MEMBER_SCHEMA = {
-  type: 'object',
-  required: ['user', 'tenant_id', 'role', 'created_at'],
-  additionalProperties: false,
-  properties: {
-    user: ref('User'),
-    tenant_id: { type: 'string' },
-    role: roleSchema,
-    created_at: { type: 'string', format: 'date-time', description: 'When the user joined the tenant.' },
-  },
-} as const;
-
-function presentMember(m: Member) {
-  const role = roleName(m.role);
-  const createdAt = iso(m.createdAt);
-  if (!m.user || !role || !createdAt)
-    throw new AppError('internal', 'member incomplete in a service response');
-  return { user: presentUser(m.user), tenant_id: m.tenantId, role, created_at: createdAt };
-}
-
-function memberOf(res: { member?: Member }, rpc: string) {
-  if (!res.member) throw new AppError('internal', `${rpc} returned no member`);
-  return presentMember(res.member);
-}
-
-const userParams = {
-  type: 'object',
-  required: ['user_id'],
-  properties: { user_id: { type: 'string', maxLength: 64 } },
-} as const;
-
+const ROLE = { type: 'string', enum: ROLE_NAMES } as const;
 const FORBIDDEN = errorResponse(
   'Or an admin tried to grant the owner role or to change or remove an owner (owners only).',
 );
@@ -60,20 +25,8 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
           'The same session token now acts in `tenant_id`, with the role of that membership. Answers the ' +
           'session as `GET /admin/v1/auth/session` would now. A tenant the user is not a member of: 403.',
         tags: ['auth'],
-        security: [{ bearerAuth: [] }],
-        body: {
-          type: 'object',
-          required: ['tenant_id'],
-          additionalProperties: false,
-          properties: { tenant_id: { type: 'string', maxLength: 64 } },
-        },
-        response: {
-          200: ref('Session'),
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
-          403: errorResponse('You are not a member of that tenant.'),
-          ...COMMON_ERRORS,
-        },
+        body: object({ tenant_id: { type: 'string', maxLength: 64 } }),
+        response: { 200: ref('Session'), 403: errorResponse('You are not a member of that tenant.') },
       },
     },
     async (request) => {
@@ -81,14 +34,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         principal: principalOf(request),
         tenantId: request.body.tenant_id,
       });
-      if (!res.session) throw new AppError('internal', 'switchTenant returned no session');
-      if (request.auth?.via !== 'cookie') return presentSession(res.session);
-      const token = sessionCookieOf(request) ?? '';
-      return {
-        ...presentSession(res.session),
-        authenticated_by: 'cookie' as const,
-        csrf_token: csrfTokenFor(token),
-      };
+      return presentOwnSession(request, required(res.session, 'switchTenant.session'));
     },
   );
 
@@ -101,17 +47,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         summary: 'List the members of the active tenant',
         description: 'Every member may list them, oldest membership first.',
         tags: ['members'],
-        security: [{ bearerAuth: [] }],
-        response: {
-          200: {
-            type: 'object',
-            required: ['members'],
-            additionalProperties: false,
-            properties: { members: { type: 'array', items: MEMBER_SCHEMA } },
-          },
-          ...AUTH_ERRORS,
-          ...COMMON_ERRORS,
-        },
+        response: { 200: listOf('members', ref('Member')) },
       },
     },
     async (request) => {
@@ -131,21 +67,12 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
           'Adds the user registered with `email`, with `role`. No invitation is sent: an email nobody is ' +
           'registered with answers 404. Only owners may add an owner.',
         tags: ['members'],
-        security: [{ bearerAuth: [] }],
-        body: {
-          type: 'object',
-          required: ['email', 'role'],
-          additionalProperties: false,
-          properties: { email: { type: 'string', minLength: 3, maxLength: 254 }, role: roleSchema },
-        },
+        body: object({ email: { type: 'string', minLength: 3, maxLength: 254 }, role: ROLE }),
         response: {
-          201: MEMBER_SCHEMA,
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
+          201: ref('Member'),
           403: FORBIDDEN,
           404: errorResponse('No user is registered with that email.'),
           409: errorResponse('The user is already a member of the active tenant.'),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -155,7 +82,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         email: request.body.email,
         role: tenantRole(request.body.role),
       });
-      return reply.code(201).send(memberOf(res, 'addMember'));
+      return reply.code(201).send(presentMember(required(res.member, 'addMember.member')));
     },
   );
 
@@ -170,23 +97,9 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
           'Only owners may grant the owner role or change an owner. The last owner ' +
           'cannot be demoted: 409.',
         tags: ['members'],
-        security: [{ bearerAuth: [] }],
-        params: userParams,
-        body: {
-          type: 'object',
-          required: ['role'],
-          additionalProperties: false,
-          properties: { role: roleSchema },
-        },
-        response: {
-          200: MEMBER_SCHEMA,
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
-          403: FORBIDDEN,
-          404: MEMBER_NOT_FOUND,
-          409: LAST_OWNER,
-          ...COMMON_ERRORS,
-        },
+        params: pathParams('user_id'),
+        body: object({ role: ROLE }),
+        response: { 200: ref('Member'), 403: FORBIDDEN, 404: MEMBER_NOT_FOUND, 409: LAST_OWNER },
       },
     },
     async (request) => {
@@ -195,7 +108,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         userId: request.params.user_id,
         role: tenantRole(request.body.role),
       });
-      return memberOf(res, 'changeMemberRole');
+      return presentMember(required(res.member, 'changeMemberRole.member'));
     },
   );
 
@@ -210,16 +123,8 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
           'Answers the membership as it was. Its sessions in this tenant stop working at once. Owners and ' +
           'admins only; only owners may remove an owner; the last owner cannot be removed: 409.',
         tags: ['members'],
-        security: [{ bearerAuth: [] }],
-        params: userParams,
-        response: {
-          200: MEMBER_SCHEMA,
-          ...AUTH_ERRORS,
-          403: FORBIDDEN,
-          404: MEMBER_NOT_FOUND,
-          409: LAST_OWNER,
-          ...COMMON_ERRORS,
-        },
+        params: pathParams('user_id'),
+        response: { 200: ref('Member'), 403: FORBIDDEN, 404: MEMBER_NOT_FOUND, 409: LAST_OWNER },
       },
     },
     async (request) => {
@@ -227,7 +132,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         principal: principalOf(request),
         userId: request.params.user_id,
       });
-      return memberOf(res, 'removeMember');
+      return presentMember(required(res.member, 'removeMember.member'));
     },
   );
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { presentPlan } from '../present.ts';
-import { COMMON_ERRORS, ref } from '../schemas.ts';
+import { listOf, object, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const CACHE = 'public, max-age=60';
@@ -14,16 +14,7 @@ export function registerPlans(app: FastifyInstance, { clients }: RouteDeps): voi
         summary: 'List plans and every limit they set',
         description: 'Public and cacheable (`Cache-Control: public, max-age=60`).',
         tags: ['billing'],
-        security: [],
-        response: {
-          200: {
-            type: 'object',
-            required: ['plans'],
-            additionalProperties: false,
-            properties: { plans: { type: 'array', items: ref('Plan') } },
-          },
-          ...COMMON_ERRORS,
-        },
+        response: { 200: listOf('plans', ref('Plan')) },
       },
     },
     async (_request, reply) => {
@@ -42,29 +33,11 @@ export function registerPlans(app: FastifyInstance, { clients }: RouteDeps): voi
         description:
           'Public and cacheable (`Cache-Control: public, max-age=60`). Amounts are monthly, in minor units.',
         tags: ['billing'],
-        security: [],
         response: {
-          200: {
-            type: 'object',
-            required: ['prices'],
-            additionalProperties: false,
-            properties: {
-              prices: {
-                type: 'array',
-                items: {
-                  type: 'object',
-                  required: ['plan_id', 'plan_name', 'price'],
-                  additionalProperties: false,
-                  properties: {
-                    plan_id: { type: 'string' },
-                    plan_name: { type: 'string' },
-                    price: ref('Price'),
-                  },
-                },
-              },
-            },
-          },
-          ...COMMON_ERRORS,
+          200: listOf(
+            'prices',
+            object({ plan_id: { type: 'string' }, plan_name: { type: 'string' }, price: ref('Price') }),
+          ),
         },
       },
     },

@@ -1,15 +1,7 @@
-import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { presentProject } from '../present.ts';
-import {
-  AUTH_ERRORS,
-  BODY_ERRORS,
-  COMMON_ERRORS,
-  errorResponse,
-  GENERIC_FORBIDDEN,
-  ref,
-} from '../schemas.ts';
+import { presentProject, required } from '../present.ts';
+import { errorResponse, listOf, object, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 export function registerProjects(app: FastifyInstance, { clients, guards }: RouteDeps): void {
@@ -28,12 +20,10 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
           'here), and ' +
           '`projects:write` is tenant-wide, never held by bots (docs/iam.md).',
         tags: ['projects'],
+        // The contract's schemes for this operation (see the description).
         security: [{ bearerAuth: [] }, { apiKey: [] }],
-        body: {
-          type: 'object',
-          required: ['name'],
-          additionalProperties: false,
-          properties: {
+        body: object(
+          {
             name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$' },
             environment: {
               type: 'string',
@@ -41,17 +31,14 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
               default: 'production',
             },
           },
-        },
+          ['environment'],
+        ),
         response: {
           201: ref('Project'),
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
-          403: errorResponse(GENERIC_FORBIDDEN),
           409: errorResponse('A project with this name exists in the tenant.'),
           422: errorResponse(
             "The plan's project limit is reached (max_projects); the message names limit and plan.",
           ),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -61,8 +48,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
         name: request.body.name,
         environment: request.body.environment ?? 'production',
       });
-      if (!res.project) throw new AppError('internal', 'createProject returned no project');
-      return reply.code(201).send(presentProject(res.project));
+      return reply.code(201).send(presentProject(required(res.project, 'createProject.project')));
     },
   );
 
@@ -74,17 +60,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
         operationId: 'listProjects',
         summary: 'List the projects of the active tenant',
         tags: ['projects'],
-        security: [{ bearerAuth: [] }],
-        response: {
-          200: {
-            type: 'object',
-            required: ['projects'],
-            additionalProperties: false,
-            properties: { projects: { type: 'array', items: ref('Project') } },
-          },
-          ...AUTH_ERRORS,
-          ...COMMON_ERRORS,
-        },
+        response: { 200: listOf('projects', ref('Project')) },
       },
     },
     async (request) => {

@@ -1,7 +1,7 @@
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
-import { presentRegisteredRelay, presentRelay } from '../present.ts';
-import { AUTH_ERRORS, BODY_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import { presentRegisteredRelay, presentRelay, required } from '../present.ts';
+import { errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const FORBIDDEN = errorResponse('Only platform administrators manage relays.');
@@ -16,18 +16,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
         operationId: 'listRelays',
         summary: 'List relays (static and registered) with their health',
         tags: ['relays'],
-        security: [{ bearerAuth: [] }],
-        response: {
-          200: {
-            type: 'object',
-            required: ['relays'],
-            additionalProperties: false,
-            properties: { relays: { type: 'array', items: ref('RegisteredRelay') } },
-          },
-          ...AUTH_ERRORS,
-          403: FORBIDDEN,
-          ...COMMON_ERRORS,
-        },
+        response: { 200: listOf('relays', ref('RegisteredRelay')), 403: FORBIDDEN },
       },
     },
     async () => {
@@ -47,39 +36,25 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
           'The relay node token (`rpr_…`) authenticates heartbeats, the revocation feed and introspection; only its ' +
           'hash is stored. A relay is healthy while its heartbeats arrive within the health window.',
         tags: ['relays'],
-        security: [{ bearerAuth: [] }],
-        body: {
-          type: 'object',
-          required: ['region', 'host', 'port'],
-          additionalProperties: false,
-          properties: {
-            region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' },
-            host: { type: 'string', minLength: 1, maxLength: 253 },
-            port: { type: 'integer', minimum: 1, maximum: 65535 },
-          },
-        },
+        body: object({
+          region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' },
+          host: { type: 'string', minLength: 1, maxLength: 253 },
+          port: { type: 'integer', minimum: 1, maximum: 65535 },
+        }),
         response: {
-          201: {
-            type: 'object',
-            required: ['relay', 'token'],
-            additionalProperties: false,
-            properties: {
-              relay: ref('RegisteredRelay'),
-              token: { type: 'string', description: 'Shown only here.' },
-            },
-          },
-          ...BODY_ERRORS,
-          ...AUTH_ERRORS,
+          201: object({
+            relay: ref('RegisteredRelay'),
+            token: { type: 'string', description: 'Shown only here.' },
+          }),
           403: FORBIDDEN,
           409: errorResponse('A relay with this host and port is registered.'),
-          ...COMMON_ERRORS,
         },
       },
     },
     async (request, reply) => {
       const res = await clients.issuer.registerRelay(request.body);
-      if (!res.relay) throw new AppError('internal', 'registerRelay returned no relay');
-      return reply.code(201).send({ relay: presentRegisteredRelay(res.relay), token: res.token });
+      const relay = required(res.relay, 'registerRelay.relay');
+      return reply.code(201).send({ relay: presentRegisteredRelay(relay), token: res.token });
     },
   );
 
@@ -93,19 +68,12 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
         description:
           'Its node token stops working. Static relays are configured in `RELAYPLANE_RELAYS_FILE` instead.',
         tags: ['relays'],
-        security: [{ bearerAuth: [] }],
-        params: {
-          type: 'object',
-          required: ['relay_id'],
-          properties: { relay_id: { type: 'string', maxLength: 64 } },
-        },
+        params: pathParams('relay_id'),
         response: {
           204: { description: 'Removed.', type: 'null' },
           400: errorResponse('A static relay cannot be removed through the API.'),
-          ...AUTH_ERRORS,
           403: FORBIDDEN,
           404: errorResponse('No such relay.'),
-          ...COMMON_ERRORS,
         },
       },
     },
@@ -124,23 +92,9 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
         summary: 'Relay heartbeat with its load',
         description: '`load` from 0 (idle) to 1 (full). Assignment prefers the least loaded healthy relays.',
         tags: ['relays'],
-        security: [{ relayNodeToken: [] }],
-        body: {
-          type: 'object',
-          required: ['load'],
-          additionalProperties: false,
-          properties: { load: { type: 'number', minimum: 0, maximum: 1 } },
-        },
+        body: object({ load: { type: 'number', minimum: 0, maximum: 1 } }),
         response: {
-          200: {
-            type: 'object',
-            required: ['relay'],
-            additionalProperties: false,
-            properties: { relay: ref('RegisteredRelay') },
-          },
-          ...BODY_ERRORS,
-          401: errorResponse('Missing or invalid relay node token.'),
-          ...COMMON_ERRORS,
+          200: object({ relay: ref('RegisteredRelay') }),
         },
       },
     },
@@ -155,8 +109,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
             throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
           throw err;
         });
-      if (!res.relay) throw new AppError('internal', 'heartbeat returned no relay');
-      return { relay: presentRegisteredRelay(res.relay) };
+      return { relay: presentRegisteredRelay(required(res.relay, 'heartbeat.relay')) };
     },
   );
 
@@ -170,6 +123,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
           'For a client whose relay failed: present its relay credential as bearer. A revoked, expired or forged ' +
           "credential: 401 `invalid or expired token`. `region` overrides the credential's region hint.",
         tags: ['relays'],
+        // No guard: the handler reads the relay credential, which only the issuer can check.
         security: [{ relayCredential: [] }],
         querystring: {
           type: 'object',
@@ -177,20 +131,13 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
           properties: { region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' } },
         },
         response: {
-          200: {
-            type: 'object',
-            required: ['relays', 'fallback'],
-            additionalProperties: false,
-            properties: {
-              relays: { type: 'array', items: ref('Relay') },
-              fallback: { type: 'array', items: { type: 'string' } },
-            },
-          },
-          400: errorResponse('A malformed query parameter.'),
+          200: object({
+            relays: { type: 'array', items: ref('Relay') },
+            fallback: { type: 'array', items: { type: 'string' } },
+          }),
           401: errorResponse(
             'Missing credential, or a revoked, expired or forged one: `invalid or expired token`.',
           ),
-          ...COMMON_ERRORS,
         },
       },
     },

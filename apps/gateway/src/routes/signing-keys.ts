@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, presentSigningKey } from '../present.ts';
-import { AUTH_ERRORS, COMMON_ERRORS, errorResponse, ref } from '../schemas.ts';
+import { errorResponse, ref } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const FORBIDDEN = errorResponse('Only platform administrators manage signing keys.');
@@ -16,8 +16,7 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards }: R
         summary: 'Signing keys and their life-cycle state',
         description: 'Platform administrators only. States: next → active → previous → removed.',
         tags: ['signing-keys'],
-        security: [{ bearerAuth: [] }],
-        response: { 200: ref('SigningKeyList'), ...AUTH_ERRORS, 403: FORBIDDEN, ...COMMON_ERRORS },
+        response: { 200: ref('SigningKeyList'), 403: FORBIDDEN },
       },
     },
     async () => {
@@ -41,13 +40,10 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards }: R
           'JWKS for one cache lifetime (300 s): if it is younger, the rotation is recorded as pending (202) and ' +
           "completes by itself at the next key's `eligible_at`.",
         tags: ['signing-keys'],
-        security: [{ bearerAuth: [] }],
         response: {
           200: { description: 'Rotated now.', ...ref('SigningKeyList') },
           202: { description: 'Rotation pending until the next key is eligible.', ...ref('SigningKeyList') },
-          ...AUTH_ERRORS,
           403: FORBIDDEN,
-          ...COMMON_ERRORS,
         },
       },
     },

@@ -155,7 +155,7 @@ describe('Stripe metered usage (SDK against a local Stripe API, real issuer, Pos
   }
 
   async function insertCredentials(rows: { tenant: string; issued: Date; expires: Date }[]): Promise<void> {
-    const kid = issuer.service.activeSigningKey().kid;
+    const kid = issuer.service.keys.activeSigningKey().kid;
     const projects = new Map<string, string>();
     await issuer.service.database.db
       .insertInto('credentials')

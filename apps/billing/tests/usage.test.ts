@@ -84,7 +84,7 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
   async function insertCredentials(
     rows: { tenant: string; project: string; issued: Date; expires: Date; revoked?: Date }[],
   ): Promise<void> {
-    const kid = issuer.service.activeSigningKey().kid;
+    const kid = issuer.service.keys.activeSigningKey().kid;
     await issuer.service.database.db
       .insertInto('credentials')
       .values(

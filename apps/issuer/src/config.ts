@@ -62,13 +62,13 @@ export type IssuerConfigOverrides = Partial<Omit<IssuerConfig, 'relays'>> & {
   relays?: Partial<RelayConfig>;
 };
 
-export const DEFAULT_ROTATION_INTERVAL_SECONDS = 30 * 24 * 3600;
-export const MIN_ROTATION_INTERVAL_SECONDS = 600;
-export const DEFAULT_MAX_CREDENTIAL_TTL_SECONDS = 3600;
-export const DEFAULT_MAINTENANCE_INTERVAL_SECONDS = 30;
-export const DEFAULT_CREDENTIAL_ISSUER = 'relayplane';
-export const DEFAULT_CREDENTIAL_AUDIENCE = 'relayplane-relay';
-export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
+const DEFAULT_ROTATION_INTERVAL_SECONDS = 30 * 24 * 3600;
+const MIN_ROTATION_INTERVAL_SECONDS = 600;
+const DEFAULT_MAX_CREDENTIAL_TTL_SECONDS = 3600;
+const DEFAULT_MAINTENANCE_INTERVAL_SECONDS = 30;
+const DEFAULT_CREDENTIAL_ISSUER = 'relayplane';
+const DEFAULT_CREDENTIAL_AUDIENCE = 'relayplane-relay';
+const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
 
 export function readIssuerConfig(
   env: Readonly<Record<string, string | undefined>>,

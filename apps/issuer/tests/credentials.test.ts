@@ -2,7 +2,7 @@ import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { IssueCredentialRequest, IssueCredentialsResponse } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
+import type { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IssuerConfigOverrides } from '../src/config.ts';
 import { migrations } from '../src/db/migrations/index.ts';
 import { redisKeys } from '../src/redis/keys.ts';
-import { newKek, type RunningIssuer, startIssuer } from './support.ts';
+import { credentialJtis, newKek, type RunningIssuer, rejection, startIssuer } from './support.ts';
 
 type IssueInit = Partial<Omit<IssueCredentialRequest, '$typeName'>>;
 
@@ -25,17 +25,6 @@ const RELAYS: IssuerConfigOverrides = {
     fallback: ['entry.example:443'],
   },
 };
-
-/** The code of the AppError `promise` rejects with (fails the test if it resolves). */
-async function failure(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    return err as AppError;
-  }
-  throw new Error('expected the call to fail');
-}
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
@@ -64,12 +53,7 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
   });
 
   const slotsOf = (tenantId: string) => admin.zrange(keys.slots(tenantId), '0', '-1');
-  const rowsOf = async (tenantId: string) =>
-    (
-      await sql<{ jti: string }>`select jti from issuer.credentials where tenant_id = ${tenantId}`.execute(
-        a.service.database.db,
-      )
-    ).rows.map((r) => r.jti);
+  const rowsOf = (tenantId: string) => credentialJtis(a.service, tenantId);
 
   beforeAll(async () => {
     database = await createTestDatabase('issuer_credentials');
@@ -109,14 +93,14 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     const res = await a.client.issueCredential(
       request(tenantId, { scopes: ['relay:session', 'relay:publish'], region: 'eu-west', ttlSeconds: 900 }),
     );
-    const jwks = createLocalJWKSet({ keys: [...a.service.jwks().keys] });
+    const jwks = createLocalJWKSet({ keys: [...a.service.keys.jwks().keys] });
     const { payload, protectedHeader } = await jwtVerify(res.token, jwks, {
       algorithms: ['EdDSA'],
       issuer: 'relayplane',
       audience: 'relayplane-relay',
       currentDate: clock.now(),
     });
-    expect(protectedHeader).toEqual({ alg: 'EdDSA', typ: 'JWT', kid: a.service.activeSigningKey().kid });
+    expect(protectedHeader).toEqual({ alg: 'EdDSA', typ: 'JWT', kid: a.service.keys.activeSigningKey().kid });
     expect(Object.keys(decodeProtectedHeader(res.token))).toEqual(['alg', 'typ', 'kid']);
     const iat = Math.floor(clock.now().getTime() / 1000);
     expect(payload).toEqual({
@@ -150,7 +134,7 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
       tenant_id: tenantId,
       project_id: projectId,
       api_key_id: apiKeyId,
-      kid: a.service.activeSigningKey().kid,
+      kid: a.service.keys.activeSigningKey().kid,
       mode: 'live',
       scopes: 'relay:session relay:publish',
       revoked_at: null,
@@ -183,7 +167,7 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
       [{ maxConcurrentConnections: -1 }, /max_concurrent_connections/],
     ];
     for (const [over, message] of cases) {
-      const err = await failure(a.client.issueCredential(request(tenantId, over)));
+      const err = await rejection(a.client.issueCredential(request(tenantId, over)));
       expect(err.code).toBe('invalid_request');
       expect(err.message).toMatch(message);
     }
@@ -217,19 +201,19 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     const cap = { maxConcurrentConnections: 3 };
     const held = [];
     for (let i = 0; i < 3; i++) held.push(await a.client.issueCredential(request(tenantId, cap)));
-    expect((await failure(b.client.issueCredential(request(tenantId, cap)))).code).toBe('payment_required');
+    expect((await rejection(b.client.issueCredential(request(tenantId, cap)))).code).toBe('payment_required');
 
     await b.client.revokeCredential({ tenantId, jti: held[0]?.jti ?? '' });
     expect((await slotsOf(tenantId)).sort()).toEqual([held[1]?.jti, held[2]?.jti].sort());
     const replacement = await a.client.issueCredential(request(tenantId, cap));
-    expect((await failure(a.client.issueCredential(request(tenantId, cap)))).code).toBe('payment_required');
+    expect((await rejection(a.client.issueCredential(request(tenantId, cap)))).code).toBe('payment_required');
 
     // Expiry: push every lease's score into the past; only the script's pruning can free them.
     for (const jti of await slotsOf(tenantId)) await admin.zadd(keys.slots(tenantId), 'XX', 1_000, jti);
     const after = await Promise.all([0, 1, 2].map(() => b.client.issueCredential(request(tenantId, cap))));
     expect((await slotsOf(tenantId)).sort()).toEqual(after.map((r) => r.jti).sort());
     expect(await slotsOf(tenantId)).not.toContain(replacement.jti);
-    expect((await failure(b.client.issueCredential(request(tenantId, cap)))).code).toBe('payment_required');
+    expect((await rejection(b.client.issueCredential(request(tenantId, cap)))).code).toBe('payment_required');
   });
 
   it('revokes idempotently, and answers not_found for another tenant’s or an unknown jti', async () => {
@@ -247,12 +231,12 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     }>`select count(*) as n from issuer.revocations where jti = ${jti}`.execute(a.service.database.db);
     expect(Number(feed.rows[0]?.n)).toBe(1);
 
-    const other = await failure(a.client.revokeCredential({ tenantId: newId('tenant'), jti }));
+    const other = await rejection(a.client.revokeCredential({ tenantId: newId('tenant'), jti }));
     expect(other.code).toBe('not_found');
     expect(other.message).toBe('credential not found');
-    const unknown = await failure(a.client.revokeCredential({ tenantId, jti: 'crd_00000000000000000000' }));
+    const unknown = await rejection(a.client.revokeCredential({ tenantId, jti: 'crd_00000000000000000000' }));
     expect(unknown.code).toBe('not_found');
-    const malformed = await failure(a.client.revokeCredential({ tenantId, jti: "x' or 1=1 --" }));
+    const malformed = await rejection(a.client.revokeCredential({ tenantId, jti: "x' or 1=1 --" }));
     expect(malformed.code).toBe('not_found');
   });
 
@@ -294,7 +278,7 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
       const info = await issuer.client.introspectCredential({ token: res.token });
       expect(info.active).toBe(false);
       expect(info.jti).toBe('');
-      const err = await failure(issuer.client.assignRelays({ token: res.token, region: '' }));
+      const err = await rejection(issuer.client.assignRelays({ token: res.token, region: '' }));
       expect(err.code).toBe('unauthenticated');
       expect(err.message).toBe('invalid or expired token');
     }
@@ -320,11 +304,11 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     expect([...first.revocations, ...second.revocations].map((r) => r.jti)).toEqual(issued.map((c) => c.jti));
     const sequences = [...first.revocations, ...second.revocations].map((r) => r.sequence);
     expect([...sequences].sort((x, y) => (x < y ? -1 : 1))).toEqual(sequences);
-    expect((await failure(a.client.listRevocations({ cursor: 0n, limit: 1001 }))).code).toBe(
+    expect((await rejection(a.client.listRevocations({ cursor: 0n, limit: 1001 }))).code).toBe(
       'invalid_request',
     );
-    expect((await failure(a.client.listRevocations({ cursor: -1n }))).code).toBe('invalid_request');
-    expect((await failure(a.client.listRevocations({ cursor: 0n, waitMs: 30_001 }))).code).toBe(
+    expect((await rejection(a.client.listRevocations({ cursor: -1n }))).code).toBe('invalid_request');
+    expect((await rejection(a.client.listRevocations({ cursor: 0n, waitMs: 30_001 }))).code).toBe(
       'invalid_request',
     );
   });
@@ -363,13 +347,13 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     const res = await a.client.issueCredential(request(tenantId));
     const [header, payload] = res.token.split('.') as [string, string];
     const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
-    const kid = a.service.activeSigningKey().kid;
+    const kid = a.service.keys.activeSigningKey().kid;
     const other = generateKeyPairSync('ed25519');
     const signWith = (h: unknown, p: unknown) => {
       const input = `${b64(h)}.${b64(p)}`;
       return `${input}.${sign(null, Buffer.from(input), other.privateKey).toString('base64url')}`;
     };
-    const x = a.service.jwks().keys[0]?.x ?? '';
+    const x = a.service.keys.jwks().keys[0]?.x ?? '';
     const hsInput = `${b64({ alg: 'HS256', typ: 'JWT', kid })}.${payload}`;
     const bad: Record<string, string> = {
       'signed by another key under our kid': signWith({ alg: 'EdDSA', typ: 'JWT', kid }, claims),
@@ -398,7 +382,7 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     expect((await b.client.introspectCredential({ token: res.token })).active).toBe(true);
     clock.advance(1_000);
     expect((await b.client.introspectCredential({ token: res.token })).active).toBe(false);
-    expect((await failure(a.client.assignRelays({ token: res.token, region: '' }))).code).toBe(
+    expect((await rejection(a.client.assignRelays({ token: res.token, region: '' }))).code).toBe(
       'unauthenticated',
     );
     const future = await a.client.issueCredential(request(newId('tenant')));

@@ -6,7 +6,7 @@ import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_RELAYS } from '../src/relays/relay-config.ts';
-import { MemorySlotStore } from '../src/slots/slot-store.ts';
+import { MemorySlotStore } from '../src/stores/slot-store.ts';
 import { newKek, type RunningIssuer, startIssuer } from './support.ts';
 
 /** Embedded mode: PGlite, no Redis (in-memory slot store, in-process bus), demo relays. */

@@ -42,7 +42,7 @@ describe('signing keys at rest (real PostgreSQL)', () => {
     clock.advance(seconds(JWKS_MAX_AGE_SECONDS));
     expect((await issuer.client.rotateSigningKeys({ requestedBy: 'usr_test' })).rotated).toBe(true);
     for (const row of await rawKeyRows(issuer.service)) {
-      const key = await issuer.service.privateKey(row.kid);
+      const key = await issuer.service.keys.privateKey(row.kid);
       if (key) privateKeys.set(row.kid, key);
     }
   });

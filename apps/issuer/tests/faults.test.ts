@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
+import type { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { createRequestPathRedis } from '@relayplane/shared/redis';
 import { testLogger } from '@relayplane/testing/logger';
@@ -9,18 +9,8 @@ import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { redisKeys } from '../src/redis/keys.ts';
-import { RedisSlotStore } from '../src/slots/redis-slot-store.ts';
-import { eventually, newKek, type RunningIssuer, startIssuer } from './support.ts';
-
-async function failure(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    return err as AppError;
-  }
-  throw new Error('expected the call to fail');
-}
+import { RedisSlotStore } from '../src/stores/redis-slot-store.ts';
+import { credentialJtis, eventually, newKek, type RunningIssuer, rejection, startIssuer } from './support.ts';
 
 /** A port nothing listens on. */
 async function closedPort(): Promise<number> {
@@ -68,12 +58,7 @@ describe('issuance under faults: never a token without a row, never a leaked slo
     maxConcurrentConnections: 100,
   });
   const slotsOf = (tenantId: string) => admin.zrange(keys.slots(tenantId), '0', '-1');
-  const rowsOf = async (tenantId: string) =>
-    (
-      await sql<{ jti: string }>`select jti from issuer.credentials where tenant_id = ${tenantId}`.execute(
-        issuer.service.database.db,
-      )
-    ).rows.map((r) => r.jti);
+  const rowsOf = (tenantId: string) => credentialJtis(issuer.service, tenantId);
 
   beforeAll(async () => {
     database = await createTestDatabase('issuer_faults');
@@ -97,7 +82,7 @@ describe('issuance under faults: never a token without a row, never a leaked slo
     const db = issuer.service.database.db;
     await sql`alter table issuer.credentials rename to credentials_away`.execute(db);
     try {
-      const err = await failure(issuer.client.issueCredential(request(tenantId)));
+      const err = await rejection(issuer.client.issueCredential(request(tenantId)));
       expect(err.code).toBe('unavailable');
       expect(err.message).toBe('credentials cannot be recorded right now; retry shortly');
       expect(err.retryAfterSeconds).toBe(1);
@@ -180,7 +165,7 @@ describe('issuance under faults: never a token without a row, never a leaked slo
     });
     extra.push(broken);
     const tenantId = newId('tenant');
-    const err = await failure(broken.client.issueCredential(request(tenantId)));
+    const err = await rejection(broken.client.issueCredential(request(tenantId)));
     expect(err.code).toBe('internal');
     expect(err.message).toBe('the credential could not be signed');
     expect(await slotsOf(tenantId)).toEqual([]);
@@ -204,7 +189,7 @@ describe('issuance under faults: never a token without a row, never a leaked slo
     const tenantId = newId('tenant');
     for (let i = 0; i < 3; i++) {
       const started = performance.now();
-      const err = await failure(broken.client.issueCredential(request(tenantId)));
+      const err = await rejection(broken.client.issueCredential(request(tenantId)));
       expect(performance.now() - started).toBeLessThan(1_000);
       expect(err.code).toBe('unavailable');
       expect(err.message).toBe('concurrency limits are unavailable; retry shortly');
@@ -232,7 +217,7 @@ describe('issuance under faults: never a token without a row, never a leaked slo
       extra.push(broken);
       const tenantId = newId('tenant');
       const started = performance.now();
-      const err = await failure(broken.client.issueCredential(request(tenantId)));
+      const err = await rejection(broken.client.issueCredential(request(tenantId)));
       expect(performance.now() - started).toBeLessThan(1_000);
       expect(err.code).toBe('unavailable');
       expect(await rowsOf(tenantId)).toEqual([]);
@@ -250,7 +235,7 @@ describe('issuance under faults: never a token without a row, never a leaked slo
     await noRedis.client.revokeCredential({ tenantId, jti: res.jti });
     expect(await admin.exists(keys.revoked(res.jti))).toBe(0);
     expect((await issuer.client.introspectCredential({ token: res.token })).active).toBe(false);
-    expect((await failure(issuer.client.assignRelays({ token: res.token, region: '' }))).code).toBe(
+    expect((await rejection(issuer.client.assignRelays({ token: res.token, region: '' }))).code).toBe(
       'unauthenticated',
     );
     // Revoking again through a replica with Redis repairs the mirror: marker set, slot freed.

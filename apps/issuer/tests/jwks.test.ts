@@ -40,7 +40,7 @@ describe('JWKS of a freshly started issuer (real gRPC, real PostgreSQL)', () => 
 
   it('serves every key with exactly the six JWK fields and their fixed values', async () => {
     const { keys } = await issuer.client.getJwks({});
-    const body = JSON.parse(issuer.service.jwks().body) as { keys: Record<string, unknown>[] };
+    const body = JSON.parse(issuer.service.keys.jwks().body) as { keys: Record<string, unknown>[] };
     expect(Object.keys(body)).toEqual(['keys']);
     expect(body.keys).toHaveLength(keys.length);
     for (const [i, served] of body.keys.entries()) {
@@ -68,7 +68,7 @@ describe('JWKS of a freshly started issuer (real gRPC, real PostgreSQL)', () => 
   it('answers a strong ETag: the quoted base64url SHA-256 of the exact body, stable across calls', async () => {
     const first = await issuer.client.getJwks({});
     const second = await issuer.client.getJwks({});
-    const { body, etag } = issuer.service.jwks();
+    const { body, etag } = issuer.service.keys.jwks();
     expect(first.etag).toBe(second.etag);
     expect(first.etag).toBe(etag);
     expect(etag).toBe(`"${createHash('sha256').update(body).digest('base64url')}"`);
@@ -81,9 +81,9 @@ describe('JWKS of a freshly started issuer (real gRPC, real PostgreSQL)', () => 
 
   it('caches the active private key in process, ready to sign what the first JWKS key verifies', async () => {
     const { keys } = await issuer.client.getJwks({});
-    const active = issuer.service.activeSigningKey();
+    const active = issuer.service.keys.activeSigningKey();
     expect(active.kid).toBe(keys[0]?.kid);
-    expect(issuer.service.activeSigningKey().privateKey).toBe(active.privateKey);
+    expect(issuer.service.keys.activeSigningKey().privateKey).toBe(active.privateKey);
     const data = Buffer.from('header.payload');
     const signature = sign(null, data, active.privateKey);
     const jwk = keys[0];
@@ -119,6 +119,6 @@ describe('JWKS of a freshly started issuer (real gRPC, real PostgreSQL)', () => 
     expect(after.etag).not.toBe(before.etag);
     expect(after.keys[0]?.kid).toBe(before.keys[1]?.kid);
     expect(after.keys.map((k) => k.kid)).toContain(before.keys[0]?.kid);
-    expect(issuer.service.activeSigningKey().kid).toBe(before.keys[1]?.kid);
+    expect(issuer.service.keys.activeSigningKey().kid).toBe(before.keys[1]?.kid);
   });
 });

@@ -11,21 +11,26 @@ import {
 import { MemoryBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { type AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { newToken, parseToken } from '@relayplane/shared/tokens';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { migrations } from '../src/db/migrations/index.ts';
-import type { IssuerDatabase } from '../src/db/schema.ts';
+import type { IssuerDatabase, RelaysTable } from '../src/db/schema.ts';
+import { authenticateRelay } from '../src/grpc/authenticate-relay.ts';
+import { deleteRelay } from '../src/grpc/delete-relay.ts';
+import { heartbeat } from '../src/grpc/heartbeat.ts';
+import { listRelays } from '../src/grpc/list-relays.ts';
+import { registerRelay } from '../src/grpc/register-relay.ts';
 import type { RelayConfig } from '../src/relays/relay-config.ts';
 import {
   RELAYS_CHANGED_CHANNEL,
   RelayDirectory,
   STATIC_RELAY_MESSAGE,
 } from '../src/relays/relay-directory.ts';
-import { relayHandlers } from '../src/relays/relay-handlers.ts';
+import { rejection } from './support.ts';
 
 const WINDOW_SECONDS = 30;
 
@@ -38,16 +43,6 @@ const baseConfig: RelayConfig = {
   fallback: [],
 };
 
-async function rejection(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    return err as AppError;
-  }
-  throw new Error('expected the call to fail');
-}
-
 /** Polls `probe` until it returns a value (not undefined) or the deadline passes. */
 async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 5_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -57,18 +52,6 @@ async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 5_
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-}
-
-interface RawRelayRow {
-  id: string;
-  region: string;
-  host: string;
-  port: number;
-  token_hash: string;
-  load: number;
-  last_heartbeat_at: Date | null;
-  created_at: Date;
-  deleted_at: Date | null;
 }
 
 describe('relay directory (PostgreSQL)', () => {
@@ -108,7 +91,7 @@ describe('relay directory (PostgreSQL)', () => {
   }
 
   const rawRows = async () =>
-    (await sql<RawRelayRow>`select * from issuer.relays order by created_at, id`.execute(database.db)).rows;
+    (await sql<RelaysTable>`select * from issuer.relays order by created_at, id`.execute(database.db)).rows;
 
   beforeAll(async () => {
     testDb = await createTestDatabase('issuer_relays');
@@ -443,7 +426,14 @@ describe('relay directory (PostgreSQL)', () => {
       const dir = await directory({
         staticRelays: [{ id: 'rly_static_eu-west_1', region: 'eu-west', host: '::1', port: 4433 }],
       });
-      const rpc = relayHandlers(dir);
+      const deps = { relays: dir };
+      const rpc = {
+        registerRelay: registerRelay(deps),
+        authenticateRelay: authenticateRelay(deps),
+        heartbeat: heartbeat(deps),
+        listRelays: listRelays(deps),
+        deleteRelay: deleteRelay(deps),
+      };
       const call = {} as never;
       const registered = await rpc.registerRelay(
         create(RegisterRelayRequestSchema, { region: 'us-east', host: 'relay.example', port: 443 }),

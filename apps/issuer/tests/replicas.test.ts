@@ -3,7 +3,7 @@ import { BullmqScheduler } from '@relayplane/shared/scheduler';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
-import type { KeysReloadedEvent } from '../src/service.ts';
+import type { KeysReloadedEvent } from '../src/keys/signing-keys.ts';
 import { eventually, newKek, type RunningIssuer, seconds, startIssuer } from './support.ts';
 
 /** Two issuer replicas on one PostgreSQL database and one Redis (distributed mode). */
@@ -34,14 +34,14 @@ describe('issuer replicas (real gRPC, PostgreSQL, Redis bus and bullmq scheduler
     const [fromA, fromB] = await Promise.all([a.client.getJwks({}), b.client.getJwks({})]);
     expect(fromA.keys).toHaveLength(2);
     expect(fromB.etag).toBe(fromA.etag);
-    expect(b.service.activeSigningKey().kid).toBe(a.service.activeSigningKey().kid);
+    expect(b.service.keys.activeSigningKey().kid).toBe(a.service.keys.activeSigningKey().kid);
   });
 
   it('reflects a rotation done through one replica in the other’s JWKS once the bus message arrives', async () => {
     const before = await b.client.getJwks({});
     const promoted = before.keys[1]?.kid;
     const viaBus = new Promise<KeysReloadedEvent>((resolve) => {
-      const stop = b.service.onKeysReloaded((event) => {
+      const stop = b.service.keys.onReloaded((event) => {
         if (event.reason === 'bus' && event.jwks.keys[0]?.kid === promoted) {
           stop();
           resolve(event);
@@ -62,7 +62,7 @@ describe('issuer replicas (real gRPC, PostgreSQL, Redis bus and bullmq scheduler
     const after = await b.client.getJwks({});
     expect(after.keys[0]?.kid).toBe(promoted);
     expect(after.keys.map((k) => k.kid)).toContain(before.keys[0]?.kid);
-    expect(b.service.activeSigningKey().kid).toBe(promoted);
+    expect(b.service.keys.activeSigningKey().kid).toBe(promoted);
   });
 
   it('completes a pending rotation through the bullmq job scheduler, with no one calling tick', async () => {

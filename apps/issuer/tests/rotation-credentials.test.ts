@@ -40,7 +40,7 @@ describe('credentials across a signing key rotation', () => {
   /** Verifies like a relay with a fresh copy of the JWKS, at the test clock's time. */
   const verifies = async (token: string) => {
     const jwks = createLocalJWKSet(
-      issuer.service.jwks() as unknown as Parameters<typeof createLocalJWKSet>[0],
+      issuer.service.keys.jwks() as unknown as Parameters<typeof createLocalJWKSet>[0],
     );
     try {
       await jwtVerify(token, jwks, { algorithms: ['EdDSA'], currentDate: clock.now() });
@@ -56,10 +56,10 @@ describe('credentials across a signing key rotation', () => {
     expect(await verifies(before.token)).toBe(true);
 
     // Rotate: pending until the next key has been published for 300 s.
-    await issuer.service.rotate('test');
+    await issuer.service.keys.rotate('test');
     expect(decodeProtectedHeader((await issue()).token).kid).toBe(oldKid);
     clock.advance(301_000);
-    await issuer.service.tick();
+    await issuer.service.keys.tick();
 
     const after = await issue();
     const newKid = decodeProtectedHeader(after.token).kid;
@@ -70,18 +70,18 @@ describe('credentials across a signing key rotation', () => {
 
     // Just before the old credential expires: still verifiable after another maintenance run.
     clock.advance((TTL - 301 - 5) * 1000);
-    await issuer.service.tick();
+    await issuer.service.keys.tick();
     expect(await verifies(before.token)).toBe(true);
 
     // The old key stays listed until every credential it could have signed has expired:
     // deactivation (t+301 s) + the longest TTL (3600 s) + 60 s of clock skew.
     clock.advance(120_000);
-    await issuer.service.tick();
+    await issuer.service.keys.tick();
     expect(await verifies(before.token)).toBe(false); // expired by now
-    expect(issuer.service.jwks().keys.map((k) => k.kid)).toContain(oldKid);
+    expect(issuer.service.keys.jwks().keys.map((k) => k.kid)).toContain(oldKid);
     clock.advance(300_000);
-    await issuer.service.tick();
-    const kids = issuer.service.jwks().keys.map((k) => k.kid);
+    await issuer.service.keys.tick();
+    const kids = issuer.service.keys.jwks().keys.map((k) => k.kid);
     expect(kids).not.toContain(oldKid);
     expect(kids[0]).toBe(newKid);
     const latest = await issue();

@@ -64,7 +64,7 @@ describe('signing key rotation, step by step (real gRPC, real PostgreSQL)', () =
     );
     expect(res.keys.find((k) => k.kid === first)?.state).toBe(KeyState.ACTIVE);
     expect(await jwksKids()).toEqual([first, second]);
-    expect(issuer.service.activeSigningKey().kid).toBe(first);
+    expect(issuer.service.keys.activeSigningKey().kid).toBe(first);
   });
 
   it('keeps the first request time when rotation is asked for again while pending', async () => {
@@ -74,13 +74,13 @@ describe('signing key rotation, step by step (real gRPC, real PostgreSQL)', () =
     expect(res.rotationPendingSince && timestampDate(res.rotationPendingSince)).toEqual(
       new Date(T0 + 100_000),
     );
-    await issuer.service.tick();
+    await issuer.service.keys.tick();
     expect((await listed()).byKid.get(first)?.state).toBe(KeyState.ACTIVE);
   });
 
   it('completes the pending rotation on the first tick once the next key is eligible', async () => {
     clock.set(new Date(T0 + seconds(JWKS_MAX_AGE_SECONDS)));
-    const result = await issuer.service.tick();
+    const result = await issuer.service.keys.tick();
     expect(result.rotation).toEqual({ reason: 'requested', from: first, to: second });
 
     const kids = await jwksKids();
@@ -89,7 +89,7 @@ describe('signing key rotation, step by step (real gRPC, real PostgreSQL)', () =
     third = kids[1] ?? '';
     expect([first, second]).not.toContain(third);
     expect(kids[2]).toBe(first);
-    expect(issuer.service.activeSigningKey().kid).toBe(second);
+    expect(issuer.service.keys.activeSigningKey().kid).toBe(second);
 
     const { byKid, rotationPendingSince } = await listed();
     expect(rotationPendingSince).toBeUndefined();
@@ -104,16 +104,16 @@ describe('signing key rotation, step by step (real gRPC, real PostgreSQL)', () =
 
   it('keeps the previous key in the JWKS until every credential it signed has expired', async () => {
     clock.set(new Date(previousRemoveAfter.getTime() - 1_000));
-    await issuer.service.tick();
+    await issuer.service.keys.tick();
     expect(await jwksKids()).toEqual([second, third, first]);
     expect((await listed()).byKid.get(first)?.state).toBe(KeyState.PREVIOUS);
-    expect(await issuer.service.privateKey(first)).toBeDefined();
+    expect(await issuer.service.keys.privateKey(first)).toBeDefined();
   });
 
   it('removes the previous key from the JWKS after remove_after and wipes its private half', async () => {
     const etagBefore = (await issuer.client.getJwks({})).etag;
     clock.set(previousRemoveAfter);
-    const result = await issuer.service.tick();
+    const result = await issuer.service.keys.tick();
     expect(result.removed).toEqual([first]);
     expect(await jwksKids()).toEqual([second, third]);
     expect((await issuer.client.getJwks({})).etag).not.toBe(etagBefore);
@@ -125,17 +125,17 @@ describe('signing key rotation, step by step (real gRPC, real PostgreSQL)', () =
     const row = (await rawKeyRows(issuer.service)).find((r) => r.kid === first);
     expect(row).toMatchObject({ private_iv: null, private_ciphertext: null, private_tag: null });
     expect(row?.removed_at).toEqual(previousRemoveAfter);
-    expect(await issuer.service.privateKey(first)).toBeUndefined();
+    expect(await issuer.service.keys.privateKey(first)).toBeUndefined();
   });
 
   it('rotates on schedule once the active key has signed for the rotation interval, without any request', async () => {
     const activatedAt = new Date(T0 + seconds(JWKS_MAX_AGE_SECONDS));
     clock.set(new Date(activatedAt.getTime() + seconds(ROTATION_INTERVAL) - 1_000));
-    expect((await issuer.service.tick()).rotation).toBeNull();
+    expect((await issuer.service.keys.tick()).rotation).toBeNull();
     expect((await jwksKids())[0]).toBe(second);
 
     clock.set(new Date(activatedAt.getTime() + seconds(ROTATION_INTERVAL)));
-    const result = await issuer.service.tick();
+    const result = await issuer.service.keys.tick();
     expect(result.rotation).toEqual({ reason: 'scheduled', from: second, to: third });
     const kids = await jwksKids();
     expect(kids[0]).toBe(third);
@@ -145,7 +145,7 @@ describe('signing key rotation, step by step (real gRPC, real PostgreSQL)', () =
     expect(rotationPendingSince).toBeUndefined();
     expect(byKid.get(second)?.state).toBe(KeyState.PREVIOUS);
     expect(byKid.get(kids[1] ?? '')?.state).toBe(KeyState.NEXT);
-    expect(issuer.service.activeSigningKey().kid).toBe(third);
+    expect(issuer.service.keys.activeSigningKey().kid).toBe(third);
   });
 
   it('lists removed keys last and never more than one active and one next key', async () => {

@@ -5,8 +5,8 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { newJti } from '../src/credentials/jwt.ts';
 import { redisKeys } from '../src/redis/keys.ts';
-import { RedisSlotStore } from '../src/slots/redis-slot-store.ts';
-import { MemorySlotStore, type SlotStore } from '../src/slots/slot-store.ts';
+import { RedisSlotStore } from '../src/stores/redis-slot-store.ts';
+import { MemorySlotStore, type SlotStore } from '../src/stores/slot-store.ts';
 
 /** One implementation under test plus the way to make its leases expire. */
 interface Harness {

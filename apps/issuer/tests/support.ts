@@ -1,10 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
 import type { Clock } from '@relayplane/shared/clock';
+import { AppError } from '@relayplane/shared/errors';
+import { newId } from '@relayplane/shared/ids';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import type { TestRedis } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
+import { expect } from 'vitest';
 import { type IssuerConfigOverrides, readIssuerConfig } from '../src/config.ts';
 import { type IssuerOverrides, IssuerService } from '../src/service.ts';
 
@@ -106,3 +109,52 @@ export async function eventually<T>(
 }
 
 export const seconds = (n: number) => n * 1000;
+
+/** The AppError `promise` rejects with (fails the test if it resolves or fails otherwise). */
+export async function rejection(promise: Promise<unknown>): Promise<AppError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(AppError);
+    return err as AppError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** The jtis of `tenantId`'s credential rows, read with a raw query (no store code involved). */
+export async function credentialJtis(service: IssuerService, tenantId: string): Promise<string[]> {
+  const result = await sql<{
+    jti: string;
+  }>`select jti from issuer.credentials where tenant_id = ${tenantId}`.execute(service.database.db);
+  return result.rows.map((r) => r.jti);
+}
+
+export interface CredentialRowInit {
+  tenant: string;
+  project: string;
+  issued: Date | string;
+  expires: Date | string;
+  revoked?: Date | string;
+}
+
+/** Inserts credential rows directly: exact instants, no issuance path involved. */
+export async function insertCredentials(service: IssuerService, rows: CredentialRowInit[]): Promise<void> {
+  const kid = service.keys.activeSigningKey().kid;
+  await service.database.db
+    .insertInto('credentials')
+    .values(
+      rows.map((r) => ({
+        jti: newId('session').replace('ses_', 'crd_'),
+        tenant_id: r.tenant,
+        project_id: r.project,
+        api_key_id: newId('apiKey'),
+        kid,
+        mode: 'live' as const,
+        scopes: 'relay:session',
+        issued_at: new Date(r.issued),
+        expires_at: new Date(r.expires),
+        revoked_at: r.revoked === undefined ? null : new Date(r.revoked),
+      })),
+    )
+    .execute();
+}

@@ -1,11 +1,17 @@
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IssuerConfigOverrides } from '../src/config.ts';
-import { parseDay } from '../src/credentials/usage-summary.ts';
-import { newKek, type RunningIssuer, startIssuer } from './support.ts';
+import { parseDay } from '../src/domain/usage-day.ts';
+import {
+  type CredentialRowInit,
+  insertCredentials,
+  newKek,
+  type RunningIssuer,
+  rejection,
+  startIssuer,
+} from './support.ts';
 
 const RELAYS: IssuerConfigOverrides = {
   relays: {
@@ -13,17 +19,6 @@ const RELAYS: IssuerConfigOverrides = {
     fallback: [],
   },
 };
-
-/** The code of the AppError `promise` rejects with (fails the test if it resolves). */
-async function failure(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    return (err as AppError).code;
-  }
-  throw new Error('expected the call to fail');
-}
 
 /** `hh:mm` on 2026-03-10 (the scripted day), or with a day offset. */
 const at = (hhmm: string, dayOffset = 0) =>
@@ -40,29 +35,7 @@ describe('SummarizeUsage (real gRPC, PostgreSQL)', () => {
   const p2 = newId('project');
   const p3 = newId('project');
 
-  /** Inserts credential rows directly: exact instants, no issuance path involved. */
-  async function insert(
-    rows: { tenant: string; project: string; issued: string; expires: string; revoked?: string }[],
-  ): Promise<void> {
-    const kid = issuer.service.activeSigningKey().kid;
-    await issuer.service.database.db
-      .insertInto('credentials')
-      .values(
-        rows.map((r) => ({
-          jti: newId('session').replace('ses_', 'crd_'),
-          tenant_id: r.tenant,
-          project_id: r.project,
-          api_key_id: newId('apiKey'),
-          kid,
-          mode: 'live' as const,
-          scopes: 'relay:session',
-          issued_at: new Date(r.issued),
-          expires_at: new Date(r.expires),
-          revoked_at: r.revoked ? new Date(r.revoked) : null,
-        })),
-      )
-      .execute();
-  }
+  const insert = (rows: CredentialRowInit[]) => insertCredentials(issuer.service, rows);
 
   const summarize = async (day: string) =>
     (await issuer.client.summarizeUsage({ day })).summaries.map((s) => ({
@@ -215,7 +188,7 @@ describe('SummarizeUsage (real gRPC, PostgreSQL)', () => {
       '2026-03-10T00:00:00Z',
       'x',
     ]) {
-      expect(await failure(issuer.client.summarizeUsage({ day }))).toBe('invalid_request');
+      expect((await rejection(issuer.client.summarizeUsage({ day }))).code).toBe('invalid_request');
     }
     expect(parseDay('2028-02-29')?.toISOString()).toBe('2028-02-29T00:00:00.000Z');
     expect(parseDay('2026-02-29')).toBeUndefined();

@@ -16,55 +16,28 @@ import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import type { CredentialsConfig } from '../config.ts';
+import { type IssueInput, issueRequest, requestedRegion } from '../domain/credential-request.ts';
 import type { ActiveSigningKey } from '../keys/key-ring.ts';
 import type { IssuerMetrics } from '../metrics.ts';
-import type { RedisRevocationMarks } from '../redis/revocation-marks.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
-import { isRegion } from '../relays/relay-fields.ts';
-import type { SlotStore } from '../slots/slot-store.ts';
 import type { CredentialWriter } from '../stores/credential-writer.ts';
 import type { CredentialStore, RevocationEntry } from '../stores/credentials.ts';
-import {
-  CREDENTIAL_SCOPES,
-  type CredentialClaims,
-  type CredentialMode,
-  type CredentialScope,
-  isJti,
-  newJti,
-  signCredential,
-  verifyCredential,
-} from './jwt.ts';
+import type { RedisRevocationMarks } from '../stores/revocation-marks.ts';
+import type { SlotStore } from '../stores/slot-store.ts';
+import { type CredentialClaims, isJti, newJti, signCredential, verifyCredential } from './jwt.ts';
 
 /** Bus channel announcing a new revocation (long-polls of every replica wake on it). */
-export const CREDENTIALS_REVOKED_CHANNEL = 'credentials.revoked';
+const CREDENTIALS_REVOKED_CHANNEL = 'credentials.revoked';
 
-export const MIN_TTL_SECONDS = 60;
-export const MAX_TTL_SECONDS = 3600;
-export const DEFAULT_TTL_SECONDS = 600;
-export const DEFAULT_SCOPES: readonly CredentialScope[] = ['relay:session'];
-export const DEFAULT_REVOCATIONS_LIMIT = 100;
-export const MAX_REVOCATIONS_LIMIT = 1000;
-export const MAX_REVOCATIONS_WAIT_MS = 30_000;
+const DEFAULT_REVOCATIONS_LIMIT = 100;
+const MAX_REVOCATIONS_LIMIT = 1000;
+const MAX_REVOCATIONS_WAIT_MS = 30_000;
 /** A long-poll re-reads the feed at least this often, so a lost bus message delays by at most this. */
 const FEED_RECHECK_MS = 1_000;
 
-export const SLOTS_UNAVAILABLE_MESSAGE = 'concurrency limits are unavailable; retry shortly';
-export const RECORD_UNAVAILABLE_MESSAGE = 'credentials cannot be recorded right now; retry shortly';
-export const CREDENTIAL_NOT_FOUND_MESSAGE = 'credential not found';
-
-export interface IssueInput {
-  tenantId: string;
-  projectId: string;
-  apiKeyId: string;
-  mode: string;
-  scopes: readonly string[];
-  /** 0: the default (600). */
-  ttlSeconds: number;
-  /** Empty: none. */
-  region: string;
-  /** The tenant plan's cap, as the gateway knows it. */
-  maxConcurrentConnections: number;
-}
+const SLOTS_UNAVAILABLE_MESSAGE = 'concurrency limits are unavailable; retry shortly';
+const RECORD_UNAVAILABLE_MESSAGE = 'credentials cannot be recorded right now; retry shortly';
+const CREDENTIAL_NOT_FOUND_MESSAGE = 'credential not found';
 
 export interface IssuedCredential {
   token: string;
@@ -87,7 +60,7 @@ export interface RevocationPage {
 
 export interface CredentialDeps {
   config: CredentialsConfig;
-  /** Upper bound of ttl_seconds: the key policy's longest credential lifetime (≤ 3600). */
+  /** Upper bound of ttl_seconds: the key policy's longest credential lifetime. */
   maxTtlSeconds: number;
   clock: Clock;
   logger: Logger;
@@ -107,19 +80,6 @@ export interface CredentialDeps {
   /** Issuance and revocation counters; absent: nothing is counted. */
   metrics?: IssuerMetrics;
 }
-
-interface ValidIssue {
-  tenantId: string;
-  projectId: string;
-  apiKeyId: string;
-  mode: CredentialMode;
-  scope: string;
-  ttlSeconds: number;
-  region: string | undefined;
-  cap: number;
-}
-
-const MODES: readonly string[] = ['live', 'test'];
 
 export class Credentials {
   readonly #d: CredentialDeps;
@@ -163,7 +123,7 @@ export class Credentials {
   }
 
   async #issue(input: IssueInput, signal?: AbortSignal): Promise<IssuedCredential> {
-    const req = this.#validate(input);
+    const req = issueRequest(input, this.#d.maxTtlSeconds);
     const key = this.#d.keys.activeKey();
     if (!key)
       throw new AppError('unavailable', 'no signing key is loaded yet; retry shortly', {
@@ -240,39 +200,6 @@ export class Credentials {
   /** Frees the slot of a credential that was issued but could not be delivered. */
   async abandon(tenantId: string, jti: string): Promise<void> {
     await this.#release(tenantId, jti, 'credential not delivered');
-  }
-
-  #validate(input: IssueInput): ValidIssue {
-    const bad = (message: string) => new AppError('invalid_request', message);
-    if (!isId('tenant', input.tenantId)) throw bad('tenant_id must be a tenant id (ten_…)');
-    if (!isId('project', input.projectId)) throw bad('project_id must be a project id (prj_…)');
-    if (!isId('apiKey', input.apiKeyId)) throw bad('api_key_id must be an API key id (key_…)');
-    if (!MODES.includes(input.mode)) throw bad('mode must be "live" or "test"');
-    const scopes = input.scopes.length ? [...new Set(input.scopes)] : [...DEFAULT_SCOPES];
-    for (const s of scopes) {
-      if (!(CREDENTIAL_SCOPES as readonly string[]).includes(s)) {
-        throw bad(`unknown scope "${s.slice(0, 64)}" (known: ${CREDENTIAL_SCOPES.join(', ')})`);
-      }
-    }
-    const maxTtl = Math.min(MAX_TTL_SECONDS, this.#d.maxTtlSeconds);
-    const ttlSeconds = input.ttlSeconds === 0 ? Math.min(DEFAULT_TTL_SECONDS, maxTtl) : input.ttlSeconds;
-    if (!Number.isInteger(ttlSeconds) || ttlSeconds < MIN_TTL_SECONDS || ttlSeconds > maxTtl) {
-      throw bad(`ttl_seconds must be between ${MIN_TTL_SECONDS} and ${maxTtl}`);
-    }
-    const region = input.region.trim().toLowerCase();
-    if (region && !isRegion(region)) throw bad('region must be 1-32 lowercase letters, digits or hyphens');
-    const cap = input.maxConcurrentConnections;
-    if (!Number.isInteger(cap) || cap < 0) throw bad('max_concurrent_connections must not be negative');
-    return {
-      tenantId: input.tenantId,
-      projectId: input.projectId,
-      apiKeyId: input.apiKeyId,
-      mode: input.mode as CredentialMode,
-      scope: scopes.join(' '),
-      ttlSeconds,
-      region: region || undefined,
-      cap,
-    };
   }
 
   async #release(tenantId: string, jti: string, why: string): Promise<void> {
@@ -360,11 +287,7 @@ export class Credentials {
   async assign(token: string, region: string): Promise<{ relays: RelayView[]; fallback: string[] }> {
     const claims = await this.verify(token);
     if (!claims) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-    const wanted = region.trim().toLowerCase();
-    if (wanted && !isRegion(wanted)) {
-      throw new AppError('invalid_request', 'region must be 1-32 lowercase letters, digits or hyphens');
-    }
-    return this.#d.relays.assign(wanted || claims.rgn);
+    return this.#d.relays.assign(requestedRegion(region) ?? claims.rgn);
   }
 
   // -------------------------------------------------------- revocation feed

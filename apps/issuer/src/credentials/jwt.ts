@@ -4,20 +4,16 @@
  * claims below, in this order.
  */
 import { type KeyObject, randomBytes, sign, verify } from 'node:crypto';
-
-export const CREDENTIAL_SCOPES = ['relay:session', 'relay:publish', 'relay:subscribe'] as const;
-export type CredentialScope = (typeof CREDENTIAL_SCOPES)[number];
-export const CREDENTIAL_MODES = ['live', 'test'] as const;
-export type CredentialMode = (typeof CREDENTIAL_MODES)[number];
+import { type CredentialMode, isCredentialMode } from '../domain/credential-request.ts';
 
 /**
  * Clock skew accepted on `nbf` when verifying. None on `exp`: the service that issued a
  * credential shares its clock, and the contract says a credential stops being valid at its
  * `expires_at` (relays, on other clocks, use the verifier's documented leeway).
  */
-export const VERIFY_LEEWAY_SECONDS = 30;
+const VERIFY_LEEWAY_SECONDS = 30;
 /** Longer inputs are refused before any parsing. */
-export const MAX_TOKEN_LENGTH = 8192;
+const MAX_TOKEN_LENGTH = 8192;
 
 export interface CredentialClaims {
   iss: string;
@@ -138,7 +134,7 @@ export function verifyCredential(token: string, options: VerifyOptions): Credent
   if (!isString(c.sub) || !isString(c.tid) || !isString(c.pid) || !isString(c.akid)) return undefined;
   if (c.sub !== c.pid) return undefined;
   if (typeof c.scope !== 'string') return undefined;
-  if (c.mode !== 'live' && c.mode !== 'test') return undefined;
+  if (!isCredentialMode(c.mode)) return undefined;
   if (c.rgn !== undefined && !isString(c.rgn)) return undefined;
   const claims: CredentialClaims = {
     iss: options.issuer,

@@ -51,7 +51,7 @@ export function removeAfterFor(deactivatedAt: Date, policy: RotationPolicy): Dat
 }
 
 /** When the active key is due for a scheduled rotation. */
-export function rotationDueAt(active: KeyTimeline, policy: RotationPolicy): Date {
+function rotationDueAt(active: KeyTimeline, policy: RotationPolicy): Date {
   const since = active.activatedAt ?? active.createdAt;
   return new Date(since.getTime() + policy.rotationIntervalSeconds * 1000);
 }

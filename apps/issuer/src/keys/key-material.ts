@@ -43,7 +43,7 @@ export interface GeneratedKey {
 }
 
 /** RFC 7638 thumbprint (SHA-256, base64url) of an Ed25519 public key. */
-export async function ed25519Thumbprint(x: string): Promise<string> {
+async function ed25519Thumbprint(x: string): Promise<string> {
   return calculateJwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x }, 'sha256');
 }
 
@@ -88,7 +88,7 @@ export function sealPrivateKey(privateKey: KeyObject, kek: Buffer, kid: string):
   }
 }
 
-export class KeyDecryptionError extends Error {
+class KeyDecryptionError extends Error {
   override readonly name = 'KeyDecryptionError';
 }
 

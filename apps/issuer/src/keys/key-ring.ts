@@ -28,7 +28,7 @@ function jwksDocument(keys: PublicJwk[]): JwksDocument {
 
 /**
  * The in-process view of the key set: what GetJwks serves and what a signer signs with.
- * Rebuilt from the database after every tick and on every `signing-keys.changed` message.
+ * Rebuilt from the database after every tick and on every key-change message on the bus.
  */
 export class KeyRing {
   readonly #kek: Buffer;

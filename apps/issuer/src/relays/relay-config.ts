@@ -1,6 +1,6 @@
 /** Relay configuration: health window, assignment size, and the static relays file. */
 import { type EnvReader, readYamlFile } from '@relayplane/shared/config';
-import { hostPort, isPort, isRegion, normalizeHost, parseHostPort } from './relay-fields.ts';
+import { hostPort, isPort, isRegion, normalizeHost, parseHostPort } from '../domain/relay-fields.ts';
 
 export interface StaticRelay {
   id: string;
@@ -22,10 +22,10 @@ export interface RelayConfig {
   maxAssigned: number;
 }
 
-export const RELAYS_FILE_VARIABLE = 'RELAYPLANE_RELAYS_FILE';
-export const DEFAULT_HEALTH_WINDOW_SECONDS = 30;
-export const DEFAULT_REFRESH_INTERVAL_MS = 1_000;
-export const DEFAULT_MAX_ASSIGNED_RELAYS = 3;
+const RELAYS_FILE_VARIABLE = 'RELAYPLANE_RELAYS_FILE';
+const DEFAULT_HEALTH_WINDOW_SECONDS = 30;
+const DEFAULT_REFRESH_INTERVAL_MS = 1_000;
+const DEFAULT_MAX_ASSIGNED_RELAYS = 3;
 
 /** Embedded mode's relays when no RELAYPLANE_RELAYS_FILE is given: two regions on loopback. */
 export const DEMO_RELAYS: { staticRelays: StaticRelay[]; fallback: string[] } = {
@@ -72,7 +72,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
  * `{ relays?: [{ id?, region, host, port }], fallback?: ["host:port", …] }`.
  * Throws an Error whose message starts with the path of the offending value.
  */
-export function parseRelaysDocument(doc: unknown): { staticRelays: StaticRelay[]; fallback: string[] } {
+function parseRelaysDocument(doc: unknown): { staticRelays: StaticRelay[]; fallback: string[] } {
   if (!isRecord(doc)) throw new Error('must be a mapping with "relays" and/or "fallback" keys');
   for (const key of Object.keys(doc)) {
     if (key !== 'relays' && key !== 'fallback')

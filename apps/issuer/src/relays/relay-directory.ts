@@ -9,18 +9,24 @@ import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { isId, newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import { hashToken, newToken, parseToken } from '@relayplane/shared/tokens';
-import type { Kysely, Selectable } from 'kysely';
-import type { IssuerDatabase, RelaysTable } from '../db/schema.ts';
-import { assignRelays, isHealthy } from './assignment.ts';
+import type { Kysely } from 'kysely';
+import type { IssuerDatabase } from '../db/schema.ts';
+import { assignRelays, isHealthy } from '../domain/relay-assignment.ts';
+import {
+  hostPort,
+  isPort,
+  isRegion,
+  MAX_HOST_LENGTH,
+  normalizeHost,
+  relayUrl,
+} from '../domain/relay-fields.ts';
+import { type RelayRecord, RelayStore } from '../stores/relays.ts';
 import type { RelayConfig, StaticRelay } from './relay-config.ts';
-import { hostPort, isPort, isRegion, MAX_HOST_LENGTH, normalizeHost, relayUrl } from './relay-fields.ts';
 
 /** Bus channel announcing a change to one relay (message: its id) or to all (`*`). */
 export const RELAYS_CHANGED_CHANNEL = 'relays.changed';
 export const STATIC_RELAY_MESSAGE = 'static relays are configured in RELAYPLANE_RELAYS_FILE';
 const RELAY_NOT_FOUND = 'relay not found';
-
-export type RelayStatus = 'healthy' | 'unhealthy';
 
 export interface RelayView {
   id: string;
@@ -29,47 +35,15 @@ export interface RelayView {
   port: number;
   /** `https://host:port` (IPv6 hosts in brackets). */
   url: string;
-  status: RelayStatus;
+  status: 'healthy' | 'unhealthy';
   load: number;
   static: boolean;
   lastHeartbeatAt?: Date;
   createdAt?: Date;
 }
 
-/** A registered relay as memory holds it. */
-interface RelayRecord {
-  id: string;
-  region: string;
-  host: string;
-  port: number;
-  load: number;
-  lastHeartbeatAt: Date | null;
-  createdAt: Date;
-}
-
-type RelayRow = Selectable<RelaysTable>;
-const COLUMNS = ['id', 'region', 'host', 'port', 'load', 'last_heartbeat_at', 'created_at'] as const;
-type RecordRow = Pick<RelayRow, (typeof COLUMNS)[number]>;
-
-function toRecord(row: RecordRow): RelayRecord {
-  return {
-    id: row.id,
-    region: row.region,
-    host: row.host,
-    port: row.port,
-    load: Number(row.load),
-    lastHeartbeatAt: row.last_heartbeat_at,
-    createdAt: row.created_at,
-  };
-}
-
-function isUniqueViolation(err: unknown, constraint: string): boolean {
-  const e = err as { code?: string; constraint?: string; message?: string };
-  return e?.code === '23505' && (e.constraint === constraint || (e.message ?? '').includes(constraint));
-}
-
 export class RelayDirectory {
-  readonly #db: Kysely<IssuerDatabase>;
+  readonly #store: RelayStore;
   readonly #config: RelayConfig;
   readonly #clock: Clock;
   readonly #bus: Bus;
@@ -88,7 +62,7 @@ export class RelayDirectory {
     config: RelayConfig,
     deps: { clock: Clock; bus: Bus; logger: Logger },
   ) {
-    this.#db = db;
+    this.#store = new RelayStore(db);
     this.#config = config;
     this.#clock = deps.clock;
     this.#bus = deps.bus;
@@ -123,31 +97,22 @@ export class RelayDirectory {
   /** Rebuilds the in-memory registry from the database. */
   reload(): Promise<void> {
     return this.#serialize('reload', async () => {
-      const rows = await this.#db
-        .selectFrom('relays')
-        .select(COLUMNS)
-        .where('deleted_at', 'is', null)
-        .execute();
+      const records = await this.#store.listLive();
       return () => {
-        this.#registered = new Map(rows.map((row) => [row.id, toRecord(row)]));
+        this.#registered = new Map(records.map((record) => [record.id, record]));
       };
     });
   }
 
   #reloadOne(id: string): Promise<void> {
     return this.#serialize('reload one', async () => {
-      const row = await this.#db
-        .selectFrom('relays')
-        .select(COLUMNS)
-        .where('id', '=', id)
-        .where('deleted_at', 'is', null)
-        .executeTakeFirst();
-      return () => this.#put(id, row);
+      const record = await this.#store.getLive(id);
+      return () => this.#put(id, record);
     });
   }
 
-  #put(id: string, row: RecordRow | undefined): void {
-    if (row) this.#registered.set(id, toRecord(row));
+  #put(id: string, record: RelayRecord | undefined): void {
+    if (record) this.#registered.set(id, record);
     else this.#registered.delete(id);
   }
 
@@ -260,46 +225,28 @@ export class RelayDirectory {
     const conflict = new AppError('conflict', `a relay at ${address} is already registered`);
     if (this.#staticAddresses.has(address)) throw conflict;
     const token = newToken('relayNode');
-    let row: RecordRow;
-    try {
-      row = await this.#db
-        .insertInto('relays')
-        .values({
-          id: newId('relay'),
-          region,
-          host,
-          port,
-          token_hash: hashToken(token),
-          load: 0,
-          last_heartbeat_at: null,
-          created_at: this.#clock.now(),
-          deleted_at: null,
-        })
-        .returning(COLUMNS)
-        .executeTakeFirstOrThrow();
-    } catch (err) {
-      if (isUniqueViolation(err, 'relays_live_address')) throw conflict;
-      throw err;
-    }
-    await this.#serialize('add', async () => () => this.#put(row.id, row));
-    await this.#announce(row.id);
-    this.#logger.info({ relayId: row.id, region, address }, 'relay registered');
-    return { relay: this.#view(toRecord(row), this.#clock.now()), token };
+    const record = await this.#store.insert({
+      id: newId('relay'),
+      region,
+      host,
+      port,
+      tokenHash: hashToken(token),
+      createdAt: this.#clock.now(),
+    });
+    if (!record) throw conflict;
+    await this.#serialize('add', async () => () => this.#put(record.id, record));
+    await this.#announce(record.id);
+    this.#logger.info({ relayId: record.id, region, address }, 'relay registered');
+    return { relay: this.#view(record, this.#clock.now()), token };
   }
 
   /** Static relays, then registered ones (oldest first), each with its health now. */
   async list(): Promise<RelayView[]> {
-    const rows = await this.#db
-      .selectFrom('relays')
-      .select(COLUMNS)
-      .where('deleted_at', 'is', null)
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute();
+    const records = await this.#store.listLive();
     const now = this.#clock.now();
     return [
       ...[...this.#static.values()].map((r) => this.#staticView(r)),
-      ...rows.map((row) => this.#view(toRecord(row), now)),
+      ...records.map((record) => this.#view(record, now)),
     ];
   }
 
@@ -307,14 +254,7 @@ export class RelayDirectory {
   async remove(id: string): Promise<void> {
     if (this.#static.has(id)) throw new AppError('invalid_request', STATIC_RELAY_MESSAGE);
     if (!isId('relay', id)) throw new AppError('not_found', RELAY_NOT_FOUND);
-    const removed = await this.#db
-      .updateTable('relays')
-      .set({ deleted_at: this.#clock.now() })
-      .where('id', '=', id)
-      .where('deleted_at', 'is', null)
-      .returning('id')
-      .executeTakeFirst();
-    if (!removed) throw new AppError('not_found', RELAY_NOT_FOUND);
+    if (!(await this.#store.remove(id, this.#clock.now()))) throw new AppError('not_found', RELAY_NOT_FOUND);
     await this.#serialize('remove', async () => () => this.#put(id, undefined));
     await this.#announce(id);
     this.#logger.info({ relayId: id }, 'relay removed');
@@ -325,14 +265,9 @@ export class RelayDirectory {
     if (typeof token !== 'string' || parseToken(token) !== 'relayNode') {
       throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     }
-    const row = await this.#db
-      .selectFrom('relays')
-      .select(COLUMNS)
-      .where('token_hash', '=', hashToken(token))
-      .where('deleted_at', 'is', null)
-      .executeTakeFirst();
-    if (!row) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-    return this.#view(toRecord(row), this.#clock.now());
+    const record = await this.#store.byTokenHash(hashToken(token));
+    if (!record) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    return this.#view(record, this.#clock.now());
   }
 
   /** Records a heartbeat (load 0..1) at the clock's time and tells every replica. */
@@ -342,16 +277,10 @@ export class RelayDirectory {
     }
     if (this.#static.has(relayId)) throw new AppError('invalid_request', STATIC_RELAY_MESSAGE);
     if (!isId('relay', relayId)) throw new AppError('not_found', RELAY_NOT_FOUND);
-    const row = await this.#db
-      .updateTable('relays')
-      .set({ load, last_heartbeat_at: this.#clock.now() })
-      .where('id', '=', relayId)
-      .where('deleted_at', 'is', null)
-      .returning(COLUMNS)
-      .executeTakeFirst();
-    if (!row) throw new AppError('not_found', RELAY_NOT_FOUND);
-    await this.#serialize('update', async () => () => this.#put(row.id, row));
-    await this.#announce(row.id);
-    return this.#view(toRecord(row), this.#clock.now());
+    const record = await this.#store.heartbeat(relayId, load, this.#clock.now());
+    if (!record) throw new AppError('not_found', RELAY_NOT_FOUND);
+    await this.#serialize('update', async () => () => this.#put(record.id, record));
+    await this.#announce(record.id);
+    return this.#view(record, this.#clock.now());
   }
 }

@@ -31,9 +31,9 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
-export const MAX_CREDENTIAL_BATCH = 256;
+const MAX_CREDENTIAL_BATCH = 256;
 /** Statements in flight at once; the issuer's pool holds more connections than this. */
-export const MAX_CREDENTIAL_STATEMENTS = 2;
+const MAX_CREDENTIAL_STATEMENTS = 2;
 
 export class CredentialWriter {
   readonly #db: Kysely<IssuerDatabase>;

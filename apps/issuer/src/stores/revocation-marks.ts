@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from './keys.ts';
+import type { RedisKeys } from '../redis/keys.ts';
 
 /**
  * A fast mirror of revocations in Redis: `revoked:{jti}` = 1 until the credential expires.

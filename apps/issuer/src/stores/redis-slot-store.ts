@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.ts';
 import type { SlotReservation, SlotStore } from './slot-store.ts';
 
-const RESERVE_SLOTS_LUA = readFileSync(new URL('../redis/reserve-slots.lua', import.meta.url), 'utf8');
+const RESERVE_SLOTS_LUA = readFileSync(new URL('./reserve-slots.lua', import.meta.url), 'utf8');
 
 interface WithReserveSlots {
   /**
@@ -14,9 +14,9 @@ interface WithReserveSlots {
 }
 
 /** At most this many leases go in one script call (its run time blocks Redis). */
-export const MAX_SLOT_BATCH = 256;
+const MAX_SLOT_BATCH = 256;
 /** Script calls in flight at once per tenant; leases asked meanwhile wait and go together. */
-export const MAX_SLOT_CALLS_PER_TENANT = 1;
+const MAX_SLOT_CALLS_PER_TENANT = 1;
 
 interface Pending {
   jti: string;

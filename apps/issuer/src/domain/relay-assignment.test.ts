@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type AssignableRelay, assignRelays, compareByLoad, isHealthy, orderRelays } from './assignment.ts';
+import {
+  type AssignableRelay,
+  assignRelays,
+  compareByLoad,
+  isHealthy,
+  orderRelays,
+} from './relay-assignment.ts';
 
 const relay = (id: string, region: string, load: number, host = `${id}.example.net`, port = 443) =>
   ({ id, region, host, port, load }) satisfies AssignableRelay;

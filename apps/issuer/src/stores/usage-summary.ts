@@ -4,9 +4,6 @@
  * credentials live at the same instant. A pure read: the billing usage job may ask for the
  * same day any number of times and always gets the same answer for a settled day.
  */
-import type { IssuerService } from '@relayplane/proto/issuer';
-import { AppError } from '@relayplane/shared/errors';
-import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
 
@@ -18,19 +15,9 @@ export interface UsageSummaryRow {
   peakConcurrentConnections: number;
 }
 
-const DAY_PATTERN = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DAY_MS = 86_400_000;
 
-/** Start of the UTC day `day` (YYYY-MM-DD); undefined when `day` is not a real calendar day. */
-export function parseDay(day: string): Date | undefined {
-  const m = DAY_PATTERN.exec(day);
-  if (!m) return undefined;
-  const start = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
-  // Date.UTC rolls 2026-02-30 over to March: a round trip catches it.
-  return start.toISOString().slice(0, 10) === day ? start : undefined;
-}
-
-export class UsageSummary {
+export class UsageSummaryStore {
   readonly #db: Kysely<IssuerDatabase>;
 
   constructor(db: Kysely<IssuerDatabase>) {
@@ -38,14 +25,14 @@ export class UsageSummary {
   }
 
   /**
+   * The rows of the UTC day that begins at `start`.
+   *
    * A credential is live on [issued_at, least(expires_at, revoked_at)). The peak is a sweep
    * over +1 (start) / -1 (end) events clipped to the day; at one instant ends sort before
    * starts, so a credential ending at t and one starting at t never overlap. Credentials
    * issued before the day and still live at its start count from 00:00.
    */
-  async summarize(day: string): Promise<UsageSummaryRow[]> {
-    const start = parseDay(day);
-    if (!start) throw new AppError('invalid_request', 'day must be a calendar day as YYYY-MM-DD');
+  async summarize(start: Date): Promise<UsageSummaryRow[]> {
     const from = start.toISOString();
     const to = new Date(start.getTime() + DAY_MS).toISOString();
     // Every credential that overlaps the day or was issued in it (bounded by the
@@ -110,14 +97,4 @@ export class UsageSummary {
       peakConcurrentConnections: Number(r.peak),
     }));
   }
-}
-
-export function usageHandlers(
-  summary: UsageSummary,
-): Pick<ServiceImpl<typeof IssuerService>, 'summarizeUsage'> {
-  return {
-    async summarizeUsage(req) {
-      return { summaries: await summary.summarize(req.day) };
-    },
-  };
 }

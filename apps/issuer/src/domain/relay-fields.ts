@@ -1,7 +1,9 @@
 /** Validation and formatting of relay fields, shared by the relays file and registration. Pure. */
 import { isIP } from 'node:net';
 
-export const REGION_PATTERN = /^[a-z0-9-]{1,32}$/;
+const REGION_PATTERN = /^[a-z0-9-]{1,32}$/;
+/** What a request with a malformed `region` is told. */
+export const REGION_MESSAGE = 'region must be 1-32 lowercase letters, digits or hyphens';
 export const MAX_HOST_LENGTH = 253;
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 

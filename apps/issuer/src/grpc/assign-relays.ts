@@ -1,0 +1,14 @@
+import type { IssuerService } from '@relayplane/proto/issuer';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { IssuerDeps } from './deps.ts';
+import { relayMessage } from './messages.ts';
+
+/** AssignRelays: fresh relays for the holder of a valid credential. */
+export function assignRelays({
+  credentials,
+}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['assignRelays'] {
+  return async (req) => {
+    const { relays, fallback } = await credentials.assign(req.token, req.region);
+    return { relays: relays.map(relayMessage), fallback };
+  };
+}

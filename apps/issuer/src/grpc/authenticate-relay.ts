@@ -1,0 +1,11 @@
+import type { IssuerService } from '@relayplane/proto/issuer';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { IssuerDeps } from './deps.ts';
+import { relayMessage } from './messages.ts';
+
+/** AuthenticateRelay: the live relay a relay node token belongs to. */
+export function authenticateRelay({
+  relays,
+}: Pick<IssuerDeps, 'relays'>): ServiceImpl<typeof IssuerService>['authenticateRelay'] {
+  return async (req) => ({ relay: relayMessage(await relays.authenticate(req.token)) });
+}

@@ -1,0 +1,142 @@
+/**
+ * IssueCredentials and IssueCredentialBatches: the gateway's long-lived issuance streams.
+ * Both multiplex requests over one stream: every request is answered with its request_id, in
+ * completion order; a failing request answers a StreamError and the stream goes on. The batch
+ * variant also packs the answers that complete together into one message.
+ */
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { CallInfo } from '@relayplane/proto/grpc';
+import type {
+  IssueCredentialRequest,
+  IssueCredentialsRequest,
+  IssueCredentialsResponseSchema,
+  IssuerService,
+} from '@relayplane/proto/issuer';
+import { AppError, INTERNAL_MESSAGE } from '@relayplane/shared/errors';
+import type { Logger } from '@relayplane/shared/logger';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { IssuerDeps } from './deps.ts';
+import { issueInput, issueResponse } from './messages.ts';
+
+/** Requests of one stream being worked on at once; more wait (backpressure). */
+const MAX_IN_FLIGHT_PER_STREAM = 256;
+/** Answers of one batch stream, at most this many per message. */
+const MAX_ANSWERS_PER_MESSAGE = 256;
+
+type StreamDeps = Pick<IssuerDeps, 'credentials' | 'logger' | 'metrics'>;
+type StreamAnswer = MessageInitShape<typeof IssueCredentialsResponseSchema>;
+
+/** IssueCredentials: one request per message, one answer per message. */
+export function issueCredentials(deps: StreamDeps): ServiceImpl<typeof IssuerService>['issueCredentials'] {
+  return (stream, call) =>
+    serve(
+      deps,
+      (async function* () {
+        for await (const msg of stream.requests) yield [msg];
+      })(),
+      (res) => stream.send(res),
+      call,
+    );
+}
+
+/**
+ * IssueCredentialBatches: answers that complete in the same turn of the event loop (a slot
+ * batch, then an insert batch, completes many at once) leave in one message, sent once the
+ * turn's I/O callbacks have run (setImmediate).
+ */
+export function issueCredentialBatches(
+  deps: StreamDeps,
+): ServiceImpl<typeof IssuerService>['issueCredentialBatches'] {
+  return async (stream, call) => {
+    let outbox: StreamAnswer[] = [];
+    let flushing: Promise<void> | undefined;
+    let sent: Promise<void> = Promise.resolve();
+    const flush = () => {
+      flushing = undefined;
+      while (outbox.length > 0) {
+        const responses = outbox.splice(0, MAX_ANSWERS_PER_MESSAGE);
+        sent = sent.then(() => stream.send({ responses }));
+      }
+      return sent;
+    };
+    try {
+      await serve(
+        deps,
+        (async function* () {
+          for await (const msg of stream.requests) yield msg.requests;
+        })(),
+        (res) => {
+          outbox.push(res);
+          flushing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(flush);
+          return flushing;
+        },
+        call,
+      );
+    } finally {
+      await flush();
+      outbox = [];
+    }
+  };
+}
+
+/** Works off the requests of one stream; `answer` delivers one answer (it may hold it back). */
+async function serve(
+  { credentials, logger, metrics }: StreamDeps,
+  messages: AsyncIterable<readonly IssueCredentialsRequest[]>,
+  answer: (res: StreamAnswer) => Promise<void>,
+  call: CallInfo,
+): Promise<void> {
+  metrics?.streams.inc();
+  const inFlight = new Set<Promise<void>>();
+  // One line per stream (never per request): operators see how issuance spreads over replicas.
+  const startedAt = Date.now();
+  const counts = { issued: 0, refused: 0 };
+  const one = async (requestId: bigint, req: IssueCredentialRequest | undefined) => {
+    let res: StreamAnswer;
+    try {
+      if (!req) throw new AppError('invalid_request', 'request is required');
+      const issued = await credentials.issue(issueInput(req), call.signal);
+      if (call.signal.aborted) {
+        await credentials.abandon(issued.claims.tid, issued.jti);
+        return;
+      }
+      res = { requestId, result: { case: 'credential', value: issueResponse(issued) } };
+      counts.issued++;
+    } catch (err) {
+      res = { requestId, result: { case: 'error', value: streamError(err, logger) } };
+      counts.refused++;
+    }
+    await answer(res);
+  };
+  try {
+    for await (const msgs of messages) {
+      for (const msg of msgs) {
+        const p = one(msg.requestId, msg.request).catch((err: unknown) => {
+          logger.warn({ err: { message: (err as Error).message } }, 'could not answer on an issuance stream');
+        });
+        inFlight.add(p);
+        void p.finally(() => inFlight.delete(p));
+      }
+      while (inFlight.size >= MAX_IN_FLIGHT_PER_STREAM) await Promise.race(inFlight);
+    }
+  } finally {
+    await Promise.all(inFlight);
+    metrics?.streams.dec();
+    logger.info({ ...counts, ms: Date.now() - startedAt }, 'issuance stream ended');
+  }
+}
+
+/** What a unary call would have carried in its status. */
+function streamError(
+  err: unknown,
+  logger: Logger,
+): { code: string; message: string; retryAfterSeconds: number } {
+  if (err instanceof AppError) {
+    if (err.code === 'internal' || err.code === 'unavailable') {
+      logger.error({ err: err.cause ?? err, rpc: 'IssueCredentials' }, err.message);
+    }
+    return { code: err.code, message: err.message, retryAfterSeconds: err.retryAfterSeconds ?? 0 };
+  }
+  logger.error({ err, rpc: 'IssueCredentials' }, 'unhandled error in stream request');
+  return { code: 'internal', message: INTERNAL_MESSAGE, retryAfterSeconds: 0 };
+}

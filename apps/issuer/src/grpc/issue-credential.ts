@@ -1,0 +1,11 @@
+import type { IssuerService } from '@relayplane/proto/issuer';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { IssuerDeps } from './deps.ts';
+import { issueInput, issueResponse } from './messages.ts';
+
+/** IssueCredential: one credential per call (the gateway uses the streams on its hot path). */
+export function issueCredential({
+  credentials,
+}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['issueCredential'] {
+  return async (req, call) => issueResponse(await credentials.issue(issueInput(req), call.signal));
+}

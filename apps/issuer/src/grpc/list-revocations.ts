@@ -1,0 +1,22 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { IssuerService } from '@relayplane/proto/issuer';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { IssuerDeps } from './deps.ts';
+
+/** ListRevocations: the revocation feed after a cursor, long-polling up to `wait_ms`. */
+export function listRevocations({
+  credentials,
+}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['listRevocations'] {
+  return async (req, call) => {
+    const page = await credentials.listRevocations(req.cursor, req.limit, req.waitMs, call.signal);
+    return {
+      revocations: page.revocations.map((r) => ({
+        sequence: r.sequence,
+        jti: r.jti,
+        revokedAt: timestampFromDate(r.revokedAt),
+        expiresAt: timestampFromDate(r.expiresAt),
+      })),
+      nextCursor: page.nextCursor,
+    };
+  };
+}

@@ -1,0 +1,14 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { IssuerService } from '@relayplane/proto/issuer';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import type { IssuerDeps } from './deps.ts';
+
+/** RevokeCredential: idempotent; a repeat answers the first revocation's time. */
+export function revokeCredential({
+  credentials,
+}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['revokeCredential'] {
+  return async (req) => {
+    const revoked = await credentials.revoke(req.tenantId, req.jti);
+    return { jti: revoked.jti, revokedAt: timestampFromDate(revoked.revokedAt) };
+  };
+}

@@ -1,0 +1,16 @@
+import type { Scheduler } from '@relayplane/shared/scheduler';
+import type { SigningKeys } from '../keys/signing-keys.ts';
+
+/** Scheduler job (bullmq job scheduler id) running the key maintenance tick. */
+const KEY_MAINTENANCE_JOB = 'issuer-key-maintenance';
+
+/**
+ * Registers the maintenance tick (scheduled rotation, next-key creation, removal) every
+ * `intervalMs`; with bullmq one replica runs each occurrence, and every replica learns the
+ * result from the bus.
+ */
+export function scheduleKeyMaintenance(scheduler: Scheduler, keys: SigningKeys, intervalMs: number): void {
+  scheduler.every(KEY_MAINTENANCE_JOB, intervalMs, async () => {
+    await keys.tick();
+  });
+}

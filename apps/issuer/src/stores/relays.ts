@@ -1,0 +1,131 @@
+/** Registered relays in PostgreSQL, the source of truth of the relay registry. */
+import type { Kysely, Selectable } from 'kysely';
+import type { IssuerDatabase, RelaysTable } from '../db/schema.ts';
+
+/** A live (not removed) registered relay. */
+export interface RelayRecord {
+  id: string;
+  region: string;
+  host: string;
+  port: number;
+  load: number;
+  lastHeartbeatAt: Date | null;
+  createdAt: Date;
+}
+
+const COLUMNS = ['id', 'region', 'host', 'port', 'load', 'last_heartbeat_at', 'created_at'] as const;
+type RecordRow = Pick<Selectable<RelaysTable>, (typeof COLUMNS)[number]>;
+
+function toRecord(row: RecordRow): RelayRecord {
+  return {
+    id: row.id,
+    region: row.region,
+    host: row.host,
+    port: row.port,
+    load: Number(row.load),
+    lastHeartbeatAt: row.last_heartbeat_at,
+    createdAt: row.created_at,
+  };
+}
+
+function isUniqueViolation(err: unknown, constraint: string): boolean {
+  const e = err as { code?: string; constraint?: string; message?: string };
+  return e?.code === '23505' && (e.constraint === constraint || (e.message ?? '').includes(constraint));
+}
+
+export class RelayStore {
+  readonly #db: Kysely<IssuerDatabase>;
+
+  constructor(db: Kysely<IssuerDatabase>) {
+    this.#db = db;
+  }
+
+  /** Every live relay, oldest first. */
+  async listLive(): Promise<RelayRecord[]> {
+    const rows = await this.#db
+      .selectFrom('relays')
+      .select(COLUMNS)
+      .where('deleted_at', 'is', null)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map(toRecord);
+  }
+
+  async getLive(id: string): Promise<RelayRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('relays')
+      .select(COLUMNS)
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row && toRecord(row);
+  }
+
+  /** Inserts a relay; undefined when a live relay already has its address. */
+  async insert(relay: {
+    id: string;
+    region: string;
+    host: string;
+    port: number;
+    tokenHash: string;
+    createdAt: Date;
+  }): Promise<RelayRecord | undefined> {
+    try {
+      const row = await this.#db
+        .insertInto('relays')
+        .values({
+          id: relay.id,
+          region: relay.region,
+          host: relay.host,
+          port: relay.port,
+          token_hash: relay.tokenHash,
+          load: 0,
+          last_heartbeat_at: null,
+          created_at: relay.createdAt,
+          deleted_at: null,
+        })
+        .returning(COLUMNS)
+        .executeTakeFirstOrThrow();
+      return toRecord(row);
+    } catch (err) {
+      if (isUniqueViolation(err, 'relays_live_address')) return undefined;
+      throw err;
+    }
+  }
+
+  /** Soft-deletes a live relay; false when there was none. */
+  async remove(id: string, now: Date): Promise<boolean> {
+    const removed = await this.#db
+      .updateTable('relays')
+      .set({ deleted_at: now })
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .returning('id')
+      .executeTakeFirst();
+    return removed !== undefined;
+  }
+
+  /** The live relay whose node token hashes to `tokenHash`. */
+  async byTokenHash(tokenHash: string): Promise<RelayRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('relays')
+      .select(COLUMNS)
+      .where('token_hash', '=', tokenHash)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row && toRecord(row);
+  }
+
+  /** Records a live relay's load and heartbeat time; undefined when there is no such relay. */
+  async heartbeat(id: string, load: number, now: Date): Promise<RelayRecord | undefined> {
+    const row = await this.#db
+      .updateTable('relays')
+      .set({ load, last_heartbeat_at: now })
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .returning(COLUMNS)
+      .executeTakeFirst();
+    return row && toRecord(row);
+  }
+}

@@ -1,7 +1,7 @@
 /** The device flow through the gateway's HTTP surface, with the real services behind it. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNER, type Stack, startStack } from '../../tests/support/stack.ts';
-import { csrfTokenFor } from '../plugins/csrf.ts';
+import { OWNER, type Stack, startStack } from './support/stack.ts';
+import { csrfTokenFor } from '../src/plugins/csrf.ts';
 
 const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -20,25 +20,17 @@ describe('device authorization grant over HTTP', () => {
   });
 
   const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
+  const postForm = (url: string, payload: string) =>
+    stack.app.inject({ method: 'POST', url, headers: FORM, payload });
 
   async function startFlow() {
-    const res = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/device/code',
-      headers: FORM,
-      payload: form({ client_id: 'relayplane-cli', scope: 'cli' }),
-    });
+    const res = await postForm('/admin/v1/auth/device/code', form({ client_id: 'relayplane-cli', scope: 'cli' }));
     expect(res.statusCode).toBe(200);
     return res.json<{ device_code: string; user_code: string }>();
   }
 
   function poll(deviceCode: string, clientId = 'relayplane-cli') {
-    return stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/token',
-      headers: FORM,
-      payload: form({ grant_type: GRANT, device_code: deviceCode, client_id: clientId }),
-    });
+    return postForm('/admin/v1/auth/token', form({ grant_type: GRANT, device_code: deviceCode, client_id: clientId }));
   }
 
   function approve(userCode: string, action: 'approve' | 'deny', headers: Record<string, string> = owner) {
@@ -51,12 +43,7 @@ describe('device authorization grant over HTTP', () => {
   }
 
   it('POST /admin/v1/auth/device/code answers RFC 8628 §3.2 to a form post, uncached', async () => {
-    const res = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/device/code',
-      headers: FORM,
-      payload: 'client_id=relayplane-cli',
-    });
+    const res = await postForm('/admin/v1/auth/device/code', 'client_id=relayplane-cli');
     expect(res.statusCode).toBe(200);
     expect(res.headers['cache-control']).toBe('no-store');
     const body = res.json();
@@ -86,12 +73,7 @@ describe('device authorization grant over HTTP', () => {
     });
     expect(json.statusCode).toBe(200);
     // RFC 6749 §3.1: an empty parameter counts as omitted; unknown form parameters are ignored.
-    const emptyScope = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/device/code',
-      headers: FORM,
-      payload: 'client_id=relayplane-cli&scope=&extension=1',
-    });
+    const emptyScope = await postForm('/admin/v1/auth/device/code', 'client_id=relayplane-cli&scope=&extension=1');
     expect(emptyScope.statusCode).toBe(200);
     const cases: [string, string][] = [
       ['client_id=someone-else', 'invalid_client'],
@@ -102,12 +84,7 @@ describe('device authorization grant over HTTP', () => {
       ['client_id=relayplane-cli&scope=a%22b', 'invalid_scope'],
     ];
     for (const [payload, error] of cases) {
-      const res = await stack.app.inject({
-        method: 'POST',
-        url: '/admin/v1/auth/device/code',
-        headers: FORM,
-        payload,
-      });
+      const res = await postForm('/admin/v1/auth/device/code', payload);
       expect({ payload, status: res.statusCode, body: res.json() }).toEqual({
         payload,
         status: 400,
@@ -189,12 +166,7 @@ describe('device authorization grant over HTTP', () => {
       [form({ grant_type: GRANT, device_code, client_id: 'someone-else' }), 'invalid_client'],
     ];
     for (const [payload, error] of cases) {
-      const res = await stack.app.inject({
-        method: 'POST',
-        url: '/admin/v1/auth/token',
-        headers: FORM,
-        payload,
-      });
+      const res = await postForm('/admin/v1/auth/token', payload);
       expect({ payload, status: res.statusCode, body: res.json() }).toEqual({
         payload,
         status: 400,
@@ -254,12 +226,7 @@ describe('device authorization grant over HTTP', () => {
   });
 
   it('the rest of the gateway still answers 415 to form bodies', async () => {
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      headers: FORM,
-      payload: form(OWNER),
-    });
+    const login = await postForm('/admin/v1/auth/login', form(OWNER));
     expect({ status: login.statusCode, body: login.json() }).toEqual({
       status: 415,
       body: { error: 'content-type must be application/json' },
@@ -369,12 +336,7 @@ describe('device authorization grant over HTTP', () => {
         payload: form({ user_code, action: 'approve', csrf_token: csrf }),
       });
       expect(foreign.statusCode).toBe(403);
-      const noSession = await stack.app.inject({
-        method: 'POST',
-        url: '/device',
-        headers: FORM,
-        payload: form({ user_code, action: 'approve', csrf_token: csrf }),
-      });
+      const noSession = await postForm('/device', form({ user_code, action: 'approve', csrf_token: csrf }));
       expect(noSession.statusCode).toBe(401);
       expect(noSession.body).toContain('action="/device/login"');
       // None of the refusals decided anything.
@@ -438,12 +400,7 @@ describe('device authorization grant over HTTP', () => {
   it('limits device code issuance per client IP: 429 with Retry-After', async () => {
     let limited: Awaited<ReturnType<typeof stack.app.inject>> | undefined;
     for (let i = 0; i < 40 && !limited; i++) {
-      const res = await stack.app.inject({
-        method: 'POST',
-        url: '/admin/v1/auth/device/code',
-        headers: FORM,
-        payload: 'client_id=relayplane-cli',
-      });
+      const res = await postForm('/admin/v1/auth/device/code', 'client_id=relayplane-cli');
       if (res.statusCode === 429) limited = res;
       else expect(res.statusCode).toBe(200);
     }

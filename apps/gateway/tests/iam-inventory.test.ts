@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServedRoute } from '../src/app.ts';
 import { ROUTES } from './support/routes.ts';
 import { type Stack, startStack } from './support/stack.ts';
+import { tenant } from './support/tenant.ts';
 
-const PASSWORD = 'a long enough password';
 const IDENTITY_TOKEN_CREATION = 'POST /v1/projects/:project_id/identities/:identity_id/tokens';
 const key = (r: { method: string; url: string }) => `${r.method} ${r.url}`;
 const openApiPath = (url: string) => url.replace(/:([A-Za-z_]+)/g, '{$1}');
@@ -81,26 +81,7 @@ describe('IAM: every admin route checks a permission, and no principal reaches a
   }
 
   /** A user with a tenant of their own (free plan), logged in. */
-  async function signup(label: string) {
-    const email = `${label}-${++seq}@example.test`;
-    const res = await call(
-      'POST',
-      '/admin/v1/auth/signup',
-      {},
-      { email, password: PASSWORD, tenant_name: label },
-    );
-    expect(res.status).toBe(201);
-    const login = await call('POST', '/admin/v1/auth/login', {}, { email, password: PASSWORD });
-    expect(login.status).toBe(200);
-    const user = res.body.user as { id: string };
-    const tenant = res.body.tenant as { id: string };
-    return {
-      email,
-      userId: user.id,
-      tenantId: tenant.id,
-      auth: { authorization: `Bearer ${login.body.token}` },
-    };
-  }
+  const signup = (label: string) => tenant(stack, { email: `${label}-${++seq}@example.test`, name: label });
 
   /** Everything a tenant can own, created through the API: ids for every path parameter. */
   async function populate(label: string) {

@@ -4,8 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
+import { PASSWORD } from './support/tenant.ts';
 
-const PASSWORD = 'a long enough password';
 const WRONG = 'not the password at all';
 const WINDOW_SECONDS = 900;
 

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readGatewayConfig } from '../src/config.ts';
 import { GatewayService } from '../src/service.ts';
 import { type Stack, startStack } from './support/stack.ts';
+import { PASSWORD, tenant } from './support/tenant.ts';
 
 const ISSUED = 'relayplane_credentials_issued_total';
 const REQUESTS = 'relayplane_http_requests_total';
@@ -30,39 +31,11 @@ describe('gateway metrics through the real HTTP surface and the issuer behind it
     gatewayUrl = `http://127.0.0.1:${gatewayMetrics.port}/metrics`;
     expect(stack.issuer.metricsPort).toBeGreaterThan(0);
     issuerUrl = `http://127.0.0.1:${stack.issuer.metricsPort}/metrics`;
-    const signup = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/signup',
-      payload: {
-        email: 'metrics@example.test',
-        password: 'a long enough password',
-        tenant_name: 'Metrics Co',
-      },
-    });
-    expect(signup.statusCode).toBe(201);
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      payload: { email: 'metrics@example.test', password: 'a long enough password' },
-    });
-    expect(login.statusCode).toBe(200);
-    session = { authorization: `Bearer ${login.json().token}` };
-    tenantId = login.json().session.tenant.id;
-    const project = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/projects',
-      headers: session,
-      payload: { name: 'metered' },
-    });
-    projectId = project.json().id;
-    const key = await stack.app.inject({
-      method: 'POST',
-      url: `/admin/v1/projects/${projectId}/api-keys`,
-      headers: session,
-      payload: { name: 'backend' },
-    });
-    expect(key.statusCode).toBe(201);
-    apiKey = key.json().key;
+    const owner = await tenant(stack, { email: 'metrics@example.test', name: 'Metrics Co' });
+    session = owner.auth;
+    tenantId = owner.tenantId;
+    projectId = await owner.project('metered');
+    apiKey = (await owner.apiKey(projectId, { name: 'backend' })).key;
   });
 
   afterAll(async () => {
@@ -150,7 +123,7 @@ describe('gateway metrics through the real HTTP surface and the issuer behind it
         url: '/admin/v1/auth/login',
         payload: { email: 'metrics@example.test', password },
       });
-    expect((await login('a long enough password')).statusCode).toBe(200);
+    expect((await login(PASSWORD)).statusCode).toBe(200);
     expect((await login('not the password at all')).statusCode).toBe(401);
     expect((await login('not the password either')).statusCode).toBe(401);
     const after = await scrape(adminUrl);

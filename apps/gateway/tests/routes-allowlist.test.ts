@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
+import { tenant } from './support/tenant.ts';
 
 /** Per-project IP allowlists: CRUD, normalisation, limits, and enforcement on API-key requests. */
 describe('gateway routes: IP allowlists', () => {
@@ -11,33 +12,10 @@ describe('gateway routes: IP allowlists', () => {
   beforeAll(async () => {
     // 127.0.0.1 is a trusted proxy here: its X-Forwarded-For is believed.
     stack = await startStack('gw_allow', { trustedProxies: ['127.0.0.1/32'] });
-    await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/signup',
-      payload: { email: 'allow@example.test', password: 'a long enough password', tenant_name: 'Allow Co' },
-    });
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      payload: { email: 'allow@example.test', password: 'a long enough password' },
-    });
-    auth = { authorization: `Bearer ${login.json().token}` };
-    projectId = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/admin/v1/projects',
-        headers: auth,
-        payload: { name: 'a' },
-      })
-    ).json().id;
-    apiKey = (
-      await stack.app.inject({
-        method: 'POST',
-        url: `/admin/v1/projects/${projectId}/api-keys`,
-        headers: auth,
-        payload: {},
-      })
-    ).json().key;
+    const owner = await tenant(stack, { email: 'allow@example.test', name: 'Allow Co' });
+    auth = owner.auth;
+    projectId = await owner.project('a');
+    apiKey = (await owner.apiKey(projectId)).key;
   });
   afterAll(async () => {
     await stack?.close();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
+import { tenant } from './support/tenant.ts';
 
 /** Bots and bot keys: management by users, bot tokens that authenticate, the free plan's bot limit. */
 describe('gateway routes: bots', () => {
@@ -9,25 +10,9 @@ describe('gateway routes: bots', () => {
 
   beforeAll(async () => {
     stack = await startStack('gw_bots');
-    await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/signup',
-      payload: { email: 'bots@example.test', password: 'a long enough password', tenant_name: 'Bots Co' },
-    });
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      payload: { email: 'bots@example.test', password: 'a long enough password' },
-    });
-    auth = { authorization: `Bearer ${login.json().token}` };
-    projectId = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/admin/v1/projects',
-        headers: auth,
-        payload: { name: 'a' },
-      })
-    ).json().id;
+    const owner = await tenant(stack, { email: 'bots@example.test', name: 'Bots Co' });
+    auth = owner.auth;
+    projectId = await owner.project('a');
   });
   afterAll(async () => {
     await stack?.close();
@@ -36,18 +21,15 @@ describe('gateway routes: bots', () => {
   const bots = () => `/admin/v1/projects/${projectId}/bots`;
   const keys = (botId: string) => `${bots()}/${botId}/keys`;
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+  const createBot = (payload: { name: string; role?: string }) =>
+    stack.app.inject({ method: 'POST', url: bots(), headers: auth, payload });
 
   let botId = '';
   let keyId = '';
   let token = '';
 
   it('creates a bot (201), developer by default, and lists it', async () => {
-    const res = await stack.app.inject({
-      method: 'POST',
-      url: bots(),
-      headers: auth,
-      payload: { name: 'deployer' },
-    });
+    const res = await createBot({ name: 'deployer' });
     expect(res.statusCode).toBe(201);
     const bot = res.json();
     expect(bot).toEqual({
@@ -200,20 +182,10 @@ describe('gateway routes: bots', () => {
 
   it("answers 422 with the free plan's bot limit once it is used up", async () => {
     // The free plan allows 2 bots per tenant (built-in defaults); one exists already.
-    const second = await stack.app.inject({
-      method: 'POST',
-      url: bots(),
-      headers: auth,
-      payload: { name: 'reader', role: 'viewer' },
-    });
+    const second = await createBot({ name: 'reader', role: 'viewer' });
     expect(second.statusCode).toBe(201);
     expect(second.json().role).toBe('viewer');
-    const over = await stack.app.inject({
-      method: 'POST',
-      url: bots(),
-      headers: auth,
-      payload: { name: 'third' },
-    });
+    const over = await createBot({ name: 'third' });
     expect(over.statusCode).toBe(422);
     expect(over.json().error).toMatch(/free plan .*max_bots/);
     const list = await stack.app.inject({ method: 'GET', url: bots(), headers: auth });
@@ -221,12 +193,7 @@ describe('gateway routes: bots', () => {
   });
 
   it('refuses an owner or admin role for a bot (400)', async () => {
-    const res = await stack.app.inject({
-      method: 'POST',
-      url: bots(),
-      headers: auth,
-      payload: { name: 'boss', role: 'owner' },
-    });
+    const res = await createBot({ name: 'boss', role: 'owner' });
     expect(res.statusCode).toBe(400);
   });
 });

@@ -1,6 +1,7 @@
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
+import { tenant } from './support/tenant.ts';
 
 /** The credential path through the gateway: API keys, issuance, verification, revocation, relays. */
 describe('gateway routes: relay credentials', () => {
@@ -15,33 +16,15 @@ describe('gateway routes: relay credentials', () => {
   beforeAll(async () => {
     stack = await startStack('gw_creds');
     owner = await stack.ownerAuth();
-    await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/signup',
-      payload: { email: 'free@example.test', password: 'a long enough password', tenant_name: 'Free Co' },
+    const freeTenant = await tenant(stack, { email: 'free@example.test', name: 'Free Co' });
+    free = freeTenant.auth;
+    projectId = await freeTenant.project('live');
+    const key = await freeTenant.apiKey(projectId, {
+      name: 'backend',
+      scopes: ['relay:session', 'relay:subscribe'],
     });
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      payload: { email: 'free@example.test', password: 'a long enough password' },
-    });
-    free = { authorization: `Bearer ${login.json().token}` };
-    const project = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/projects',
-      headers: free,
-      payload: { name: 'live' },
-    });
-    projectId = project.json().id;
-    const key = await stack.app.inject({
-      method: 'POST',
-      url: `/admin/v1/projects/${projectId}/api-keys`,
-      headers: free,
-      payload: { name: 'backend', scopes: ['relay:session', 'relay:subscribe'] },
-    });
-    expect(key.statusCode).toBe(201);
-    apiKey = key.json().key;
-    apiKeyId = key.json().api_key.id;
+    apiKey = key.key;
+    apiKeyId = key.id;
     const relay = await stack.app.inject({
       method: 'POST',
       url: '/admin/v1/relays',

@@ -1,7 +1,7 @@
 /** The device flow through the gateway's HTTP surface, with the real services behind it. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNER, type Stack, startStack } from './support/stack.ts';
 import { csrfTokenFor } from '../src/plugins/csrf.ts';
+import { OWNER, type Stack, startStack } from './support/stack.ts';
 
 const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -24,13 +24,19 @@ describe('device authorization grant over HTTP', () => {
     stack.app.inject({ method: 'POST', url, headers: FORM, payload });
 
   async function startFlow() {
-    const res = await postForm('/admin/v1/auth/device/code', form({ client_id: 'relayplane-cli', scope: 'cli' }));
+    const res = await postForm(
+      '/admin/v1/auth/device/code',
+      form({ client_id: 'relayplane-cli', scope: 'cli' }),
+    );
     expect(res.statusCode).toBe(200);
     return res.json<{ device_code: string; user_code: string }>();
   }
 
   function poll(deviceCode: string, clientId = 'relayplane-cli') {
-    return postForm('/admin/v1/auth/token', form({ grant_type: GRANT, device_code: deviceCode, client_id: clientId }));
+    return postForm(
+      '/admin/v1/auth/token',
+      form({ grant_type: GRANT, device_code: deviceCode, client_id: clientId }),
+    );
   }
 
   function approve(userCode: string, action: 'approve' | 'deny', headers: Record<string, string> = owner) {
@@ -73,7 +79,10 @@ describe('device authorization grant over HTTP', () => {
     });
     expect(json.statusCode).toBe(200);
     // RFC 6749 §3.1: an empty parameter counts as omitted; unknown form parameters are ignored.
-    const emptyScope = await postForm('/admin/v1/auth/device/code', 'client_id=relayplane-cli&scope=&extension=1');
+    const emptyScope = await postForm(
+      '/admin/v1/auth/device/code',
+      'client_id=relayplane-cli&scope=&extension=1',
+    );
     expect(emptyScope.statusCode).toBe(200);
     const cases: [string, string][] = [
       ['client_id=someone-else', 'invalid_client'],

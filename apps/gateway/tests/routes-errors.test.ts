@@ -60,73 +60,49 @@ describe('gateway routes: bad input', () => {
 
   for (const route of bodyRoutes) {
     describe(`${route.method} ${route.url}`, () => {
-      const headers = () => ({ 'content-type': 'application/json', ...credentialsFor(route.auth) });
-
-      it('rejects malformed JSON with 400', async () => {
-        const res = await stack.app.inject({
+      const send = (payload: string, contentType = 'application/json') =>
+        stack.app.inject({
           method: route.method,
           url: route.url,
-          headers: headers(),
-          payload: '{"name": ',
+          headers: { 'content-type': contentType, ...credentialsFor(route.auth) },
+          payload,
         });
+
+      it('rejects malformed JSON with 400', async () => {
+        const res = await send('{"name": ');
         expect(expectError(res, 400)).toMatch(/JSON/);
       });
 
       it('rejects a body that is not an object with 400', async () => {
         for (const payload of ['[]', '"text"', '42', 'null']) {
-          const res = await stack.app.inject({
-            method: route.method,
-            url: route.url,
-            headers: headers(),
-            payload,
-          });
+          const res = await send(payload);
           expectError(res, 400);
         }
       });
 
       it('rejects an empty body with 400', async () => {
-        const res = await stack.app.inject({
-          method: route.method,
-          url: route.url,
-          headers: headers(),
-          payload: '',
-        });
+        const res = await send('');
         expectError(res, 400);
       });
 
       it('rejects wrongly typed fields with 400 naming the field', async () => {
         for (const [field] of Object.entries(route.body ?? {})) {
           const payload = JSON.stringify({ ...route.body, [field]: { wrong: true } });
-          const res = await stack.app.inject({
-            method: route.method,
-            url: route.url,
-            headers: headers(),
-            payload,
-          });
+          const res = await send(payload);
           expect(expectError(res, 400)).toContain(field);
         }
       });
 
       if (!route.optionalBody) {
         it('rejects missing required fields with 400 naming the field', async () => {
-          const res = await stack.app.inject({
-            method: route.method,
-            url: route.url,
-            headers: headers(),
-            payload: '{}',
-          });
+          const res = await send('{}');
           expect(expectError(res, 400)).toMatch(/missing required field/);
         });
       }
 
       it('rejects unknown fields with 400 naming them', async () => {
         const payload = JSON.stringify({ ...route.body, surprise: 1, other: true });
-        const res = await stack.app.inject({
-          method: route.method,
-          url: route.url,
-          headers: headers(),
-          payload,
-        });
+        const res = await send(payload);
         const message = expectError(res, 400);
         expect(message).toContain('"surprise"');
         expect(message).toContain('"other"');
@@ -134,22 +110,12 @@ describe('gateway routes: bad input', () => {
 
       it('rejects an oversized body with 413', async () => {
         const payload = JSON.stringify({ ...route.body, padding: 'x'.repeat(70 * 1024) });
-        const res = await stack.app.inject({
-          method: route.method,
-          url: route.url,
-          headers: headers(),
-          payload,
-        });
+        const res = await send(payload);
         expectError(res, 413);
       });
 
       it('rejects a body that is not JSON with 415', async () => {
-        const res = await stack.app.inject({
-          method: route.method,
-          url: route.url,
-          headers: { ...headers(), 'content-type': 'text/plain' },
-          payload: 'name=x',
-        });
+        const res = await send('name=x', 'text/plain');
         expectError(res, 415);
       });
 
@@ -157,38 +123,24 @@ describe('gateway routes: bad input', () => {
         for (const [field, value] of Object.entries(route.body ?? {})) {
           if (typeof value !== 'string') continue;
           const payload = JSON.stringify({ ...route.body, [field]: `a\u0000b` });
-          const res = await stack.app.inject({
-            method: route.method,
-            url: route.url,
-            headers: headers(),
-            payload,
-          });
+          const res = await send(payload);
           expect(expectError(res, 400)).toMatch(/NUL/);
         }
       });
 
       if (route.url !== '/v1/credentials/introspect') {
         it('rejects a form-encoded body with 415 (JSON only)', async () => {
-          const res = await stack.app.inject({
-            method: route.method,
-            url: route.url,
-            headers: { ...headers(), 'content-type': 'application/x-www-form-urlencoded' },
-            payload: new URLSearchParams(
-              Object.entries(route.body ?? {}).map(([k, v]): [string, string] => [k, String(v)]),
-            ).toString(),
-          });
+          const form = new URLSearchParams(
+            Object.entries(route.body ?? {}).map(([k, v]): [string, string] => [k, String(v)]),
+          );
+          const res = await send(form.toString(), 'application/x-www-form-urlencoded');
           expectError(res, 415);
         });
       }
 
       it('rejects __proto__ pollution attempts with 400', async () => {
         const payload = `{"__proto__": {"admin": true}, ${JSON.stringify(route.body).slice(1)}`;
-        const res = await stack.app.inject({
-          method: route.method,
-          url: route.url,
-          headers: headers(),
-          payload,
-        });
+        const res = await send(payload);
         expectError(res, 400);
       });
     });

@@ -11,6 +11,11 @@ describe('gateway routes: what works', () => {
     await stack?.close();
   });
 
+  const createProject = (
+    headers: { authorization: string },
+    payload: { name: string; environment?: string },
+  ) => stack.app.inject({ method: 'POST', url: '/admin/v1/projects', headers, payload });
+
   it('liveness answers 200 and every response carries a request id (echoing a valid one)', async () => {
     const res = await stack.app.inject({ method: 'GET', url: '/healthz' });
     expect(res.statusCode).toBe(200);
@@ -131,12 +136,7 @@ describe('gateway routes: what works', () => {
       tenant: { id: tenant.id },
     });
 
-    const created = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/projects',
-      headers: auth,
-      payload: { name: 'web-app' },
-    });
+    const created = await createProject(auth, { name: 'web-app' });
     expect(created.statusCode).toBe(201);
     expect(created.json()).toMatchObject({
       name: 'web-app',
@@ -145,20 +145,10 @@ describe('gateway routes: what works', () => {
     });
     expect(created.json().id).toMatch(/^prj_/);
 
-    const staging = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/projects',
-      headers: auth,
-      payload: { name: 'web-app-staging', environment: 'staging' },
-    });
+    const staging = await createProject(auth, { name: 'web-app-staging', environment: 'staging' });
     expect(staging.json().environment).toBe('staging');
 
-    const dup = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/projects',
-      headers: auth,
-      payload: { name: 'web-app' },
-    });
+    const dup = await createProject(auth, { name: 'web-app' });
     expect(dup.statusCode).toBe(409);
     expect(Object.keys(dup.json())).toEqual(['error']);
 
@@ -173,12 +163,7 @@ describe('gateway routes: what works', () => {
       headers: await stack.ownerAuth(),
     });
     expect(ownerList.json().projects.map((p: { name: string }) => p.name)).not.toContain('web-app-staging');
-    const sameName = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/projects',
-      headers: await stack.ownerAuth(),
-      payload: { name: 'web-app' },
-    });
+    const sameName = await createProject(await stack.ownerAuth(), { name: 'web-app' });
     expect(sameName.statusCode).toBe(201);
 
     const logout = await stack.app.inject({ method: 'POST', url: '/admin/v1/auth/logout', headers: auth });

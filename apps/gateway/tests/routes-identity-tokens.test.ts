@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
+import { tenant } from './support/tenant.ts';
 
-const PASSWORD = 'a long enough password';
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 /** POST/GET/DELETE /v1/projects/{project_id}/identities/{identity_id}/tokens through the gateway. */
@@ -15,25 +15,9 @@ describe('gateway routes: identity tokens', () => {
 
   beforeAll(async () => {
     stack = await startStack('gw_identity');
-    await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/signup',
-      payload: { email: 'idt@example.test', password: PASSWORD, tenant_name: 'Idt' },
-    });
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      payload: { email: 'idt@example.test', password: PASSWORD },
-    });
-    owner = bearer(login.json().token);
-    projectId = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/admin/v1/projects',
-        headers: owner,
-        payload: { name: 'p' },
-      })
-    ).json().id;
+    const idt = await tenant(stack, { email: 'idt@example.test', name: 'Idt' });
+    owner = idt.auth;
+    projectId = await idt.project('p');
     const bot = (name: string, role: string) =>
       stack.app.inject({
         method: 'POST',

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
-
-const PASSWORD = 'a long enough password';
+import { tenant } from './support/tenant.ts';
 
 /** Tenant switching and member management through the gateway, on the real services. */
 describe('gateway routes: tenant switching and members', () => {
@@ -16,28 +15,8 @@ describe('gateway routes: tenant switching and members', () => {
   });
 
   /** A user who signed up with a tenant of their own, and a bearer header for their session. */
-  async function signup(label: string) {
-    const email = `${label}-${++seq}@example.test`;
-    const res = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/signup',
-      payload: { email, password: PASSWORD, tenant_name: `${label} co` },
-    });
-    expect(res.statusCode).toBe(201);
-    const { user, tenant } = res.json();
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      payload: { email, password: PASSWORD },
-    });
-    expect(login.statusCode).toBe(200);
-    return {
-      email,
-      userId: user.id as string,
-      tenantId: tenant.id as string,
-      auth: { authorization: `Bearer ${login.json().token}` },
-    };
-  }
+  const signup = (label: string) =>
+    tenant(stack, { email: `${label}-${++seq}@example.test`, name: `${label} co` });
 
   const call = (
     method: 'GET' | 'POST' | 'PATCH' | 'DELETE',

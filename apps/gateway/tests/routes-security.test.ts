@@ -2,6 +2,7 @@ import { newToken } from '@relayplane/shared/tokens';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROUTES } from './support/routes.ts';
 import { type Stack, startStack } from './support/stack.ts';
+import { tenant } from './support/tenant.ts';
 
 /** The shared security suite: every authenticated route, every way a bearer can be wrong. */
 describe('gateway routes: authentication and authorization', () => {
@@ -9,17 +10,7 @@ describe('gateway routes: authentication and authorization', () => {
   let userAuth: { authorization: string };
   beforeAll(async () => {
     stack = await startStack('gw_security');
-    await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/signup',
-      payload: { email: 'plain@example.test', password: 'a long enough password', tenant_name: 'Plain' },
-    });
-    const login = await stack.app.inject({
-      method: 'POST',
-      url: '/admin/v1/auth/login',
-      payload: { email: 'plain@example.test', password: 'a long enough password' },
-    });
-    userAuth = { authorization: `Bearer ${login.json().token}` };
+    userAuth = (await tenant(stack, { email: 'plain@example.test', name: 'Plain' })).auth;
   });
   afterAll(async () => {
     await stack?.close();

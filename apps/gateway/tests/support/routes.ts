@@ -12,7 +12,7 @@ export type Auth =
   | 'provider_signature'
   /**
    * OAuth device flow (RFC 8628): a public client id, form or JSON, OAuth errors
-   * (`{"error": "<code>"}`), tested in src/routes/device-flow.test.ts.
+   * (`{"error": "<code>"}`), tested in routes-device-flow.test.ts.
    */
   | 'oauth_client'
   /** The HTML verification page's form post: the session cookie plus a hidden CSRF field. */

@@ -2,14 +2,11 @@ import type { BillingClient } from './clients.ts';
 import { TtlCache } from './ttl-cache.ts';
 
 export interface Entitlements {
-  planId: string;
   planName: string;
   maxConcurrentConnections: number;
   maxCredentialTtlSeconds: number;
   /** Billing's answer when the connection cap is reached (names the limit and the plan). */
   connectionsExceeded: string;
-  /** Billing's answer when a requested TTL is over the plan's maximum. */
-  ttlExceeded: string;
 }
 
 /** A tenant's plan limits, cached briefly (plan changes also invalidate through the bus). */
@@ -35,14 +32,12 @@ export class EntitlementCache {
       const connections = find('max_concurrent_connections');
       const ttl = find('max_credential_ttl_seconds');
       return {
-        planId: res.planId,
         planName: res.planName,
         maxConcurrentConnections: connections?.value ?? 0,
         maxCredentialTtlSeconds: ttl?.value ?? 60,
         connectionsExceeded:
           connections?.exceededMessage ||
           `concurrent connection limit reached on the ${res.planId} plan; upgrade the plan for more`,
-        ttlExceeded: ttl?.exceededMessage || `ttl_seconds exceeds the ${res.planId} plan's maximum`,
       };
     });
   }

@@ -45,7 +45,7 @@ export interface Page {
   body: string;
 }
 
-export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** Sends `content` as a complete page with the security headers above. */
 export function page(reply: FastifyReply, status: number, content: Page): FastifyReply {

@@ -74,9 +74,9 @@ interface Pending {
 }
 
 /** Requests per batch message at most. */
-export const MAX_REQUESTS_PER_MESSAGE = 256;
+const MAX_REQUESTS_PER_MESSAGE = 256;
 /** After an issuer answered UNIMPLEMENTED to the batched method, how long new lanes do without it. */
-export const BATCHES_RETRY_AFTER_MS = 5 * 60_000;
+const BATCHES_RETRY_AFTER_MS = 5 * 60_000;
 
 export class IssuanceClient {
   readonly #issuer: IssuerClient;

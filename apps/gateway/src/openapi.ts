@@ -28,7 +28,7 @@ declare module 'fastify' {
   }
 }
 
-export const OPENAPI_INFO = {
+const OPENAPI_INFO = {
   title: 'Relayplane control plane API',
   version: '1.0.0',
   license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },

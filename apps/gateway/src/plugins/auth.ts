@@ -30,13 +30,13 @@ export interface Authenticated {
 }
 
 /** A valid bot or identity token on an operation that needs a user: 403, the token itself is fine. */
-export const BOT_TOKEN_REFUSED_MESSAGE =
+const BOT_TOKEN_REFUSED_MESSAGE =
   'this operation needs a user session; bot tokens and identity tokens are not accepted';
 /** Identity token creation: a bot token is refused (contract: a user session or an identity token only). */
-export const IDENTITY_CALLER_MESSAGE =
+const IDENTITY_CALLER_MESSAGE =
   'identity tokens can be created with a user session or an identity token only; bot tokens are not accepted';
 /** An API key where a bearer token is needed: the key is valid or not, it is the wrong kind (403). */
-export const API_KEY_REFUSED_MESSAGE =
+const API_KEY_REFUSED_MESSAGE =
   'API keys authenticate credential issuance only; this operation needs a bearer token';
 
 export interface ApiKeyAuth {
@@ -47,7 +47,7 @@ export interface ApiKeyAuth {
 }
 
 /** A BlockList of normalised CIDRs (as admin stores them). */
-export function allowlistOf(cidrs: readonly string[]): BlockList | undefined {
+function allowlistOf(cidrs: readonly string[]): BlockList | undefined {
   if (cidrs.length === 0) return undefined;
   const list = new BlockList();
   for (const cidr of cidrs) {
@@ -75,14 +75,14 @@ declare module 'fastify' {
 /** `svc_live_` / `svc_test_` + 64 lowercase hex: anything else is rejected before any lookup. */
 export const API_KEY_PATTERN = /^svc_(live|test)_[0-9a-f]{64}$/;
 
-export function apiKeyHash(key: string): string {
+function apiKeyHash(key: string): string {
   return hash('sha256', key, 'hex');
 }
 
 const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
 
 /** The bearer token of a request, or a 401 that says what is wrong. Never touches a database. */
-export function bearerToken(request: FastifyRequest): string {
+function bearerToken(request: FastifyRequest): string {
   const header = request.headers.authorization;
   if (header === undefined || header === '') {
     if (request.headers['x-api-key'] !== undefined) throw new AppError('forbidden', API_KEY_REFUSED_MESSAGE);

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** The session cookie login sets: the same `rpu_` token the body answers. */
 export const SESSION_COOKIE = 'rp_session';
-export const CSRF_HEADER = 'x-csrf-token';
+const CSRF_HEADER = 'x-csrf-token';
 export const CSRF_REFUSED_MESSAGE = 'missing or invalid CSRF token';
 
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -53,7 +53,7 @@ export function requireCsrf(request: FastifyRequest, sessionToken: string): void
  * token in a SameSite=Strict cookie and in the form, which must match (double submit). A
  * cross-site form post cannot send the cookie, nor read the page to learn the field.
  */
-export const LOGIN_CSRF_COOKIE = 'rp_login_csrf';
+const LOGIN_CSRF_COOKIE = 'rp_login_csrf';
 
 export function issueLoginCsrf(request: FastifyRequest, reply: FastifyReply, path: string): string {
   const token = randomBytes(32).toString('base64url');

@@ -22,7 +22,7 @@ function fieldName(instancePath: string, extra?: unknown): string {
 }
 
 /** One clear sentence for a schema failure: unknown fields first, then missing ones, then the rest. */
-export function describeValidation(issues: readonly ValidationIssue[], context: string | undefined): string {
+function describeValidation(issues: readonly ValidationIssue[], context: string | undefined): string {
   const where = CONTEXT_NAMES[context ?? 'body'] ?? 'request';
   const unknown = issues.filter((i) => i.keyword === 'additionalProperties');
   if (unknown.length) {

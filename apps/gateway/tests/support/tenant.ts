@@ -9,7 +9,7 @@ import type { Stack } from './stack.ts';
 
 export const PASSWORD = 'a long enough password';
 
-export type Bearer = { authorization: string };
+type Bearer = { authorization: string };
 
 export interface Tenant {
   email: string;

@@ -205,4 +205,35 @@ describe('gateway routes: what works', () => {
     const next = rotate.json().keys.find((k: { state: string }) => k.state === 'next');
     expect(Date.parse(next.eligible_at)).toBeGreaterThan(Date.now());
   });
+
+  it('answers every HTML page with the same security headers: the checkout page and the device page alike', async () => {
+    const pages = {
+      checkout: await stack.app.inject({ method: 'GET', url: '/billing/checkout/cks_00000000000000000000' }),
+      device: await stack.app.inject({ method: 'GET', url: '/device' }),
+    };
+    const security = (res: { headers: Record<string, unknown> }) =>
+      Object.fromEntries(
+        [
+          'content-type',
+          'cache-control',
+          'content-security-policy',
+          'x-frame-options',
+          'referrer-policy',
+          'x-content-type-options',
+        ].map((name) => [name, res.headers[name]]),
+      );
+    expect(pages.checkout.statusCode).toBe(404);
+    expect(pages.device.statusCode).toBe(200);
+    for (const res of Object.values(pages)) {
+      expect(security(res)).toEqual({
+        'content-type': 'text/html; charset=utf-8',
+        'cache-control': 'no-store',
+        'content-security-policy':
+          "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        'x-frame-options': 'DENY',
+        'referrer-policy': 'no-referrer',
+        'x-content-type-options': 'nosniff',
+      });
+    }
+  });
 });

@@ -14,4 +14,13 @@ if (!installed && !process.features.typescript) {
   );
   process.exit(1);
 }
+if (installed) {
+  // An installed copy resolves the workspace packages it uses (@relayplane/shared/contract) to
+  // their builds, under the same export condition the service images run with.
+  const { registerHooks } = await import('node:module');
+  registerHooks({
+    resolve: (specifier, context, next) =>
+      next(specifier, { ...context, conditions: [...context.conditions, 'relayplane-dist'] }),
+  });
+}
 await import(installed ? '../dist/main.js' : '../src/main.ts');

@@ -68,6 +68,28 @@ export function isCredentialScope(value: string): value is CredentialScope {
   return (CREDENTIAL_SCOPES as readonly string[]).includes(value);
 }
 
+/**
+ * An API key's mode, carried into the credentials it asks for (claim `mode`): test keys let a
+ * customer's staging traffic be told apart from production.
+ */
+export const KEY_MODES = { live: 'live', test: 'test' } as const;
+export type KeyMode = (typeof KEY_MODES)[keyof typeof KEY_MODES];
+export const KEY_MODE_NAMES = [KEY_MODES.live, KEY_MODES.test] as const;
+export const DEFAULT_KEY_MODE: KeyMode = KEY_MODES.live;
+
+export function isKeyMode(value: string): value is KeyMode {
+  return (KEY_MODE_NAMES as readonly string[]).includes(value);
+}
+
+/** A project's `environment`. */
+export const PROJECT_ENVIRONMENTS = ['production', 'staging', 'development'] as const;
+export type ProjectEnvironment = (typeof PROJECT_ENVIRONMENTS)[number];
+export const DEFAULT_PROJECT_ENVIRONMENT: ProjectEnvironment = 'production';
+
+export function isProjectEnvironment(value: string): value is ProjectEnvironment {
+  return (PROJECT_ENVIRONMENTS as readonly string[]).includes(value);
+}
+
 /** Plan ids; the catalogue (limits, prices) is configuration (RELAYPLANE_PLANS_FILE). */
 export const PLANS = { free: 'free', pro: 'pro', enterprise: 'enterprise' } as const;
 export type PlanId = (typeof PLANS)[keyof typeof PLANS];

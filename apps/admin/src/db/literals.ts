@@ -1,7 +1,7 @@
 import { type RawBuilder, sql } from 'kysely';
 
 /**
- * `'a', 'b', …` for a check constraint over values that contract.ts owns (role names), so a
+ * `'a', 'b', …` for a check constraint over values that contract.ts owns (roles, key modes, environments), so a
  * migration does not spell them a second time. A migration that changes such a set replaces
  * the constraint itself; a fresh database runs both and ends the same.
  */

@@ -6,16 +6,17 @@
  * four are kept so people can recognise a key in a list without it being recoverable.
  */
 import { randomBytes } from 'node:crypto';
-import { CREDENTIAL_SCOPES, type CredentialScope, isCredentialScope } from '@relayplane/shared/contract';
+import {
+  CREDENTIAL_SCOPES,
+  type CredentialScope,
+  DEFAULT_KEY_MODE,
+  isCredentialScope,
+  isKeyMode,
+  KEY_MODE_NAMES,
+  type KeyMode,
+} from '@relayplane/shared/contract';
 import { hashToken } from '@relayplane/shared/tokens';
-import type { Checked } from './validation.ts';
-
-const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
-const fail = <T>(message: string): Checked<T> => ({ ok: false, message });
-
-export const API_KEY_MODES = ['live', 'test'] as const;
-export type ApiKeyMode = (typeof API_KEY_MODES)[number];
-export const DEFAULT_API_KEY_MODE: ApiKeyMode = 'live';
+import { type Checked, fail, ok } from './validation.ts';
 
 export const API_KEY_NAME_MAX_LENGTH = 64;
 /** `svc_live_` + 4 hex: enough to tell keys apart, far too little to guess one. */
@@ -35,7 +36,7 @@ export interface NewApiKeySecret {
   lastFour: string;
 }
 
-export function generateApiKey(mode: ApiKeyMode): NewApiKeySecret {
+export function generateApiKey(mode: KeyMode): NewApiKeySecret {
   const key = `svc_${mode}_${randomBytes(32).toString('hex')}`;
   return {
     key,
@@ -56,10 +57,10 @@ export function isKeyHash(value: string): boolean {
 }
 
 /** An empty mode means live. */
-export function checkApiKeyMode(raw: string): Checked<ApiKeyMode> {
-  if (raw === '') return ok(DEFAULT_API_KEY_MODE);
-  if ((API_KEY_MODES as readonly string[]).includes(raw)) return ok(raw as ApiKeyMode);
-  return fail(`mode must be one of ${API_KEY_MODES.join(', ')}`);
+export function checkApiKeyMode(raw: string): Checked<KeyMode> {
+  if (raw === '') return ok(DEFAULT_KEY_MODE);
+  if (isKeyMode(raw)) return ok(raw);
+  return fail(`mode must be one of ${KEY_MODE_NAMES.join(', ')}`);
 }
 
 /** No scopes means every scope; duplicates are dropped and the result is sorted. */

@@ -6,10 +6,7 @@ import {
   isBotRoleName,
   type RoleName,
 } from '@relayplane/shared/contract';
-import type { Checked } from './validation.ts';
-
-const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
-const fail = <T>(message: string): Checked<T> => ({ ok: false, message });
+import { type Checked, fail, ok } from './validation.ts';
 
 export const BOT_NAME_MAX_LENGTH = 64;
 /** `rpb_` + 4 hex: enough to tell tokens apart, far too little to guess one. */

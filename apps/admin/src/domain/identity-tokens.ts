@@ -2,7 +2,7 @@
 import { PrincipalKind } from '@relayplane/proto/admin';
 import type { RoleName } from '@relayplane/shared/contract';
 import { isPermission, PERMISSIONS, type Permission, permissionsOf } from '@relayplane/shared/iam';
-import type { Checked } from './validation.ts';
+import { type Checked, fail, ok } from './validation.ts';
 
 /** Without `expires_at`: one hour. */
 export const IDENTITY_TOKEN_DEFAULT_TTL_MS = 60 * 60 * 1000;
@@ -12,9 +12,6 @@ export const IDENTITY_TOKEN_MIN_TTL_MS = 60 * 1000;
 export const IDENTITY_TOKEN_MAX_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 /** `rpi_` + 4 hex: enough to tell tokens apart, far too little to guess one. */
 export const IDENTITY_TOKEN_DISPLAY_PREFIX_LENGTH = 8;
-
-const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
-const fail = <T>(message: string): Checked<T> => ({ ok: false, message });
 
 /** At least one scope, each a known permission (docs/iam.md); duplicates folded, matrix order. */
 export function checkIdentityScopes(scopes: readonly string[]): Checked<Permission[]> {

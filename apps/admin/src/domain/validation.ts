@@ -2,11 +2,17 @@
  * Input rules for accounts and projects. Pure: each function returns the normalised value
  * or a message safe to show the caller; the transport decides the error code.
  */
+import {
+  DEFAULT_PROJECT_ENVIRONMENT,
+  isProjectEnvironment,
+  PROJECT_ENVIRONMENTS,
+  type ProjectEnvironment,
+} from '@relayplane/shared/contract';
 
 export type Checked<T> = { ok: true; value: T } | { ok: false; message: string };
 
-const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
-const fail = <T>(message: string): Checked<T> => ({ ok: false, message });
+export const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
+export const fail = <T>(message: string): Checked<T> => ({ ok: false, message });
 
 export const EMAIL_MAX_LENGTH = 254;
 export const PASSWORD_MIN_LENGTH = 12;
@@ -67,13 +73,9 @@ export function checkProjectName(raw: string): Checked<string> {
   return ok(raw);
 }
 
-export const ENVIRONMENTS = ['production', 'staging', 'development'] as const;
-export type Environment = (typeof ENVIRONMENTS)[number];
-export const DEFAULT_ENVIRONMENT: Environment = 'production';
-
 /** An empty environment means the default. */
-export function checkEnvironment(raw: string): Checked<Environment> {
-  if (raw === '') return ok(DEFAULT_ENVIRONMENT);
-  if ((ENVIRONMENTS as readonly string[]).includes(raw)) return ok(raw as Environment);
-  return fail(`environment must be one of ${ENVIRONMENTS.join(', ')}`);
+export function checkEnvironment(raw: string): Checked<ProjectEnvironment> {
+  if (raw === '') return ok(DEFAULT_PROJECT_ENVIRONMENT);
+  if (isProjectEnvironment(raw)) return ok(raw);
+  return fail(`environment must be one of ${PROJECT_ENVIRONMENTS.join(', ')}`);
 }

@@ -1,6 +1,6 @@
+import { DEFAULT_KEY_MODE, isKeyMode } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AdminDatabase, ApiKeysTable } from '../db/schema.ts';
-import { API_KEY_MODES, type ApiKeyMode } from '../domain/api-keys.ts';
 import { type ApiKeyRecord, isForeignKeyViolation } from './records.ts';
 
 export interface NewApiKey extends ApiKeyRecord {
@@ -38,7 +38,7 @@ function toRecord(row: ApiKeyRow): ApiKeyRecord {
     projectId: row.project_id,
     name: row.name,
     // The column's check constraint allows only these.
-    mode: (API_KEY_MODES as readonly string[]).includes(row.mode) ? (row.mode as ApiKeyMode) : 'live',
+    mode: isKeyMode(row.mode) ? row.mode : DEFAULT_KEY_MODE,
     displayPrefix: row.display_prefix,
     lastFour: row.last_four,
     scopes: row.scopes,

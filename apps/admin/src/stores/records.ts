@@ -1,5 +1,4 @@
-import type { BotRoleName, RoleName } from '@relayplane/shared/contract';
-import type { ApiKeyMode } from '../domain/api-keys.ts';
+import type { BotRoleName, KeyMode, RoleName } from '@relayplane/shared/contract';
 
 export interface TenantRecord {
   id: string;
@@ -36,7 +35,7 @@ export interface ApiKeyRecord {
   tenantId: string;
   projectId: string;
   name: string;
-  mode: ApiKeyMode;
+  mode: KeyMode;
   displayPrefix: string;
   lastFour: string;
   scopes: string[];

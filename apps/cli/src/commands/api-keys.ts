@@ -1,11 +1,10 @@
 /** api-keys <project_id>, api-keys create, api-keys revoke. */
+import { CREDENTIAL_SCOPES, KEY_MODE_NAMES, KEY_MODES } from '@relayplane/shared/contract';
 import type { ApiKey } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';
 import { renderFields, renderTable } from '../output.ts';
 import { idArg, listValue, stringValue } from '../parse.ts';
-
-export const KEY_SCOPES = ['relay:session', 'relay:publish', 'relay:subscribe'] as const;
 
 const ONCE_WARNING = 'warning: the API key is shown only once. Store it now; it cannot be retrieved again.';
 
@@ -50,21 +49,21 @@ const create: CommandSpec = {
   summary: 'Create an API key for a project (the key is shown only once)',
   description:
     'The key (svc_live_… or svc_test_…) is printed once; store it in a secret manager. Scopes default to all\n' +
-    `of ${KEY_SCOPES.join(', ')}.`,
+    `of ${CREDENTIAL_SCOPES.join(', ')}.`,
   positionals: [{ name: 'project_id' }],
   options: {
     name: { type: 'string', value: 'name', description: 'a label for the key' },
     mode: {
       type: 'string',
       value: 'mode',
-      choices: ['live', 'test'],
-      description: 'live (default) or test key',
+      choices: KEY_MODE_NAMES,
+      description: `${KEY_MODES.live} (default) or ${KEY_MODES.test} key`,
     },
     scope: {
       type: 'string',
       value: 'scope',
       multiple: true,
-      description: `a scope the key may request (${KEY_SCOPES.join(', ')})`,
+      description: `a scope the key may request (${CREDENTIAL_SCOPES.join(', ')})`,
     },
   },
   examples: [

@@ -1,4 +1,5 @@
 /** bots <project_id>, bots create, bots keys create. */
+import { BOT_ROLE_NAMES, DEFAULT_BOT_ROLE } from '@relayplane/shared/contract';
 import type { Bot, BotKey } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';
@@ -41,8 +42,8 @@ const create: CommandSpec = {
     role: {
       type: 'string',
       value: 'role',
-      choices: ['developer', 'viewer'],
-      description: 'what the bot may do in its project (default developer)',
+      choices: BOT_ROLE_NAMES,
+      description: `what the bot may do in its project (default ${DEFAULT_BOT_ROLE})`,
     },
   },
   async run(ctx, { values, positionals }) {

@@ -1,4 +1,5 @@
 /** credentials issue (with a project API key), credentials revoke. */
+import { CREDENTIAL_TTL_SECONDS, DEFAULT_CREDENTIAL_SCOPES } from '@relayplane/shared/contract';
 import type { RelayCredential } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { UsageError } from '../errors.ts';
@@ -11,7 +12,8 @@ const issue: CommandSpec = {
   summary: 'Issue a relay credential with a project API key',
   description:
     'The API key comes from RELAYPLANE_API_KEY (preferred: it stays out of shell history) or --api-key;\n' +
-    '`--api-key -` reads it from stdin. It is never accepted as an argument. TTL: 60..3600 s (default 600).',
+    '`--api-key -` reads it from stdin. It is never accepted as an argument. ' +
+    `TTL: ${CREDENTIAL_TTL_SECONDS.min}..${CREDENTIAL_TTL_SECONDS.max} s (default ${CREDENTIAL_TTL_SECONDS.default}).`,
   options: {
     'api-key': {
       type: 'string',
@@ -23,7 +25,7 @@ const issue: CommandSpec = {
       type: 'string',
       value: 'scope',
       multiple: true,
-      description: 'scope to request (default relay:session)',
+      description: `scope to request (default ${DEFAULT_CREDENTIAL_SCOPES.join(', ')})`,
     },
     region: { type: 'string', value: 'region', description: 'region label to prefer for relay assignment' },
   },

@@ -1,10 +1,9 @@
 /** projects, projects create. */
+import { PROJECT_ENVIRONMENTS } from '@relayplane/shared/contract';
 import type { Project } from '../api-types.ts';
 import type { CommandSpec, Context } from '../command.ts';
 import { renderFields, renderTable } from '../output.ts';
 import { stringValue } from '../parse.ts';
-
-export const ENVIRONMENTS = ['production', 'staging', 'development'] as const;
 
 async function listProjects(ctx: Context): Promise<void> {
   const { body } = await ctx.api.request<{ projects: Project[] }>('GET', '/admin/v1/projects', {
@@ -37,7 +36,7 @@ const create: CommandSpec = {
     environment: {
       type: 'string',
       value: 'env',
-      choices: ENVIRONMENTS,
+      choices: PROJECT_ENVIRONMENTS,
       description: 'deployment environment (default production)',
     },
   },

@@ -1,4 +1,4 @@
-import { ROLE_NAMES } from '@relayplane/shared/contract';
+import { PROJECT_ENVIRONMENTS, ROLE_NAMES } from '@relayplane/shared/contract';
 import { type Kysely, sql } from 'kysely';
 import { literalList } from '../literals.ts';
 
@@ -51,7 +51,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('tenant_id', 'text', (c) => c.notNull().references('tenants.id').onDelete('cascade'))
     .addColumn('name', 'text', (c) => c.notNull())
     .addColumn('environment', 'text', (c) =>
-      c.notNull().check(sql`environment in ('production', 'staging', 'development')`),
+      c.notNull().check(sql`environment in (${literalList(PROJECT_ENVIRONMENTS)})`),
     )
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addUniqueConstraint('projects_tenant_id_name_key', ['tenant_id', 'name'])

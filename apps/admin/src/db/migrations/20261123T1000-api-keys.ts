@@ -1,4 +1,6 @@
+import { KEY_MODE_NAMES } from '@relayplane/shared/contract';
 import { type Kysely, sql } from 'kysely';
+import { literalList } from '../literals.ts';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   // Lets api_keys reference (project, tenant) together, so a key can never name a tenant its project is not in.
@@ -13,7 +15,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('tenant_id', 'text', (c) => c.notNull().references('tenants.id').onDelete('cascade'))
     .addColumn('project_id', 'text', (c) => c.notNull())
     .addColumn('name', 'text', (c) => c.notNull().defaultTo(''))
-    .addColumn('mode', 'text', (c) => c.notNull().check(sql`mode in ('live', 'test')`))
+    .addColumn('mode', 'text', (c) => c.notNull().check(sql`mode in (${literalList(KEY_MODE_NAMES)})`))
     .addColumn('key_hash', 'text', (c) => c.notNull().check(sql`key_hash ~ '^[0-9a-f]{64}$'`))
     .addColumn('display_prefix', 'text', (c) => c.notNull())
     .addColumn('last_four', 'text', (c) => c.notNull())

@@ -23,6 +23,18 @@ describe('device authorization grant over HTTP', () => {
   const postForm = (url: string, payload: string) =>
     stack.app.inject({ method: 'POST', url, headers: FORM, payload });
 
+  /** Each form body answers 400 with exactly its OAuth error. */
+  async function expectOAuthErrors(url: string, cases: [string, string][]) {
+    for (const [payload, error] of cases) {
+      const res = await postForm(url, payload);
+      expect({ payload, status: res.statusCode, body: res.json() }).toEqual({
+        payload,
+        status: 400,
+        body: { error },
+      });
+    }
+  }
+
   async function startFlow() {
     const res = await postForm(
       '/admin/v1/auth/device/code',
@@ -92,14 +104,7 @@ describe('device authorization grant over HTTP', () => {
       ['client_id=relayplane-cli&client_id=relayplane-cli', 'invalid_request'],
       ['client_id=relayplane-cli&scope=a%22b', 'invalid_scope'],
     ];
-    for (const [payload, error] of cases) {
-      const res = await postForm('/admin/v1/auth/device/code', payload);
-      expect({ payload, status: res.statusCode, body: res.json() }).toEqual({
-        payload,
-        status: 400,
-        body: { error },
-      });
-    }
+    await expectOAuthErrors('/admin/v1/auth/device/code', cases);
     const unknownField = await stack.app.inject({
       method: 'POST',
       url: '/admin/v1/auth/device/code',
@@ -174,14 +179,7 @@ describe('device authorization grant over HTTP', () => {
       [form({ grant_type: GRANT, device_code: 'nope', client_id: 'relayplane-cli' }), 'invalid_grant'],
       [form({ grant_type: GRANT, device_code, client_id: 'someone-else' }), 'invalid_client'],
     ];
-    for (const [payload, error] of cases) {
-      const res = await postForm('/admin/v1/auth/token', payload);
-      expect({ payload, status: res.statusCode, body: res.json() }).toEqual({
-        payload,
-        status: 400,
-        body: { error },
-      });
-    }
+    await expectOAuthErrors('/admin/v1/auth/token', cases);
     const malformed = await stack.app.inject({
       method: 'POST',
       url: '/admin/v1/auth/token',

@@ -9,10 +9,11 @@ import {
   readRedis,
   readYamlFile,
 } from '@relayplane/shared/config';
+import type { PlanId } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
-import { DEFAULT_PLANS, type Plan, type PlanId, resolvePlans } from './domain/plans.ts';
-import { DEFAULT_USAGE_INTERVAL_MS } from './usage/usage.ts';
+import { DEFAULT_PLANS, type Plan, resolvePlans } from './domain/plans.ts';
+import { DEFAULT_USAGE_INTERVAL_MS } from './jobs/usage-aggregation.ts';
 
 export interface BillingConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
@@ -25,7 +26,7 @@ export interface BillingConfig {
   metricsAddress: string | undefined;
   logLevel: LogLevel;
   /**
-   * Redis for the bus (`plans.changed`), the usage job scheduler and the checkout throttle
+   * Redis for the bus (plan changes), the usage job scheduler and the checkout throttle
    * (`BILLING_REDIS_URL`, else `REDIS_URL`). Undefined: in-process twins (embedded mode, or
    * one replica); a plan change then reaches only this process's subscribers.
    */

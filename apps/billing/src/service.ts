@@ -2,6 +2,7 @@ import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
 import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
+import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
@@ -16,18 +17,20 @@ import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shar
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import type Stripe from 'stripe';
-import { Checkout } from './checkout.ts';
 import type { BillingConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { BillingDatabase } from './db/schema.ts';
 import { billingHandlers } from './grpc/billing-handlers.ts';
-import { PlanChanges } from './plan-changes.ts';
+import { UsageAggregation } from './jobs/usage-aggregation.ts';
 import { type BillingProvider, BuiltinProvider } from './providers/provider.ts';
 import { createStripeClient, StripeProvider } from './providers/stripe.ts';
+import { hasMeteredPlan, StripeMeterReporter } from './providers/stripe-meter.ts';
+import { StripeWebhooks } from './providers/stripe-webhooks.ts';
+import { type RedisKeys, redisKeys } from './redis/keys.ts';
+import { CheckoutSessionStore } from './stores/checkout-sessions.ts';
+import { PlanChanges } from './stores/plan-changes.ts';
 import { SubscriptionStore } from './stores/subscriptions.ts';
-import { StripeWebhooks } from './stripe-webhooks.ts';
-import { hasMeteredPlan, StripeMeterReporter } from './usage/stripe-meter.ts';
-import { Usage } from './usage/usage.ts';
+import { UsageStore } from './stores/usage-daily.ts';
 
 const SCHEDULER_QUEUE = 'billing-jobs';
 /** How long start() waits for the throttle's Redis; past it, the per-process limit answers until Redis does. */
@@ -46,6 +49,15 @@ export interface BillingOverrides {
   issuer?: ServiceClient<typeof IssuerRpc>;
 }
 
+/** Redis as this service uses it; undefined without `BILLING_REDIS_URL`. */
+interface RedisSetup {
+  keys: RedisKeys;
+  /** The checkout throttle's connection (request path: short timeouts, never queues). */
+  throttle: RedisConnection;
+  /** Every connection this service opened, closed by destroy. */
+  connections: RedisConnection[];
+}
+
 /** The billing service: plans, prices, subscriptions, entitlements, checkout, usage. */
 export class BillingService {
   readonly config: BillingConfig;
@@ -56,14 +68,12 @@ export class BillingService {
   readonly metrics: Registry;
   readonly bus: Bus;
   readonly scheduler: Scheduler;
-  readonly checkout: Checkout;
-  readonly usage: Usage;
+  readonly usage: UsageAggregation;
   readonly provider: BillingProvider;
   /** Per-tenant checkout throttle (Redis with a per-process fallback, or memory alone). */
   readonly checkoutThrottle: RateLimiter;
   readonly #ownsBus: boolean;
-  readonly #redis: RedisConnection[];
-  readonly #throttleRedis: RedisConnection | undefined;
+  readonly #redis: RedisSetup | undefined;
   readonly #issuer: ServiceClient<typeof IssuerRpc>;
   readonly #ownsIssuer: boolean;
   #metricsServer: MetricsServer | undefined;
@@ -77,19 +87,18 @@ export class BillingService {
     bus: Bus;
     ownsBus: boolean;
     scheduler: Scheduler;
-    redis: RedisConnection[];
-    throttleRedis: RedisConnection | undefined;
+    redis: RedisSetup | undefined;
     issuer: ServiceClient<typeof IssuerRpc> | undefined;
   }) {
-    const { config, logger, database, clock } = deps;
+    const { config, logger, database, clock, redis } = deps;
+    const db = database.db;
     this.config = config;
     this.logger = logger;
     this.database = database;
     this.bus = deps.bus;
     this.#ownsBus = deps.ownsBus;
     this.scheduler = deps.scheduler;
-    this.#redis = deps.redis;
-    this.#throttleRedis = deps.throttleRedis;
+    this.#redis = redis;
     this.#ownsIssuer = deps.issuer === undefined;
     this.#issuer = deps.issuer ?? connect(IssuerRpc, config.issuerAddress);
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
@@ -100,17 +109,16 @@ export class BillingService {
 
     const windowMs = config.checkout.windowSeconds * 1000;
     const memory = new MemoryRateLimiter(clock, windowMs);
-    this.checkoutThrottle =
-      deps.throttleRedis && config.redis
-        ? new FallbackRateLimiter(
-            new RedisRateLimiter(deps.throttleRedis, `${config.redis.prefix}billing:throttle:`, windowMs),
-            memory,
-            logger,
-            'checkout throttle',
-          )
-        : memory;
+    this.checkoutThrottle = redis
+      ? new FallbackRateLimiter(
+          new RedisRateLimiter(redis.throttle, redis.keys.throttle, windowMs),
+          memory,
+          logger,
+          'checkout throttle',
+        )
+      : memory;
 
-    const planChanges = new PlanChanges({ db: database.db, bus: this.bus, clock, logger });
+    const planChanges = new PlanChanges({ db, bus: this.bus, clock, logger });
     let stripe: Stripe | undefined;
     if (config.provider.kind === 'stripe') {
       stripe = createStripeClient(config.provider);
@@ -118,23 +126,13 @@ export class BillingService {
     } else {
       this.provider = new BuiltinProvider();
     }
-    this.checkout = new Checkout({
-      db: database.db,
-      plans: config.plans,
-      provider: this.provider,
-      throttle: this.checkoutThrottle,
-      config: config.checkout,
-      planChanges,
-      clock,
-      logger,
-    });
     const stripeWebhooks =
       stripe && config.provider.kind === 'stripe'
         ? new StripeWebhooks({
             stripe,
             secret: config.provider.webhookSecret,
             toleranceSeconds: config.provider.webhookToleranceSeconds,
-            db: database.db,
+            db,
             plans: config.plans,
             planChanges,
             clock,
@@ -145,15 +143,15 @@ export class BillingService {
     // the built-in provider ignores `stripe_meter_event_name` (there is no one to bill).
     const meter =
       stripe && hasMeteredPlan(config.plans)
-        ? new StripeMeterReporter({ stripe, db: database.db, plans: config.plans, clock, logger })
+        ? new StripeMeterReporter({ stripe, db, plans: config.plans, clock, logger })
         : undefined;
     if (!stripe && hasMeteredPlan(config.plans)) {
       logger.warn(
         'the plans file sets stripe_meter_event_name, but BILLING_PROVIDER is not stripe: no metered usage is reported',
       );
     }
-    this.usage = new Usage({
-      db: database.db,
+    this.usage = new UsageAggregation({
+      db,
       issuer: this.#issuer,
       scheduler: this.scheduler,
       clock,
@@ -165,43 +163,48 @@ export class BillingService {
       BillingRpc,
       billingHandlers({
         plans: config.plans,
-        subscriptions: new SubscriptionStore(database.db),
+        subscriptions: new SubscriptionStore(db),
         planChanges,
-        checkout: this.checkout,
+        checkoutSessions: new CheckoutSessionStore(db),
+        provider: this.provider,
+        checkoutThrottle: this.checkoutThrottle,
+        checkout: config.checkout,
         stripeWebhooks,
-        usage: this.usage,
+        usage: new UsageStore(db),
+        clock,
+        logger,
       }),
     );
   }
 
   static async create(config: BillingConfig, overrides: BillingOverrides = {}): Promise<BillingService> {
-    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'billing' });
-    const redis: RedisConnection[] = [];
+    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.billing });
+    let redis: RedisSetup | undefined;
     let bus = overrides.bus;
     let scheduler = overrides.scheduler;
-    let throttleRedis: RedisConnection | undefined;
     if (config.redis) {
-      if (!bus || !scheduler) {
-        const main = createRedis(config.redis, logger, 'billing');
-        redis.push(main);
-        if (!bus) {
-          const subscriber = createRedis(config.redis, logger, 'billing-bus');
-          redis.push(subscriber);
-          bus = new RedisBus(main, subscriber, config.redis.prefix);
-        }
-        scheduler ??= new BullmqScheduler(SCHEDULER_QUEUE, main, `${config.redis.prefix}bull`, logger);
-      }
-      throttleRedis = createRequestPathRedis(config.redis, logger, {
+      const keys = redisKeys(config.redis.prefix);
+      const throttle = createRequestPathRedis(config.redis, logger, {
         name: 'billing-throttle',
         commandTimeoutMs: config.redisCommandTimeoutMs,
       });
-      redis.push(throttleRedis);
+      redis = { keys, throttle, connections: [throttle] };
+      if (!bus || !scheduler) {
+        const main = createRedis(config.redis, logger, 'billing');
+        redis.connections.push(main);
+        if (!bus) {
+          const subscriber = createRedis(config.redis, logger, 'billing-bus');
+          redis.connections.push(subscriber);
+          bus = new RedisBus(main, subscriber, keys.bus);
+        }
+        scheduler ??= new BullmqScheduler(SCHEDULER_QUEUE, main, keys.bull, logger);
+      }
     } else if (!overrides.bus) {
       logger.warn(
         'no BILLING_REDIS_URL: plan changes are announced in this process only and the checkout throttle is per process',
       );
     }
-    const database = await createDatabase<BillingDatabase>(config.database, 'billing', logger);
+    const database = await createDatabase<BillingDatabase>(config.database, SERVICES.billing, logger);
     return new BillingService({
       config,
       logger,
@@ -211,7 +214,6 @@ export class BillingService {
       ownsBus: overrides.bus === undefined,
       scheduler: scheduler ?? new MemoryScheduler(logger),
       redis,
-      throttleRedis,
       issuer: overrides.issuer,
     });
   }
@@ -222,7 +224,7 @@ export class BillingService {
     if (applied.length) this.logger.info({ applied }, 'migrations applied');
     await this.usage.start();
     await this.scheduler.start();
-    if (this.#throttleRedis && !(await waitReady(this.#throttleRedis, THROTTLE_READY_WAIT_MS))) {
+    if (this.#redis && !(await waitReady(this.#redis.throttle, THROTTLE_READY_WAIT_MS))) {
       this.logger.warn('redis is not reachable yet: the checkout throttle is per process until it is');
     }
     const watch = watchDatabase(this.rpc.health, [BillingRpc.typeName], this.database, this.logger);
@@ -251,7 +253,7 @@ export class BillingService {
     await this.scheduler.close();
     if (this.#ownsIssuer) this.#issuer.close();
     if (this.#ownsBus) await this.bus.close();
-    for (const connection of this.#redis) connection.disconnect();
+    for (const connection of this.#redis?.connections ?? []) connection.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
     await this.#metricsServer?.close();

@@ -1,11 +1,11 @@
 /** Starts a real billing service (PostgreSQL, Redis) for a test file, and listens on its bus. */
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { RedisBus } from '@relayplane/shared/bus';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import { Redis } from 'ioredis';
 import { type BillingConfig, readBillingConfig } from '../src/config.ts';
-import { PLANS_CHANGED_CHANNEL } from '../src/plan-changes.ts';
 import { type BillingOverrides, BillingService } from '../src/service.ts';
 
 export interface Billing {
@@ -47,7 +47,7 @@ export class PlanChangeListener {
     const pub = new Redis(url);
     const bus = new RedisBus(pub, new Redis(url), prefix);
     const listener = new PlanChangeListener(bus);
-    await bus.subscribe(PLANS_CHANGED_CHANNEL, (tenantId) => {
+    await bus.subscribe(BUS_CHANNELS.plansChanged, (tenantId) => {
       listener.received.push(tenantId);
       for (const w of listener.#waiters.filter((w) => w.tenantId === tenantId)) w.resolve();
     });

@@ -4,8 +4,6 @@
  * the counts, PostgreSQL real. The customer comes from a signed webhook; each completed UTC day
  * is sent once, today never, a failed call is retried by the next aggregation.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { ManualClock } from '@relayplane/shared/clock';
 import { newId } from '@relayplane/shared/ids';
 import { MemoryScheduler } from '@relayplane/shared/scheduler';
@@ -14,9 +12,15 @@ import { createTestDatabase, type TestDatabase } from '@relayplane/testing/stora
 import { sql } from 'kysely';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newKek, type RunningIssuer, startIssuer } from '../../issuer/tests/support.ts';
+import {
+  insertCredentials as insertIssuerCredentials,
+  newKek,
+  type RunningIssuer,
+  startIssuer,
+} from '../../issuer/tests/support.ts';
 import { DEFAULT_PLANS } from '../src/domain/plans.ts';
 import { type Billing, startBilling } from './harness.ts';
+import { type StripeApi, startStripeApi } from './stripe-api.ts';
 
 const SECRET_KEY = 'sk_test_relayplanemetered';
 const WEBHOOK_SECRET = 'whsec_relayplanemeteredsecret';
@@ -38,52 +42,37 @@ interface MeterRequest {
 class FakeStripe {
   readonly requests: MeterRequest[] = [];
   fail = false;
-  #server: Server | undefined;
+  #api: StripeApi | undefined;
 
   async start(): Promise<string> {
-    this.#server = createServer((req, res) => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      req.on('end', () => {
-        res.setHeader('content-type', 'application/json');
-        if (req.method !== 'POST' || req.url !== '/v1/billing/meter_events') {
-          res.statusCode = 404;
-          res.end(
-            JSON.stringify({ error: { type: 'invalid_request_error', message: 'Unrecognized request URL' } }),
-          );
-          return;
-        }
-        const form = new URLSearchParams(body);
-        if (this.fail) {
-          this.requests.push({ form, status: 500 });
-          res.statusCode = 500;
+    this.#api = await startStripeApi(({ method, path, form }) => {
+      if (method !== 'POST' || path !== '/v1/billing/meter_events') return undefined;
+      if (this.fail) {
+        this.requests.push({ form, status: 500 });
+        return {
+          status: 500,
           // One request per failed call (no SDK retry), so the test counts calls exactly.
-          res.setHeader('stripe-should-retry', 'false');
-          res.end(JSON.stringify({ error: { type: 'api_error', message: 'Something went wrong' } }));
-          return;
-        }
-        this.requests.push({ form, status: 200 });
-        res.end(
-          JSON.stringify({
-            object: 'billing.meter_event',
-            created: Math.floor(Date.now() / 1000),
-            event_name: form.get('event_name'),
-            identifier: form.get('identifier'),
-            livemode: false,
-            payload: {
-              stripe_customer_id: form.get('payload[stripe_customer_id]'),
-              value: form.get('payload[value]'),
-            },
-            timestamp: Number(form.get('timestamp')),
-          }),
-        );
-      });
+          headers: { 'stripe-should-retry': 'false' },
+          body: { error: { type: 'api_error', message: 'Something went wrong' } },
+        };
+      }
+      this.requests.push({ form, status: 200 });
+      return {
+        body: {
+          object: 'billing.meter_event',
+          created: Math.floor(Date.now() / 1000),
+          event_name: form.get('event_name'),
+          identifier: form.get('identifier'),
+          livemode: false,
+          payload: {
+            stripe_customer_id: form.get('payload[stripe_customer_id]'),
+            value: form.get('payload[value]'),
+          },
+          timestamp: Number(form.get('timestamp')),
+        },
+      };
     });
-    await new Promise<void>((resolve) => this.#server?.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this.#api.url;
   }
 
   /** Identifiers Stripe accepted, in order. */
@@ -92,7 +81,7 @@ class FakeStripe {
   }
 
   async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.#server?.close(() => resolve()));
+    await this.#api?.close();
   }
 }
 
@@ -154,30 +143,17 @@ describe('Stripe metered usage (SDK against a local Stripe API, real issuer, Pos
     ).filter((r) => [tMetered, tUnmetered, tNoCustomer].includes(r.tenant_id));
   }
 
-  async function insertCredentials(rows: { tenant: string; issued: Date; expires: Date }[]): Promise<void> {
-    const kid = issuer.service.keys.activeSigningKey().kid;
+  /** Credential rows straight into the issuer's table, one project per tenant and call. */
+  function insertCredentials(rows: { tenant: string; issued: Date; expires: Date }[]): Promise<void> {
     const projects = new Map<string, string>();
-    await issuer.service.database.db
-      .insertInto('credentials')
-      .values(
-        rows.map((r) => {
-          const project = projects.get(r.tenant) ?? newId('project');
-          projects.set(r.tenant, project);
-          return {
-            jti: newId('session').replace('ses_', 'crd_'),
-            tenant_id: r.tenant,
-            project_id: project,
-            api_key_id: newId('apiKey'),
-            kid,
-            mode: 'live' as const,
-            scopes: 'relay:session',
-            issued_at: r.issued,
-            expires_at: r.expires,
-            revoked_at: null,
-          };
-        }),
-      )
-      .execute();
+    return insertIssuerCredentials(
+      issuer.service,
+      rows.map((r) => {
+        const project = projects.get(r.tenant) ?? newId('project');
+        projects.set(r.tenant, project);
+        return { ...r, project };
+      }),
+    );
   }
 
   beforeAll(async () => {

@@ -3,8 +3,6 @@
  * official SDK pointed at it), and webhooks signed the way Stripe signs them. Stripe is the
  * only thing faked; PostgreSQL, Redis and the bus are real.
  */
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { ManualClock } from '@relayplane/shared/clock';
 import { newId } from '@relayplane/shared/ids';
 import {
@@ -17,72 +15,49 @@ import Stripe from 'stripe';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PLANS } from '../src/domain/plans.ts';
 import { type Billing, PlanChangeListener, startBilling } from './harness.ts';
+import { type StripeApi, type StripeRequest, startStripeApi } from './stripe-api.ts';
 
 const SECRET_KEY = 'sk_test_relayplane123';
 const WEBHOOK_SECRET = 'whsec_relayplanetestsecret';
 const BASE = 'https://relay.example.com';
 
-interface Recorded {
-  method: string;
-  path: string;
-  headers: IncomingHttpHeaders;
-  form: URLSearchParams;
-}
-
 /** Speaks POST /v1/checkout/sessions like Stripe; `fail` makes it answer an API error. */
 class FakeStripe {
-  readonly requests: Recorded[] = [];
+  readonly requests: StripeRequest[] = [];
   fail = false;
-  #server: Server | undefined;
+  #api: StripeApi | undefined;
   #n = 0;
 
   async start(): Promise<string> {
-    this.#server = createServer((req, res) => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      req.on('end', () => {
-        const form = new URLSearchParams(body);
-        this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, form });
-        res.setHeader('content-type', 'application/json');
-        if (req.method !== 'POST' || req.url !== '/v1/checkout/sessions') {
-          res.statusCode = 404;
-          res.end(
-            JSON.stringify({ error: { type: 'invalid_request_error', message: 'Unrecognized request URL' } }),
-          );
-          return;
-        }
-        if (this.fail) {
-          res.statusCode = 400;
-          res.end(JSON.stringify({ error: { type: 'invalid_request_error', message: 'No such price' } }));
-          return;
-        }
-        const id = `cs_test_${++this.#n}`;
-        res.end(
-          JSON.stringify({
-            id,
-            object: 'checkout.session',
-            mode: form.get('mode'),
-            client_reference_id: form.get('client_reference_id'),
-            metadata: {
-              tenant_id: form.get('metadata[tenant_id]'),
-              plan_id: form.get('metadata[plan_id]'),
-              checkout_session_id: form.get('metadata[checkout_session_id]'),
-            },
-            status: 'open',
-            url: `https://checkout.stripe.test/c/pay/${id}`,
-          }),
-        );
-      });
+    this.#api = await startStripeApi((req) => {
+      this.requests.push(req);
+      if (req.method !== 'POST' || req.path !== '/v1/checkout/sessions') return undefined;
+      if (this.fail) {
+        return { status: 400, body: { error: { type: 'invalid_request_error', message: 'No such price' } } };
+      }
+      const { form } = req;
+      const id = `cs_test_${++this.#n}`;
+      return {
+        body: {
+          id,
+          object: 'checkout.session',
+          mode: form.get('mode'),
+          client_reference_id: form.get('client_reference_id'),
+          metadata: {
+            tenant_id: form.get('metadata[tenant_id]'),
+            plan_id: form.get('metadata[plan_id]'),
+            checkout_session_id: form.get('metadata[checkout_session_id]'),
+          },
+          status: 'open',
+          url: `https://checkout.stripe.test/c/pay/${id}`,
+        },
+      };
     });
-    await new Promise<void>((resolve) => this.#server?.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this.#api.url;
   }
 
   async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.#server?.close(() => resolve()));
+    await this.#api?.close();
   }
 }
 
@@ -175,7 +150,7 @@ describe('Stripe provider (SDK against a local Stripe API, signed webhooks)', ()
       });
       const session = res.session;
       expect(fake.requests).toHaveLength(before + 1);
-      const sent = fake.requests.at(-1) as Recorded;
+      const sent = fake.requests.at(-1) as StripeRequest;
       expect(sent.method).toBe('POST');
       expect(sent.path).toBe('/v1/checkout/sessions');
       expect(sent.headers.authorization).toBe(`Bearer ${SECRET_KEY}`);
@@ -252,7 +227,7 @@ describe('Stripe provider (SDK against a local Stripe API, signed webhooks)', ()
         planId: 'pro',
         publicBaseUrl: BASE,
       });
-      const sent = fake.requests.at(-1) as Recorded;
+      const sent = fake.requests.at(-1) as StripeRequest;
       const payload = event('checkout.session.completed', {
         id: `cs_test_${fake.requests.length}`,
         object: 'checkout.session',

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { create } from '@bufbuild/protobuf';
+import { GetUsageRequestSchema } from '@relayplane/proto/billing';
 import type { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
-import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler } from '@relayplane/shared/scheduler';
@@ -14,41 +15,26 @@ import { Redis } from 'ioredis';
 import { type KyselyPlugin, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // The real issuer, started in-process as its own tests do (SummarizeUsage served over gRPC).
-import { newKek, type RunningIssuer, startIssuer } from '../../issuer/tests/support.ts';
+import {
+  type CredentialRowInit,
+  eventually,
+  insertCredentials as insertIssuerCredentials,
+  newKek,
+  type RunningIssuer,
+  rejection,
+  startIssuer,
+} from '../../issuer/tests/support.ts';
 import { migrations } from '../src/db/migrations/index.ts';
 import type { BillingDatabase } from '../src/db/schema.ts';
-import { USAGE_AGGREGATION_JOB, Usage, type UsageDay } from '../src/usage/usage.ts';
+import { getUsage } from '../src/grpc/get-usage.ts';
+import { USAGE_AGGREGATION_JOB, UsageAggregation } from '../src/jobs/usage-aggregation.ts';
+import { type UsageDay, UsageStore } from '../src/stores/usage-daily.ts';
 
 const DAY = '2026-05-20';
 const NEXT = '2026-05-21';
 /** `hh:mm` on the scripted day (or `dayOffset` days from it), UTC. */
 const at = (hhmm: string, dayOffset = 0) =>
   new Date(Date.parse(`${DAY}T${hhmm}:00Z`) + dayOffset * 86_400_000);
-
-/** The code of the AppError `promise` rejects with (fails the test if it resolves). */
-async function failure(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    return (err as AppError).code;
-  }
-  throw new Error('expected the call to fail');
-}
-
-async function eventually<T>(
-  probe: () => Promise<T | undefined>,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const usageDay = (day: string, projectId: string, issued: number, peak: number): UsageDay => ({
   day,
@@ -81,39 +67,27 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
         from billing.usage_daily order by tenant_id, day, project_id`.execute(billing.db)
     ).rows;
 
-  async function insertCredentials(
-    rows: { tenant: string; project: string; issued: Date; expires: Date; revoked?: Date }[],
-  ): Promise<void> {
-    const kid = issuer.service.keys.activeSigningKey().kid;
-    await issuer.service.database.db
-      .insertInto('credentials')
-      .values(
-        rows.map((r) => ({
-          jti: newId('session').replace('ses_', 'crd_'),
-          tenant_id: r.tenant,
-          project_id: r.project,
-          api_key_id: newId('apiKey'),
-          kid,
-          mode: 'live' as const,
-          scopes: 'relay:session',
-          issued_at: r.issued,
-          expires_at: r.expires,
-          revoked_at: r.revoked ?? null,
-        })),
-      )
-      .execute();
-  }
+  const insertCredentials = (rows: CredentialRowInit[]) => insertIssuerCredentials(issuer.service, rows);
 
   const newUsage = (
     over: { db?: Database<BillingDatabase>['db']; issuer?: ServiceClient<typeof IssuerRpc> } = {},
   ) =>
-    new Usage({
+    new UsageAggregation({
       db: over.db ?? billing.db,
       issuer: over.issuer ?? issuer.client,
       scheduler: new MemoryScheduler(logger),
       clock,
       logger,
     });
+
+  /** GetUsage as the service answers it: the range checked, then the stored days. */
+  const query = async (tenantId: string, from: string, to: string) =>
+    (
+      await getUsage({ usage: new UsageStore(billing.db) })(
+        create(GetUsageRequestSchema, { tenantId, from, to }),
+        {} as never,
+      )
+    ).days;
 
   // Before the extra credential of the fault tests, and after it.
   const FIRST = [usageDay(DAY, '', 3, 3), usageDay(DAY, pA1, 2, 2), usageDay(DAY, pA2, 1, 1)];
@@ -154,15 +128,15 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
     const usage = newUsage();
     await usage.aggregateDay(DAY);
     await usage.aggregateDay(NEXT);
-    expect(await usage.query(tA, DAY, DAY)).toEqual(FIRST);
-    expect(await usage.query(tB, DAY, NEXT)).toEqual([
+    expect(await query(tA, DAY, DAY)).toEqual(FIRST);
+    expect(await query(tB, DAY, NEXT)).toEqual([
       usageDay(DAY, '', 2, 1),
       usageDay(DAY, pB, 2, 1),
       usageDay(NEXT, '', 0, 1),
       usageDay(NEXT, pB, 0, 1),
     ]);
-    expect(await usage.query(tA, NEXT, '2026-06-30')).toEqual([]);
-    expect(await usage.query(newId('tenant'), DAY, NEXT)).toEqual([]);
+    expect(await query(tA, NEXT, '2026-06-30')).toEqual([]);
+    expect(await query(newId('tenant'), DAY, NEXT)).toEqual([]);
   });
 
   it('counts a day once however many times it is aggregated, in turn or at once', async () => {
@@ -174,7 +148,7 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
     await Promise.all([one.aggregateDay(DAY), two.aggregateDay(DAY), two.aggregateDay(DAY)]);
     expect(await rawRows()).toEqual(before);
     expect(before.filter((r) => r.day === DAY)).toHaveLength(5);
-    expect(await two.query(tA, DAY, DAY)).toEqual(FIRST);
+    expect(await query(tA, DAY, DAY)).toEqual(FIRST);
   });
 
   it('lets two workers replacing the same day at the same moment take turns', async () => {
@@ -214,7 +188,7 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
     );
     release();
     await Promise.all([one, two]);
-    expect(await newUsage().query(tA, DAY, DAY)).toEqual(FIRST);
+    expect(await query(tA, DAY, DAY)).toEqual(FIRST);
     expect((await rawRows()).filter((r) => r.day === DAY)).toHaveLength(5);
   });
 
@@ -228,10 +202,10 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
       [tA, '2025-05-19', DAY], // 367 days: 366 (inclusive) is the longest range
     ] as const;
     for (const [tenant, from, to] of bad) {
-      expect(await failure(usage.query(tenant, from, to))).toBe('invalid_request');
+      expect((await rejection(query(tenant, from, to))).code).toBe('invalid_request');
     }
-    expect(await usage.query(tA, '2025-05-20', DAY)).toEqual(FIRST);
-    expect(await failure(usage.aggregateDay('20260520'))).toBe('invalid_request');
+    expect(await query(tA, '2025-05-20', DAY)).toEqual(FIRST);
+    expect((await rejection(usage.aggregateDay('20260520'))).code).toBe('invalid_request');
   });
 
   describe('a job that dies half-way', () => {
@@ -251,9 +225,9 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
       await expect(newUsage({ db: billing.db.withPlugin(failing) }).aggregateDay(DAY)).rejects.toThrow(
         'worker died',
       );
-      expect(await newUsage().query(tA, DAY, DAY)).toEqual(FIRST);
+      expect(await query(tA, DAY, DAY)).toEqual(FIRST);
       await newUsage().aggregateDay(DAY);
-      expect(await newUsage().query(tA, DAY, DAY)).toEqual(SECOND);
+      expect(await query(tA, DAY, DAY)).toEqual(SECOND);
     });
 
     it('loses and doubles nothing when the server drops the connection mid-transaction', async () => {
@@ -285,7 +259,7 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
       expect(await rawRows()).toEqual(before);
       await newUsage().aggregateDay(DAY);
       expect(await rawRows()).toEqual(before);
-      expect(await newUsage().query(tA, DAY, DAY)).toEqual(SECOND);
+      expect(await query(tA, DAY, DAY)).toEqual(SECOND);
     });
 
     it('loses and doubles nothing when the worker process is SIGKILLed mid-transaction, and a re-run is exact', async () => {
@@ -298,7 +272,7 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
         cwd: fileURLToPath(new URL('..', import.meta.url)),
         env: {
           ...process.env,
-          USAGE_MODULE: new URL('../src/usage/usage.ts', import.meta.url).href,
+          USAGE_MODULE: new URL('../src/jobs/usage-aggregation.ts', import.meta.url).href,
           BILLING_DATABASE_URL: database.url,
           ISSUER_ADDRESS: `127.0.0.1:${issuer.service.port}`,
           DAY,
@@ -333,14 +307,14 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
       expect(await rawRows()).toEqual(before);
       // A re-run (the job's next attempt) yields the exact values.
       await newUsage().aggregateDay(DAY);
-      expect(await newUsage().query(tA, DAY, DAY)).toEqual(SECOND);
+      expect(await query(tA, DAY, DAY)).toEqual(SECOND);
     });
   });
 
   describe('the scheduled job (bullmq, real Redis)', () => {
     const connections: Redis[] = [];
     const schedulers: BullmqScheduler[] = [];
-    const usages: Usage[] = [];
+    const usages: UsageAggregation[] = [];
 
     afterAll(async () => {
       for (const usage of usages) await usage.stop();
@@ -370,7 +344,7 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
         connections.push(connection);
         const scheduler = new BullmqScheduler('billing-usage', connection, `${redis.prefix}bull`, logger);
         schedulers.push(scheduler);
-        const usage = new Usage({
+        const usage = new UsageAggregation({
           db: billing.db,
           issuer: counting,
           scheduler,
@@ -388,9 +362,8 @@ describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {
       await eventually(async () => (calls >= 12 ? true : undefined), 'the triggered runs');
       for (const usage of usages.splice(0)) await usage.stop();
       for (const scheduler of schedulers.splice(0)) await scheduler.close();
-      const usage = newUsage();
-      expect(await usage.query(tA, DAY, NEXT)).toEqual(SECOND);
-      expect(await usage.query(tB, DAY, NEXT)).toEqual([
+      expect(await query(tA, DAY, NEXT)).toEqual(SECOND);
+      expect(await query(tB, DAY, NEXT)).toEqual([
         usageDay(DAY, '', 2, 1),
         usageDay(DAY, pB, 2, 1),
         usageDay(NEXT, '', 0, 1),
@@ -409,7 +382,7 @@ import { createDatabase } from '@relayplane/shared/db';
 import { createLogger } from '@relayplane/shared/logger';
 import { connect } from '@relayplane/shared/rpc';
 import { MemoryScheduler } from '@relayplane/shared/scheduler';
-const { Usage } = await import(process.env.USAGE_MODULE);
+const { UsageAggregation } = await import(process.env.USAGE_MODULE);
 const logger = createLogger({ level: 'silent', service: 'usage-worker' });
 const database = await createDatabase({ kind: 'postgres', url: process.env.BILLING_DATABASE_URL }, 'billing', logger);
 const deletes = new Set();
@@ -426,7 +399,7 @@ const pauseAfterDelete = {
     return args.result;
   },
 };
-const usage = new Usage({
+const usage = new UsageAggregation({
   db: database.db.withPlugin(pauseAfterDelete),
   issuer: connect(IssuerService, process.env.ISSUER_ADDRESS, { retries: false }),
   scheduler: new MemoryScheduler(logger),

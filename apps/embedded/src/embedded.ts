@@ -12,6 +12,7 @@ import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
 import { DEMO_RELAYS, IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { EnvReader, LOG_LEVELS } from '@relayplane/shared/config';
+import { SERVICES } from '@relayplane/shared/contract';
 import { createLogger } from '@relayplane/shared/logger';
 import { MemoryScheduler } from '@relayplane/shared/scheduler';
 
@@ -67,15 +68,15 @@ export class Embedded {
         }
       : env;
 
-    const kek = r.has('RELAYPLANE_KEK') ? undefined : loadOrCreateKek(join(dataDir, 'issuer'));
+    const kek = r.has('RELAYPLANE_KEK') ? undefined : loadOrCreateKek(join(dataDir, SERVICES.issuer));
     const bus = new MemoryBus();
     const started: { destroy(): Promise<void> }[] = [];
     try {
-      const issuerLogger = createLogger({ level: logLevel, service: 'issuer' });
+      const issuerLogger = createLogger({ level: logLevel, service: SERVICES.issuer });
       const issuer = await IssuerService.create(
         readIssuerConfig(env, {
           listen: loopback,
-          database: { kind: 'pglite', dataDir: join(dataDir, 'issuer', 'db') },
+          database: { kind: 'pglite', dataDir: join(dataDir, SERVICES.issuer, 'db') },
           redis: undefined,
           ...(kek ? { kek: kek.kek } : {}),
           // Demo relays on loopback so a fresh start can issue at once; a relays file replaces them.
@@ -88,11 +89,11 @@ export class Embedded {
       started.push(issuer);
 
       // Billing reads usage from the issuer, so the issuer starts first.
-      const billingLogger = createLogger({ level: logLevel, service: 'billing' });
+      const billingLogger = createLogger({ level: logLevel, service: SERVICES.billing });
       const billing = await BillingService.create(
         readBillingConfig(env, {
           listen: loopback,
-          database: { kind: 'pglite', dataDir: join(dataDir, 'billing') },
+          database: { kind: 'pglite', dataDir: join(dataDir, SERVICES.billing) },
           redis: undefined,
           issuerAddress: `127.0.0.1:${issuer.port}`,
           logLevel,
@@ -105,12 +106,12 @@ export class Embedded {
       const admin = await AdminService.create(
         readAdminConfig(bootstrapEnv, {
           listen: loopback,
-          database: { kind: 'pglite', dataDir: join(dataDir, 'admin') },
+          database: { kind: 'pglite', dataDir: join(dataDir, SERVICES.admin) },
           billingAddress: `127.0.0.1:${billing.port}`,
           redis: undefined,
           logLevel,
         }),
-        { logger: createLogger({ level: logLevel, service: 'admin' }), bus },
+        { logger: createLogger({ level: logLevel, service: SERVICES.admin }), bus },
       );
       await admin.start();
       started.push(admin);
@@ -125,7 +126,7 @@ export class Embedded {
           redis: undefined,
           logLevel,
         }),
-        { logger: createLogger({ level: logLevel, service: 'gateway' }), bus },
+        { logger: createLogger({ level: logLevel, service: SERVICES.gateway }), bus },
       );
       await gateway.start();
 

@@ -1,6 +1,6 @@
 import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import type { IssueCredentialRequest, IssueCredentialsResponse } from '@relayplane/proto/issuer';
+import type { IssueCredentialsResponse } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import type { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
@@ -12,9 +12,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IssuerConfigOverrides } from '../src/config.ts';
 import { migrations } from '../src/db/migrations/index.ts';
 import { redisKeys } from '../src/redis/keys.ts';
-import { credentialJtis, newKek, type RunningIssuer, rejection, startIssuer } from './support.ts';
-
-type IssueInit = Partial<Omit<IssueCredentialRequest, '$typeName'>>;
+import {
+  credentialJtis,
+  type IssueInit,
+  issueRequest,
+  newKek,
+  type RunningIssuer,
+  rejection,
+  startIssuer,
+} from './support.ts';
 
 const RELAYS: IssuerConfigOverrides = {
   relays: {
@@ -40,17 +46,8 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
   const projectId = newId('project');
   const apiKeyId = newId('apiKey');
 
-  const request = (tenantId: string, over: IssueInit = {}): IssueInit => ({
-    tenantId,
-    projectId,
-    apiKeyId,
-    mode: 'live',
-    scopes: ['relay:session'],
-    ttlSeconds: 600,
-    region: '',
-    maxConcurrentConnections: 5,
-    ...over,
-  });
+  const request = (tenantId: string, over: IssueInit = {}) =>
+    issueRequest({ tenantId, projectId, apiKeyId }, over);
 
   const slotsOf = (tenantId: string) => admin.zrange(keys.slots(tenantId), '0', '-1');
   const rowsOf = (tenantId: string) => credentialJtis(a.service, tenantId);

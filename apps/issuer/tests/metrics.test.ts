@@ -1,4 +1,3 @@
-import type { IssueCredentialRequest } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import { ConfigError } from '@relayplane/shared/config';
 import { newId } from '@relayplane/shared/ids';
@@ -6,9 +5,7 @@ import { hasMetric, sampleValue, scrape } from '@relayplane/testing/metrics';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readIssuerConfig } from '../src/config.ts';
-import { newKek, type RunningIssuer, startIssuer } from './support.ts';
-
-type IssueInit = Partial<Omit<IssueCredentialRequest, '$typeName'>>;
+import { type IssueInit, issueRequest, newKek, type RunningIssuer, startIssuer } from './support.ts';
 
 const KEK = newKek().toString('base64');
 const SERVICE = 'relayplane.issuer.v1.IssuerService';
@@ -52,19 +49,9 @@ describe('issuer metrics over real gRPC and HTTP', () => {
   const apiKeyId = newId('apiKey');
   const seen: string[] = [];
 
-  const request = (tenantId: string, over: IssueInit = {}): IssueInit => {
+  const request = (tenantId: string, over: IssueInit = {}) => {
     seen.push(tenantId);
-    return {
-      tenantId,
-      projectId,
-      apiKeyId,
-      mode: 'live',
-      scopes: ['relay:session'],
-      ttlSeconds: 600,
-      region: '',
-      maxConcurrentConnections: 5,
-      ...over,
-    };
+    return issueRequest({ tenantId, projectId, apiKeyId }, over);
   };
 
   beforeAll(async () => {

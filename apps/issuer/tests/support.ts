@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
+import { type IssueCredentialRequest, IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
 import type { Clock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
@@ -157,4 +157,22 @@ export async function insertCredentials(service: IssuerService, rows: Credential
       })),
     )
     .execute();
+}
+
+export type IssueInit = Partial<Omit<IssueCredentialRequest, '$typeName'>>;
+
+/** A valid live request of a project's API key (the session scope, 600 s, cap 5); `over` replaces fields. */
+export function issueRequest(
+  key: { tenantId: string; projectId: string; apiKeyId: string },
+  over: IssueInit = {},
+): IssueInit {
+  return {
+    ...key,
+    mode: 'live',
+    scopes: ['relay:session'],
+    ttlSeconds: 600,
+    region: '',
+    maxConcurrentConnections: 5,
+    ...over,
+  };
 }

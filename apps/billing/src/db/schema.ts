@@ -1,5 +1,5 @@
 import type { ColumnType, Generated } from 'kysely';
-import type { UsageDailyTable } from '../usage/schema.ts';
+import type { CheckoutStatus } from '../domain/checkout.ts';
 
 export interface SubscriptionsTable {
   tenant_id: string;
@@ -9,8 +9,6 @@ export interface SubscriptionsTable {
   /** The tenant's Stripe customer (cus_…), from its checkout and subscription webhooks; null: none known. */
   stripe_customer_id: Generated<string | null>;
 }
-
-export type CheckoutStatus = 'open' | 'completed' | 'expired';
 
 export interface CheckoutSessionsTable {
   id: string;
@@ -35,7 +33,28 @@ export interface WebhookEventsTable {
   received_at: Date;
 }
 
-/** One completed UTC day of a tenant reported to a Stripe meter (sent once: see usage/stripe-meter.ts). */
+/**
+ * One UTC day of usage per tenant and project (`project_id` '' is the tenant's total),
+ * recomputed from the issuer and replaced as a whole day at a time.
+ */
+export interface UsageDailyTable {
+  tenant_id: string;
+  /** Empty: the whole tenant (its own peak, not the sum of its projects' peaks). */
+  project_id: string;
+  /** `date`; written as YYYY-MM-DD, read back with `to_char` (the pg driver would make a local-time Date). */
+  day: ColumnType<Date | string, string, string>;
+  /** int8: pg returns a string, PGlite may return a number or bigint. */
+  credentials_issued: ColumnType<
+    string | number | bigint,
+    string | number | bigint,
+    string | number | bigint
+  >;
+  peak_concurrent_connections: number;
+  /** Taken before the issuer was asked: the rows cover at least everything up to it. */
+  computed_at: Date;
+}
+
+/** One completed UTC day of a tenant reported to a Stripe meter (sent once: see providers/stripe-meter.ts). */
 export interface MeteredUsageReportsTable {
   tenant_id: string;
   /** `date`; written as YYYY-MM-DD, read back with `to_char`. */

@@ -1,6 +1,7 @@
+import { PLAN_IDS } from '@relayplane/shared/contract';
 import { describe, expect, it } from 'vitest';
 import { entitlementsOf } from './entitlements.ts';
-import { DEFAULT_PLANS, PLAN_IDS } from './plans.ts';
+import { DEFAULT_PLANS } from './plans.ts';
 
 describe('entitlements', () => {
   it.each(PLAN_IDS)('answers every limit of the %s plan with its configured value', (id) => {

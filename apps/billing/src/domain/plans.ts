@@ -1,4 +1,5 @@
 /** Plans and prices: the catalogue is configuration, validated here. Pure. */
+import { DEFAULT_PLAN, isPlanId, PLAN_IDS, PLANS, type PlanId } from '@relayplane/shared/contract';
 
 export interface PlanLimits {
   maxConcurrentConnections: number;
@@ -16,7 +17,7 @@ export interface Price {
 }
 
 export interface Plan {
-  id: string;
+  id: PlanId;
   name: string;
   limits: PlanLimits;
   price: Price;
@@ -30,13 +31,10 @@ export interface Plan {
   stripeMeterEventName?: string;
 }
 
-export const PLAN_IDS = ['free', 'pro', 'enterprise'] as const;
-export type PlanId = (typeof PLAN_IDS)[number];
-
 /** Built-in defaults, used when RELAYPLANE_PLANS_FILE is not set; a file overrides per field. */
 export const DEFAULT_PLANS: Record<PlanId, Plan> = {
-  free: {
-    id: 'free',
+  [PLANS.free]: {
+    id: PLANS.free,
     name: 'Free',
     limits: {
       maxConcurrentConnections: 10,
@@ -48,8 +46,8 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
     },
     price: { currency: 'usd', monthlyAmountMinor: 0, contactSales: false },
   },
-  pro: {
-    id: 'pro',
+  [PLANS.pro]: {
+    id: PLANS.pro,
     name: 'Pro',
     limits: {
       maxConcurrentConnections: 1_000,
@@ -61,8 +59,8 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
     },
     price: { currency: 'usd', monthlyAmountMinor: 4_900, contactSales: false },
   },
-  enterprise: {
-    id: 'enterprise',
+  [PLANS.enterprise]: {
+    id: PLANS.enterprise,
     name: 'Enterprise',
     limits: {
       maxConcurrentConnections: 100_000,
@@ -94,7 +92,7 @@ function intIn(v: unknown, min: number, max: number): v is number {
 }
 
 /** What `stripe_meter_event_name` accepts (a Stripe meter's event name). */
-export const STRIPE_METER_EVENT_NAME = /^[a-z0-9_]{1,100}$/;
+const STRIPE_METER_EVENT_NAME = /^[a-z0-9_]{1,100}$/;
 
 /**
  * Validates a plans document (parsed YAML/JSON) and merges it over the defaults.
@@ -109,10 +107,8 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
   if (!isRecord(plans)) throw new Error('plans: must be a mapping of plan id to plan');
   const out = structuredClone(DEFAULT_PLANS);
   for (const [id, raw] of Object.entries(plans)) {
-    if (!(PLAN_IDS as readonly string[]).includes(id)) {
-      throw new Error(`plans.${id}: unknown plan (known: ${PLAN_IDS.join(', ')})`);
-    }
-    const plan = out[id as PlanId];
+    if (!isPlanId(id)) throw new Error(`plans.${id}: unknown plan (known: ${PLAN_IDS.join(', ')})`);
+    const plan = out[id];
     if (!isRecord(raw)) throw new Error(`plans.${id}: must be a mapping`);
     for (const key of Object.keys(raw)) {
       if (!['name', 'limits', 'price', 'stripe_price_id', 'stripe_meter_event_name'].includes(key)) {
@@ -183,6 +179,7 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
   return out;
 }
 
-export function isPlanId(v: string): v is PlanId {
-  return (PLAN_IDS as readonly string[]).includes(v);
+/** The plan a tenant is on: its subscription's, or the default plan without one. */
+export function planIdOf(subscription: { planId: string } | undefined): PlanId {
+  return subscription && isPlanId(subscription.planId) ? subscription.planId : DEFAULT_PLAN;
 }

@@ -1,7 +1,12 @@
 import Stripe from 'stripe';
 import type { ProviderConfig } from '../config.ts';
 import type { Plan } from '../domain/plans.ts';
-import type { BillingProvider, CheckoutRequest, ProviderCheckout } from './provider.ts';
+import {
+  type BillingProvider,
+  type CheckoutRequest,
+  checkoutPageUrl,
+  type ProviderCheckout,
+} from './provider.ts';
 
 type StripeConfig = Extract<ProviderConfig, { kind: 'stripe' }>;
 
@@ -39,7 +44,7 @@ export class StripeProvider implements BillingProvider {
       plan_id: request.plan.id,
       checkout_session_id: request.sessionId,
     };
-    const page = `${request.publicBaseUrl.replace(/\/+$/, '')}/billing/checkout/${request.sessionId}`;
+    const page = checkoutPageUrl(request.publicBaseUrl, request.sessionId);
     const session = await this.#stripe.checkout.sessions.create(
       {
         mode: 'subscription',

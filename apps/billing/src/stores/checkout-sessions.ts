@@ -1,20 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { BillingDatabase, CheckoutSessionsTable, CheckoutStatus } from '../db/schema.ts';
-
-export interface CheckoutSession {
-  id: string;
-  tenantId: string;
-  planId: string;
-  provider: string;
-  status: CheckoutStatus;
-  /** Empty while the provider call is in flight. */
-  url: string;
-  providerReference: string | null;
-  idempotencyKey: string | null;
-  createdAt: Date;
-  expiresAt: Date;
-  completedAt: Date | null;
-}
+import type { BillingDatabase, CheckoutSessionsTable } from '../db/schema.ts';
+import type { CheckoutSession } from '../domain/checkout.ts';
 
 function fromRow(row: Selectable<CheckoutSessionsTable>): CheckoutSession {
   return {

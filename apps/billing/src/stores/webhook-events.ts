@@ -18,14 +18,4 @@ export class WebhookEventStore {
       .executeTakeFirst();
     return row !== undefined;
   }
-
-  async has(provider: string, eventId: string): Promise<boolean> {
-    const row = await this.#db
-      .selectFrom('webhook_events')
-      .select('event_id')
-      .where('provider', '=', provider)
-      .where('event_id', '=', eventId)
-      .executeTakeFirst();
-    return row !== undefined;
-  }
 }

@@ -23,29 +23,30 @@
  * Stripe outage is caught up by the tenant's next aggregated day.
  */
 import type { Clock } from '@relayplane/shared/clock';
+import { isPlanId, type PlanId } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
 import { type Kysely, sql } from 'kysely';
 import type Stripe from 'stripe';
 import type { BillingDatabase } from '../db/schema.ts';
-import { isPlanId, type Plan, type PlanId } from '../domain/plans.ts';
+import type { Plan } from '../domain/plans.ts';
+import { DAY_MS, formatDay } from '../domain/usage-days.ts';
+import type { UsageReporter } from '../jobs/usage-aggregation.ts';
 import { SubscriptionStore } from '../stores/subscriptions.ts';
-import { formatDay, type UsageReporter } from './usage.ts';
 
 /** Completed days looked back over on each call (Stripe accepts meter events up to 35 days old). */
-export const METER_LOOKBACK_DAYS = 30;
+const METER_LOOKBACK_DAYS = 30;
 
-const DAY_MS = 86_400_000;
 // Transaction-scoped advisory lock per (tenant, day): concurrent reporters take turns, and the
 // second finds the first one's row.
 const METER_LOCK = sql`hashtext('relayplane.billing.metered-usage')`;
 
 /** The meter event `identifier` of a tenant's day. */
-export function meterIdentifier(tenantId: string, day: string): string {
+function meterIdentifier(tenantId: string, day: string): string {
   return `${tenantId}:${day}`;
 }
 
 /** The meter event `timestamp` of a day: its last second, UTC, in seconds. */
-export function meterTimestamp(day: string): number {
+function meterTimestamp(day: string): number {
   return Math.floor(Date.parse(`${day}T00:00:00Z`) / 1000) + 86_399;
 }
 
@@ -61,7 +62,7 @@ export class StripeMeterReporter {
   readonly #clock: Clock;
   readonly #logger: Logger;
 
-  /** The `Usage` hook: `(tenantId) => reportTenant(tenantId)` (the rows are read back from the table). */
+  /** The aggregation's hook (the rows are read back from the table). */
   readonly report: UsageReporter = async (tenantId) => {
     await this.reportTenant(tenantId);
   };

@@ -5,22 +5,22 @@
  * transaction, then announced.
  */
 import type { Clock } from '@relayplane/shared/clock';
+import { DEFAULT_PLAN, isPlanId, type PlanId } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import type { Kysely } from 'kysely';
 import type Stripe from 'stripe';
-import { DEFAULT_PLAN } from './checkout.ts';
-import type { BillingDatabase } from './db/schema.ts';
-import { isPlanId, type Plan, type PlanId } from './domain/plans.ts';
-import type { PlanChanges } from './plan-changes.ts';
-import { CheckoutSessionStore } from './stores/checkout-sessions.ts';
-import { SubscriptionStore } from './stores/subscriptions.ts';
-import { WebhookEventStore } from './stores/webhook-events.ts';
+import type { BillingDatabase } from '../db/schema.ts';
+import type { Plan } from '../domain/plans.ts';
+import { CheckoutSessionStore } from '../stores/checkout-sessions.ts';
+import type { PlanChanges } from '../stores/plan-changes.ts';
+import { SubscriptionStore } from '../stores/subscriptions.ts';
+import { WebhookEventStore } from '../stores/webhook-events.ts';
 
-export const REPLAYED_EVENT_MESSAGE = 'webhook event already processed';
+const REPLAYED_EVENT_MESSAGE = 'webhook event already processed';
 
-/** Subscription statuses that keep the paid plan; the ones that end it fall back to free. */
+/** Subscription statuses that keep the paid plan; the ones that end it fall back to the default plan. */
 const ACTIVE_STATUSES = new Set(['active', 'trialing', 'past_due']);
 const ENDED_STATUSES = new Set(['canceled', 'unpaid', 'incomplete_expired']);
 

@@ -1,0 +1,70 @@
+/**
+ * Checkout sessions, how a tenant changes plan: what a creation request may carry, when a
+ * session counts as expired, and how a repeated Idempotency-Key is answered. Pure.
+ */
+import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/shared/contract';
+import { AppError } from '@relayplane/shared/errors';
+
+export type CheckoutStatus = 'open' | 'completed' | 'expired';
+
+export interface CheckoutSession {
+  id: string;
+  tenantId: string;
+  planId: string;
+  provider: string;
+  status: CheckoutStatus;
+  /** Empty while the provider call is in flight. */
+  url: string;
+  providerReference: string | null;
+  idempotencyKey: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+  completedAt: Date | null;
+}
+
+export const CHECKOUT_NOT_FOUND_MESSAGE = 'checkout session not found';
+
+/** The Idempotency-Key of a creation request; null when none was sent (an empty value). */
+export function idempotencyKeyOf(raw: string): string | null {
+  if (raw === '') return null;
+  if (!IDEMPOTENCY_KEY_PATTERN.test(raw)) {
+    throw new AppError('invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters');
+  }
+  return raw;
+}
+
+/** Where the gateway serves pages, without a trailing slash. */
+export function publicBaseUrlOf(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new AppError('invalid_request', 'public_base_url must be an absolute http(s) URL');
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search || url.hash) {
+    throw new AppError('invalid_request', 'public_base_url must be an http(s) URL without query or fragment');
+  }
+  return raw.replace(/\/+$/, '');
+}
+
+/** The session as callers see it: an open session past its expiry is expired. */
+export function sessionView(session: CheckoutSession, now: Date): CheckoutSession {
+  if (session.status === 'open' && session.expiresAt.getTime() <= now.getTime()) {
+    return { ...session, status: 'expired' };
+  }
+  return session;
+}
+
+/**
+ * The answer to a creation whose Idempotency-Key the tenant used before: the earlier session,
+ * if it was for the same plan and its provider call has finished.
+ */
+export function replayOf(earlier: CheckoutSession, planId: string, now: Date): CheckoutSession {
+  if (earlier.planId !== planId) {
+    throw new AppError('conflict', 'this Idempotency-Key was already used for a checkout to another plan');
+  }
+  if (earlier.url === '') {
+    throw new AppError('conflict', 'a checkout request with this Idempotency-Key is still in progress');
+  }
+  return sessionView(earlier, now);
+}

@@ -1,0 +1,36 @@
+/** The UTC days usage is counted by (YYYY-MM-DD), and the ranges GetUsage answers. Pure. */
+import { AppError } from '@relayplane/shared/errors';
+
+/** Longest range GetUsage answers, in days (inclusive of both ends: a leap year). */
+const MAX_USAGE_QUERY_DAYS = 366;
+export const DAY_MS = 86_400_000;
+const DAY_PATTERN = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/** Start of the UTC day `day`; undefined unless `day` is a calendar day as YYYY-MM-DD. */
+export function parseDay(day: string): Date | undefined {
+  const m = DAY_PATTERN.exec(day);
+  if (!m) return undefined;
+  const start = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  return formatDay(start) === day ? start : undefined;
+}
+
+export function formatDay(date: Date): string {
+  return date.toISOString().slice(0, 10);
+}
+
+/** Start of the UTC day `day`, or an `invalid_request` naming the field `name`. */
+export function requireDay(name: string, day: string): Date {
+  const start = parseDay(day);
+  if (!start) throw new AppError('invalid_request', `${name} must be a calendar day as YYYY-MM-DD`);
+  return start;
+}
+
+/** Checks the inclusive range of days [from, to] a usage query asks for. */
+export function requireUsageRange(from: string, to: string): void {
+  const start = requireDay('from', from);
+  const end = requireDay('to', to);
+  if (end < start) throw new AppError('invalid_request', 'from must not be after to');
+  if ((end.getTime() - start.getTime()) / DAY_MS + 1 > MAX_USAGE_QUERY_DAYS) {
+    throw new AppError('invalid_request', `a usage range spans at most ${MAX_USAGE_QUERY_DAYS} days`);
+  }
+}

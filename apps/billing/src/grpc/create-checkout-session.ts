@@ -1,0 +1,108 @@
+import type { BillingService } from '@relayplane/proto/billing';
+import { AppError } from '@relayplane/shared/errors';
+import { newId } from '@relayplane/shared/ids';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { type CheckoutSession, idempotencyKeyOf, publicBaseUrlOf, replayOf } from '../domain/checkout.ts';
+import { planIdOf } from '../domain/plans.ts';
+import { requirePlanId, requireTenantId } from '../domain/requests.ts';
+import { checkoutThrottleKey } from '../redis/keys.ts';
+import type { BillingDeps } from './deps.ts';
+import { checkoutMessage } from './messages.ts';
+
+type CreateDeps = Pick<
+  BillingDeps,
+  | 'plans'
+  | 'subscriptions'
+  | 'checkoutSessions'
+  | 'provider'
+  | 'checkoutThrottle'
+  | 'checkout'
+  | 'clock'
+  | 'logger'
+>;
+
+/**
+ * CreateCheckoutSession: throttled per tenant, idempotent per Idempotency-Key (a replay answers
+ * the stored session, unthrottled and without a provider call). The session is stored before
+ * the provider is called, so a concurrent request with the same key finds it.
+ */
+export function createCheckoutSession(
+  deps: CreateDeps,
+): ServiceImpl<typeof BillingService>['createCheckoutSession'] {
+  const { plans, subscriptions, checkoutSessions: sessions, provider, clock, logger } = deps;
+  return async (req) => {
+    requireTenantId(req.tenantId);
+    const planId = requirePlanId(req.planId);
+    const key = idempotencyKeyOf(req.idempotencyKey);
+    const publicBaseUrl = publicBaseUrlOf(req.publicBaseUrl);
+
+    if (key !== null) {
+      const earlier = await sessions.byIdempotencyKey(req.tenantId, key);
+      if (earlier)
+        return { session: checkoutMessage(replayOf(earlier, planId, clock.now())), replayed: true };
+    }
+
+    const hit = await deps.checkoutThrottle.hit(checkoutThrottleKey(req.tenantId));
+    if (hit.count > deps.checkout.maxPerWindow) {
+      const retryAfterSeconds = Math.max(1, Math.ceil(hit.resetInMs / 1000));
+      throw new AppError(
+        'rate_limited',
+        `too many checkout sessions for this tenant; retry in ${retryAfterSeconds} seconds`,
+        { retryAfterSeconds },
+      );
+    }
+
+    const plan = plans[planId];
+    if (planIdOf(await subscriptions.get(req.tenantId)) === planId) {
+      throw new AppError('conflict', `the tenant is already on the ${planId} plan`);
+    }
+    const refusal = provider.refuses(plan);
+    if (refusal !== undefined) throw new AppError('invalid_request', refusal);
+
+    const now = clock.now();
+    const session: CheckoutSession = {
+      id: newId('checkoutSession'),
+      tenantId: req.tenantId,
+      planId,
+      provider: provider.name,
+      status: 'open',
+      url: '',
+      providerReference: null,
+      idempotencyKey: key,
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + deps.checkout.sessionTtlSeconds * 1000),
+      completedAt: null,
+    };
+    if (!(await sessions.insert(session))) {
+      const earlier = key === null ? undefined : await sessions.byIdempotencyKey(req.tenantId, key);
+      if (!earlier) throw new Error('checkout session insert conflicted but no session was found');
+      return { session: checkoutMessage(replayOf(earlier, planId, clock.now())), replayed: true };
+    }
+    let created: { url: string; reference: string | null };
+    try {
+      created = await provider.createCheckout({
+        sessionId: session.id,
+        tenantId: session.tenantId,
+        plan,
+        publicBaseUrl,
+        expiresAt: session.expiresAt,
+      });
+    } catch (err) {
+      // Forgotten, so the same Idempotency-Key may try again.
+      await sessions.delete(session.id);
+      logger.error({ err, tenantId: session.tenantId, provider: provider.name }, 'checkout provider failed');
+      throw new AppError('internal', 'the billing provider could not create a checkout session', {
+        cause: err,
+      });
+    }
+    await sessions.setProviderResult(session.id, created.url, created.reference);
+    logger.info(
+      { checkoutSessionId: session.id, tenantId: session.tenantId, planId, provider: session.provider },
+      'checkout session created',
+    );
+    return {
+      session: checkoutMessage({ ...session, url: created.url, providerReference: created.reference }),
+      replayed: false,
+    };
+  };
+}

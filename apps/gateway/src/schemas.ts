@@ -6,7 +6,13 @@
  * The responses every route of a kind gives (authentication, body and query errors, 500/503)
  * are not declared by routes: openapi.ts adds them from each route's guard and schema.
  */
-import { BOT_ROLE_NAMES, PLAN_IDS, ROLE_NAMES } from '@relayplane/shared/contract';
+import {
+  BOT_ROLE_NAMES,
+  KEY_MODE_NAMES,
+  PLAN_IDS,
+  PROJECT_ENVIRONMENTS,
+  ROLE_NAMES,
+} from '@relayplane/shared/contract';
 import { PERMISSIONS } from '@relayplane/shared/iam';
 
 const dateTime = { type: 'string', format: 'date-time' } as const;
@@ -47,7 +53,7 @@ export const SHARED_SCHEMAS = [
       id: { type: 'string', pattern: '^prj_[0-9a-z]{20}$' },
       name: { type: 'string' },
       tenant_id: { type: 'string' },
-      environment: { type: 'string', enum: ['production', 'staging', 'development'] },
+      environment: { type: 'string', enum: PROJECT_ENVIRONMENTS },
       created_at: dateTime,
     }),
   },
@@ -181,7 +187,7 @@ export const SHARED_SCHEMAS = [
       id: { type: 'string' },
       project_id: { type: 'string' },
       name: { type: 'string' },
-      mode: { type: 'string', enum: ['live', 'test'] },
+      mode: { type: 'string', enum: KEY_MODE_NAMES },
       display_prefix: {
         type: 'string',
         description: 'The first characters of the key, e.g. `svc_live_1a2b`.',

@@ -1,4 +1,5 @@
 import { type Bus, RedisBus } from '@relayplane/shared/bus';
+import { SERVICES } from '@relayplane/shared/contract';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
 import { createRedis } from '@relayplane/shared/redis';
@@ -43,7 +44,7 @@ export class GatewayService {
   }
 
   static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
-    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: 'gateway' });
+    const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.gateway });
     const clients =
       overrides.clients ?? connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs);
     let bus = overrides.bus;

@@ -1,4 +1,4 @@
-import { CREDENTIAL_SCOPES } from '@relayplane/shared/contract';
+import { CREDENTIAL_SCOPES, DEFAULT_KEY_MODE, KEY_MODE_NAMES } from '@relayplane/shared/contract';
 import type { FastifyInstance } from 'fastify';
 import { inProject } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
@@ -44,7 +44,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
           additionalProperties: false,
           properties: {
             name: { type: 'string', maxLength: 64 },
-            mode: { type: 'string', enum: ['live', 'test'], default: 'live' },
+            mode: { type: 'string', enum: KEY_MODE_NAMES, default: DEFAULT_KEY_MODE },
             scopes: { type: 'array', maxItems: 3, items: { type: 'string', maxLength: 64 } },
           },
         },
@@ -63,7 +63,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
       const res = await clients.admin.createApiKey({
         ...inProject(request),
         name: body.name ?? '',
-        mode: body.mode ?? 'live',
+        mode: body.mode ?? DEFAULT_KEY_MODE,
         scopes: body.scopes ?? [],
       });
       const apiKey = required(res.apiKey, 'createApiKey.api_key');

@@ -1,3 +1,4 @@
+import { DEFAULT_PROJECT_ENVIRONMENT, PROJECT_ENVIRONMENTS } from '@relayplane/shared/contract';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { presentProject, required } from '../present.ts';
@@ -27,8 +28,8 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
             name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$' },
             environment: {
               type: 'string',
-              enum: ['production', 'staging', 'development'],
-              default: 'production',
+              enum: PROJECT_ENVIRONMENTS,
+              default: DEFAULT_PROJECT_ENVIRONMENT,
             },
           },
           ['environment'],
@@ -46,7 +47,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
       const res = await clients.admin.createProject({
         principal: principalOf(request),
         name: request.body.name,
-        environment: request.body.environment ?? 'production',
+        environment: request.body.environment ?? DEFAULT_PROJECT_ENVIRONMENT,
       });
       return reply.code(201).send(presentProject(required(res.project, 'createProject.project')));
     },

@@ -4,7 +4,7 @@
  * claims below, in this order.
  */
 import { type KeyObject, randomBytes, sign, verify } from 'node:crypto';
-import { type CredentialMode, isCredentialMode } from '../domain/credential-request.ts';
+import { isKeyMode, type KeyMode } from '@relayplane/shared/contract';
 
 /**
  * Clock skew accepted on `nbf` when verifying. None on `exp`: the service that issued a
@@ -26,7 +26,7 @@ export interface CredentialClaims {
   tid: string;
   pid: string;
   scope: string;
-  mode: CredentialMode;
+  mode: KeyMode;
   akid: string;
   rgn?: string;
 }
@@ -134,7 +134,7 @@ export function verifyCredential(token: string, options: VerifyOptions): Credent
   if (!isString(c.sub) || !isString(c.tid) || !isString(c.pid) || !isString(c.akid)) return undefined;
   if (c.sub !== c.pid) return undefined;
   if (typeof c.scope !== 'string') return undefined;
-  if (!isCredentialMode(c.mode)) return undefined;
+  if (typeof c.mode !== 'string' || !isKeyMode(c.mode)) return undefined;
   if (c.rgn !== undefined && !isString(c.rgn)) return undefined;
   const claims: CredentialClaims = {
     iss: options.issuer,

@@ -1,3 +1,4 @@
+import type { KeyMode } from '@relayplane/shared/contract';
 import type { ColumnType, Generated } from 'kysely';
 
 /** Bytes as the pg driver (Buffer) or PGlite (Uint8Array) returns them. */
@@ -61,7 +62,7 @@ export interface CredentialsTable {
   api_key_id: string;
   /** Key that signed it. */
   kid: string;
-  mode: 'live' | 'test';
+  mode: KeyMode;
   /** Space-separated scopes, as in the `scope` claim. */
   scopes: string;
   issued_at: Date;

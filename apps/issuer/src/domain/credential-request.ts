@@ -8,17 +8,13 @@ import {
   CREDENTIAL_TTL_SECONDS,
   DEFAULT_CREDENTIAL_SCOPES,
   isCredentialScope,
+  isKeyMode,
+  KEY_MODE_NAMES,
+  type KeyMode,
 } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import { isRegion, REGION_MESSAGE } from './relay-fields.ts';
-
-const CREDENTIAL_MODES = ['live', 'test'] as const;
-export type CredentialMode = (typeof CREDENTIAL_MODES)[number];
-
-export function isCredentialMode(value: unknown): value is CredentialMode {
-  return (CREDENTIAL_MODES as readonly unknown[]).includes(value);
-}
 
 export interface IssueInput {
   tenantId: string;
@@ -38,7 +34,7 @@ export interface IssueRequest {
   tenantId: string;
   projectId: string;
   apiKeyId: string;
-  mode: CredentialMode;
+  mode: KeyMode;
   /** The `scope` claim: the asked scopes without repeats, space-separated. */
   scope: string;
   ttlSeconds: number;
@@ -56,7 +52,7 @@ export function issueRequest(input: IssueInput, maxTtlSeconds: number): IssueReq
   if (!isId('tenant', input.tenantId)) throw bad('tenant_id must be a tenant id (ten_…)');
   if (!isId('project', input.projectId)) throw bad('project_id must be a project id (prj_…)');
   if (!isId('apiKey', input.apiKeyId)) throw bad('api_key_id must be an API key id (key_…)');
-  if (!isCredentialMode(input.mode)) throw bad('mode must be "live" or "test"');
+  if (!isKeyMode(input.mode)) throw bad(`mode must be ${KEY_MODE_NAMES.map((m) => `"${m}"`).join(' or ')}`);
   const scopes = input.scopes.length ? [...new Set(input.scopes)] : [...DEFAULT_CREDENTIAL_SCOPES];
   for (const s of scopes) {
     if (!isCredentialScope(s)) {

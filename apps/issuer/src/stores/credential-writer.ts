@@ -8,6 +8,7 @@
  * settles when the statement holding its row has committed (or failed): a credential is
  * answered only after its jti is stored.
  */
+import type { KeyMode } from '@relayplane/shared/contract';
 import type { Database } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
@@ -18,7 +19,7 @@ export interface CredentialRow {
   projectId: string;
   apiKeyId: string;
   kid: string;
-  mode: 'live' | 'test';
+  mode: KeyMode;
   /** Space-separated. */
   scopes: string;
   issuedAt: Date;

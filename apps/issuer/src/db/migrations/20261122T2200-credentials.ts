@@ -1,3 +1,4 @@
+import { KEY_MODE_NAMES } from '@relayplane/shared/contract';
 import { type Kysely, sql } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
@@ -9,7 +10,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('project_id', 'text', (c) => c.notNull())
     .addColumn('api_key_id', 'text', (c) => c.notNull())
     .addColumn('kid', 'text', (c) => c.notNull())
-    .addColumn('mode', 'text', (c) => c.notNull().check(sql`mode in ('live', 'test')`))
+    .addColumn('mode', 'text', (c) =>
+      c.notNull().check(sql`mode in (${sql.join(KEY_MODE_NAMES.map((mode) => sql.lit(mode)))})`),
+    )
     // Space-separated, exactly the `scope` claim.
     .addColumn('scopes', 'text', (c) => c.notNull())
     .addColumn('issued_at', 'timestamptz', (c) => c.notNull())

@@ -725,7 +725,8 @@ export declare const BillingService: GenService<{
   },
   /**
    * SetPlan puts a tenant on a plan (platform admins, provider webhooks). Idempotent. Every
-   * change is announced on the bus (`plans.changed`, payload the tenant id).
+   * change is announced on the bus (`BUS_CHANNELS.plansChanged` of @relayplane/shared/contract,
+   * payload the tenant id).
    *
    * @generated from rpc relayplane.billing.v1.BillingService.SetPlan
    */

@@ -1,25 +1,18 @@
 /** The four apps as separate processes, wired the way the Helm chart wires them. */
 import { freePort, waitFor } from './ports.ts';
-import { type Proc, runToCompletion, startProcess } from './processes.ts';
+import { migrateAll, type Proc, type SystemOptions, startProcess, systemEnv } from './processes.ts';
 
-export interface DistributedOptions {
+export interface DistributedOptions extends SystemOptions {
   /** Label for log files (tests/.logs/<label>-<app>.log). */
   label: string;
   /** What the services connect to (may be a proxy). */
   databaseUrl: string;
   /** What the migrate commands use (defaults to databaseUrl). */
   migrateDatabaseUrl?: string;
-  redisUrl: string;
-  redisPrefix: string;
-  kek: string;
-  bootstrap: { email: string; password: string };
-  logLevel?: string;
   /** Replicas of the issuer and the gateway (default 1 each). */
   replicas?: { issuer?: number; gateway?: number };
   /** Redis as the issuers reach it (e.g. through a proxy a test can cut); default redisUrl. */
   issuerRedisUrl?: string;
-  /** More variables for every process (e.g. RELAYPLANE_PLANS_FILE). */
-  extraEnv?: Record<string, string>;
 }
 
 export interface Distributed {
@@ -39,30 +32,8 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
   for (let i = 0; i < issuers; i++) issuerPorts.push(await freePort());
   const httpPorts: number[] = [];
   for (let i = 0; i < gateways; i++) httpPorts.push(await freePort());
-  const env: Record<string, string> = {
-    LOG_LEVEL: o.logLevel ?? 'info',
-    DATABASE_URL: o.databaseUrl,
-    REDIS_URL: o.redisUrl,
-    RELAYPLANE_REDIS_PREFIX: o.redisPrefix,
-    RELAYPLANE_KEK: o.kek,
-    RELAYPLANE_BOOTSTRAP_EMAIL: o.bootstrap.email,
-    RELAYPLANE_BOOTSTRAP_PASSWORD: o.bootstrap.password,
-    BILLING_LISTEN_ADDRESS: `127.0.0.1:${billingPort}`,
-    ADMIN_LISTEN_ADDRESS: `127.0.0.1:${adminPort}`,
-    ADMIN_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-    GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${adminPort}`,
-    GATEWAY_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-    HOST: '127.0.0.1',
-    ...o.extraEnv,
-  };
-  // The migrate commands, as an operator runs them before a rollout.
-  for (const app of ['billing', 'admin', 'issuer']) {
-    const { code, output } = await runToCompletion(`apps/${app}/src/migrate.ts`, {
-      ...env,
-      DATABASE_URL: o.migrateDatabaseUrl ?? o.databaseUrl,
-    });
-    if (code !== 0) throw new Error(`${app} migrate exited ${code}:\n${output}`);
-  }
+  const env = systemEnv(o, { billing: billingPort, admin: adminPort });
+  await migrateAll({ ...env, DATABASE_URL: o.migrateDatabaseUrl ?? o.databaseUrl });
   const procs = [
     startProcess(`${o.label}-billing`, 'apps/billing/src/main.ts', {
       ...env,

@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { SERVICES } from '@relayplane/shared/contract';
 import { auditChildOutput } from '@relayplane/testing/audit';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
@@ -70,4 +71,47 @@ export function runToCompletion(
     });
     child.once('exit', (code) => resolve({ code, output }));
   });
+}
+
+/** What every process of a distributed system is started with (shared PostgreSQL and Redis). */
+export interface SystemOptions {
+  databaseUrl: string;
+  redisUrl: string;
+  redisPrefix: string;
+  kek: string;
+  bootstrap: { email: string; password: string };
+  logLevel?: string;
+  /** More variables for every process (e.g. RELAYPLANE_PLANS_FILE). */
+  extraEnv?: Record<string, string>;
+}
+
+/** The environment of every app, with billing and admin on the given ports, as the chart wires them. */
+export function systemEnv(
+  o: SystemOptions,
+  ports: { billing: number; admin: number },
+): Record<string, string> {
+  return {
+    LOG_LEVEL: o.logLevel ?? 'info',
+    DATABASE_URL: o.databaseUrl,
+    REDIS_URL: o.redisUrl,
+    RELAYPLANE_REDIS_PREFIX: o.redisPrefix,
+    RELAYPLANE_KEK: o.kek,
+    RELAYPLANE_BOOTSTRAP_EMAIL: o.bootstrap.email,
+    RELAYPLANE_BOOTSTRAP_PASSWORD: o.bootstrap.password,
+    BILLING_LISTEN_ADDRESS: `127.0.0.1:${ports.billing}`,
+    ADMIN_LISTEN_ADDRESS: `127.0.0.1:${ports.admin}`,
+    ADMIN_BILLING_ADDRESS: `127.0.0.1:${ports.billing}`,
+    GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${ports.admin}`,
+    GATEWAY_BILLING_ADDRESS: `127.0.0.1:${ports.billing}`,
+    HOST: '127.0.0.1',
+    ...o.extraEnv,
+  };
+}
+
+/** The migrate commands of the services that own a schema, as an operator runs them before a rollout. */
+export async function migrateAll(env: Record<string, string>): Promise<void> {
+  for (const app of [SERVICES.billing, SERVICES.admin, SERVICES.issuer]) {
+    const { code, output } = await runToCompletion(`apps/${app}/src/migrate.ts`, env);
+    if (code !== 0) throw new Error(`${app} migrate exited ${code}:\n${output}`);
+  }
 }

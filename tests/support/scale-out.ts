@@ -11,21 +11,14 @@ import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { TestDnsServer } from './dns-server.ts';
 import { freePort, waitFor } from './ports.ts';
-import { type Proc, runToCompletion, startProcess } from './processes.ts';
+import { migrateAll, type Proc, type SystemOptions, startProcess, systemEnv } from './processes.ts';
 
 export const ISSUERS_NAME = 'issuers.relayplane.test';
 
-export interface ScaleOutOptions {
+export interface ScaleOutOptions extends SystemOptions {
   label: string;
-  databaseUrl: string;
-  redisUrl: string;
-  redisPrefix: string;
-  kek: string;
-  bootstrap: { email: string; password: string };
   issuers: number;
   gateways: number;
-  /** Variables for every process (e.g. RELAYPLANE_PLANS_FILE). */
-  extraEnv?: Record<string, string>;
   issuerEnv?: Record<string, string>;
   gatewayEnv?: Record<string, string>;
 }
@@ -59,26 +52,8 @@ export async function startScaleOut(o: ScaleOutOptions): Promise<ScaleOut> {
   const [billingPort, adminPort] = [await freePort(), await freePort()];
   const httpPorts: number[] = [];
   for (let i = 0; i < o.gateways; i++) httpPorts.push(await freePort());
-  const env: Record<string, string> = {
-    LOG_LEVEL: 'info',
-    DATABASE_URL: o.databaseUrl,
-    REDIS_URL: o.redisUrl,
-    RELAYPLANE_REDIS_PREFIX: o.redisPrefix,
-    RELAYPLANE_KEK: o.kek,
-    RELAYPLANE_BOOTSTRAP_EMAIL: o.bootstrap.email,
-    RELAYPLANE_BOOTSTRAP_PASSWORD: o.bootstrap.password,
-    BILLING_LISTEN_ADDRESS: `127.0.0.1:${billingPort}`,
-    ADMIN_LISTEN_ADDRESS: `127.0.0.1:${adminPort}`,
-    ADMIN_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-    GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${adminPort}`,
-    GATEWAY_BILLING_ADDRESS: `127.0.0.1:${billingPort}`,
-    HOST: '127.0.0.1',
-    ...o.extraEnv,
-  };
-  for (const app of ['billing', 'admin', 'issuer']) {
-    const { code, output } = await runToCompletion(`apps/${app}/src/migrate.ts`, env);
-    if (code !== 0) throw new Error(`${app} migrate exited ${code}:\n${output}`);
-  }
+  const env = systemEnv(o, { billing: billingPort, admin: adminPort });
+  await migrateAll(env);
 
   const issuers: IssuerReplica[] = [];
   const gateways: Proc[] = [];

@@ -8,20 +8,18 @@ import {
   readMetricsAddress,
   readRedis,
 } from '@relayplane/shared/config';
+import { PLAN_IDS, PLANS, type PlanId } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
-
-/** Plans the bootstrap tenant may be put on (billing owns the catalogue; these ids are the contract). */
-export const BOOTSTRAP_PLANS = ['free', 'pro', 'enterprise'] as const;
-export type BootstrapPlan = (typeof BOOTSTRAP_PLANS)[number];
 
 /** The first tenant and its owner, created at start when no user exists. */
 export interface BootstrapConfig {
   email: string;
   password: string;
   tenantName: string;
-  plan: BootstrapPlan;
+  /** Any plan id of the contract (billing owns the catalogue); default enterprise. */
+  plan: PlanId;
 }
 
 export interface AdminConfig {
@@ -110,7 +108,7 @@ function readBootstrap(r: EnvReader): BootstrapConfig | undefined {
   // The reader trims values, so surrounding whitespace is never part of the bootstrap password.
   const rawPassword = r.optional('RELAYPLANE_BOOTSTRAP_PASSWORD');
   const tenant = r.string('RELAYPLANE_BOOTSTRAP_TENANT', 'default');
-  const plan = r.oneOf('RELAYPLANE_BOOTSTRAP_PLAN', BOOTSTRAP_PLANS, 'enterprise');
+  const plan = r.oneOf('RELAYPLANE_BOOTSTRAP_PLAN', PLAN_IDS, PLANS.enterprise);
   if (rawEmail === undefined && rawPassword === undefined) return undefined;
   if (rawEmail === undefined) {
     throw new ConfigError(

@@ -1,8 +1,2 @@
-export {
-  type AdminConfig,
-  BOOTSTRAP_PLANS,
-  type BootstrapConfig,
-  type BootstrapPlan,
-  readAdminConfig,
-} from './config.ts';
+export { type AdminConfig, type BootstrapConfig, readAdminConfig } from './config.ts';
 export { type AdminOverrides, AdminService } from './service.ts';

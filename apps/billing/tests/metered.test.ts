@@ -17,10 +17,10 @@ import {
   newKek,
   type RunningIssuer,
   startIssuer,
-} from '../../issuer/tests/support.ts';
+} from '../../issuer/tests/support/harness.ts';
 import { DEFAULT_PLANS } from '../src/domain/plans.ts';
-import { type Billing, startBilling } from './harness.ts';
-import { type StripeApi, startStripeApi } from './stripe-api.ts';
+import { type Billing, startBilling } from './support/harness.ts';
+import { type StripeApi, startStripeApi } from './support/stripe-api.ts';
 
 const SECRET_KEY = 'sk_test_relayplanemetered';
 const WEBHOOK_SECRET = 'whsec_relayplanemeteredsecret';

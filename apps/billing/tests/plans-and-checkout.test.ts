@@ -13,7 +13,7 @@ import {
 } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Billing, PlanChangeListener, startBilling } from './harness.ts';
+import { type Billing, PlanChangeListener, startBilling } from './support/harness.ts';
 
 const BASE = 'https://relay.example.com';
 

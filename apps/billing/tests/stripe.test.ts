@@ -14,8 +14,8 @@ import {
 import Stripe from 'stripe';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PLANS } from '../src/domain/plans.ts';
-import { type Billing, PlanChangeListener, startBilling } from './harness.ts';
-import { type StripeApi, type StripeRequest, startStripeApi } from './stripe-api.ts';
+import { type Billing, PlanChangeListener, startBilling } from './support/harness.ts';
+import { type StripeApi, type StripeRequest, startStripeApi } from './support/stripe-api.ts';
 
 const SECRET_KEY = 'sk_test_relayplane123';
 const WEBHOOK_SECRET = 'whsec_relayplanetestsecret';

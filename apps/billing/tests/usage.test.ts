@@ -23,7 +23,7 @@ import {
   type RunningIssuer,
   rejection,
   startIssuer,
-} from '../../issuer/tests/support.ts';
+} from '../../issuer/tests/support/harness.ts';
 import { migrations } from '../src/db/migrations/index.ts';
 import type { BillingDatabase } from '../src/db/schema.ts';
 import { getUsage } from '../src/grpc/get-usage.ts';

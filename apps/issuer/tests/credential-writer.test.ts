@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { newJti } from '../src/credentials/jwt.ts';
 import { type CredentialRow, CredentialWriter } from '../src/stores/credential-writer.ts';
-import { newKek, type RunningIssuer, startIssuer } from './support.ts';
+import { newKek, type RunningIssuer, startIssuer } from './support/harness.ts';
 
 describe('CredentialWriter (micro-batched jti recording, PostgreSQL)', () => {
   let database: TestDatabase;

@@ -20,7 +20,7 @@ import {
   type RunningIssuer,
   rejection,
   startIssuer,
-} from './support.ts';
+} from './support/harness.ts';
 
 const RELAYS: IssuerConfigOverrides = {
   relays: {

@@ -7,7 +7,7 @@ import { newId } from '@relayplane/shared/ids';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_RELAYS } from '../src/relays/relay-config.ts';
 import { MemorySlotStore } from '../src/stores/slot-store.ts';
-import { newKek, type RunningIssuer, startIssuer } from './support.ts';
+import { newKek, type RunningIssuer, startIssuer } from './support/harness.ts';
 
 /** Embedded mode: PGlite, no Redis (in-memory slot store, in-process bus), demo relays. */
 describe('relay credentials in embedded mode (PGlite, no Redis)', () => {

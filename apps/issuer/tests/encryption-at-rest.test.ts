@@ -5,7 +5,14 @@ import { createTestDatabase, type TestDatabase } from '@relayplane/testing/stora
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
-import { newKek, type RawKeyRow, type RunningIssuer, rawKeyRows, seconds, startIssuer } from './support.ts';
+import {
+  newKek,
+  type RawKeyRow,
+  type RunningIssuer,
+  rawKeyRows,
+  seconds,
+  startIssuer,
+} from './support/harness.ts';
 
 function decrypt(row: RawKeyRow, kek: Buffer, aad = row.kid): Buffer {
   if (!row.private_iv || !row.private_ciphertext || !row.private_tag) throw new Error('no private half');

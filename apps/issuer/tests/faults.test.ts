@@ -10,7 +10,14 @@ import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { redisKeys } from '../src/redis/keys.ts';
 import { RedisSlotStore } from '../src/stores/redis-slot-store.ts';
-import { credentialJtis, eventually, newKek, type RunningIssuer, rejection, startIssuer } from './support.ts';
+import {
+  credentialJtis,
+  eventually,
+  newKek,
+  type RunningIssuer,
+  rejection,
+  startIssuer,
+} from './support/harness.ts';
 
 /** A port nothing listens on. */
 async function closedPort(): Promise<number> {

@@ -6,7 +6,7 @@ import { connect } from '@relayplane/shared/rpc';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
-import { newKek, type RunningIssuer, rfc7638Thumbprint, seconds, startIssuer } from './support.ts';
+import { newKek, type RunningIssuer, rfc7638Thumbprint, seconds, startIssuer } from './support/harness.ts';
 
 const JWK_FIELDS = ['alg', 'crv', 'kid', 'kty', 'use', 'x'];
 

@@ -5,7 +5,7 @@ import { hasMetric, sampleValue, scrape } from '@relayplane/testing/metrics';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readIssuerConfig } from '../src/config.ts';
-import { type IssueInit, issueRequest, newKek, type RunningIssuer, startIssuer } from './support.ts';
+import { type IssueInit, issueRequest, newKek, type RunningIssuer, startIssuer } from './support/harness.ts';
 
 const KEK = newKek().toString('base64');
 const SERVICE = 'relayplane.issuer.v1.IssuerService';

@@ -30,7 +30,7 @@ import {
   RelayDirectory,
   STATIC_RELAY_MESSAGE,
 } from '../src/relays/relay-directory.ts';
-import { rejection } from './support.ts';
+import { rejection } from './support/harness.ts';
 
 const WINDOW_SECONDS = 30;
 

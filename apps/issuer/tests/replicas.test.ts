@@ -4,7 +4,7 @@ import { createTestDatabase, createTestRedis, type TestDatabase } from '@relaypl
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
 import type { KeysReloadedEvent } from '../src/keys/signing-keys.ts';
-import { eventually, newKek, type RunningIssuer, seconds, startIssuer } from './support.ts';
+import { eventually, newKek, type RunningIssuer, seconds, startIssuer } from './support/harness.ts';
 
 /** Two issuer replicas on one PostgreSQL database and one Redis (distributed mode). */
 describe('issuer replicas (real gRPC, PostgreSQL, Redis bus and bullmq scheduler)', () => {

@@ -3,7 +3,7 @@ import { newId } from '@relayplane/shared/ids';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newKek, type RunningIssuer, startIssuer } from './support.ts';
+import { newKek, type RunningIssuer, startIssuer } from './support/harness.ts';
 
 /**
  * Relays verify against whatever JWKS they fetched; across a rotation, every credential that

@@ -4,7 +4,7 @@ import { ManualClock } from '@relayplane/shared/clock';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLOCK_SKEW_LEEWAY_SECONDS, JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
-import { newKek, type RunningIssuer, rawKeyRows, seconds, startIssuer } from './support.ts';
+import { newKek, type RunningIssuer, rawKeyRows, seconds, startIssuer } from './support/harness.ts';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');
 const ROTATION_INTERVAL = 86_400;

@@ -8,8 +8,8 @@ import { testLogger } from '@relayplane/testing/logger';
 import type { TestRedis } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { expect } from 'vitest';
-import { type IssuerConfigOverrides, readIssuerConfig } from '../src/config.ts';
-import { type IssuerOverrides, IssuerService } from '../src/service.ts';
+import { type IssuerConfigOverrides, readIssuerConfig } from '../../src/config.ts';
+import { type IssuerOverrides, IssuerService } from '../../src/service.ts';
 
 export interface RunningIssuer {
   service: IssuerService;

@@ -5,8 +5,8 @@ import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import { Redis } from 'ioredis';
-import { type BillingConfig, readBillingConfig } from '../src/config.ts';
-import { type BillingOverrides, BillingService } from '../src/service.ts';
+import { type BillingConfig, readBillingConfig } from '../../src/config.ts';
+import { type BillingOverrides, BillingService } from '../../src/service.ts';
 
 export interface Billing {
   service: BillingService;

@@ -6,7 +6,7 @@ import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
-import type { RateLimiter } from '@relayplane/shared/rate-limit';
+import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
 import { watchDatabase } from '@relayplane/shared/readiness';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
@@ -26,7 +26,6 @@ import { DeviceGrantStore } from './stores/device-grants.ts';
 import { IdentityTokenStore } from './stores/identity-tokens.ts';
 import { ProjectStore } from './stores/projects.ts';
 import { SessionStore } from './stores/sessions.ts';
-import { createThrottle, type ThrottleRedis } from './stores/throttles.ts';
 
 export interface AdminOverrides {
   logger?: Logger;
@@ -60,7 +59,10 @@ function createBus(config: AdminConfig, logger: Logger, given: Bus | undefined):
 }
 
 /** The throttles' Redis connection (login and device flow share it): on the request path, short timeouts. */
-function createThrottleRedis(config: AdminConfig, logger: Logger): ThrottleRedis | undefined {
+function createThrottleRedis(
+  config: AdminConfig,
+  logger: Logger,
+): { connection: RedisConnection; prefix: string } | undefined {
   if (!config.redis) return undefined;
   const connection = createRequestPathRedis(config.redis, logger, {
     name: 'admin-throttle',
@@ -125,9 +127,9 @@ export class AdminService {
     this.bus = busSetup.bus;
     const throttleRedis = createThrottleRedis(config, logger);
     this.#throttleConnection = throttleRedis?.connection;
-    this.loginThrottle = createThrottle(
+    this.loginThrottle = createRateLimiter(
       throttleRedis,
-      config.loginLimits.windowSeconds,
+      config.loginLimits.windowSeconds * 1000,
       this.#clock,
       logger,
       'login throttle',
@@ -158,9 +160,9 @@ export class AdminService {
         sessionTtlSeconds: config.sessionTtlSeconds,
         signupEnabled: config.signupEnabled,
         deviceGrants: this.#deviceGrants,
-        deviceThrottle: createThrottle(
+        deviceThrottle: createRateLimiter(
           throttleRedis,
-          config.deviceFlow.limits.windowSeconds,
+          config.deviceFlow.limits.windowSeconds * 1000,
           this.#clock,
           logger,
           'device flow throttle',

@@ -6,12 +6,7 @@ import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
-import {
-  FallbackRateLimiter,
-  MemoryRateLimiter,
-  type RateLimiter,
-  RedisRateLimiter,
-} from '@relayplane/shared/rate-limit';
+import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
 import { watchDatabase } from '@relayplane/shared/readiness';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
@@ -107,16 +102,13 @@ export class BillingService {
       metrics: this.metrics,
     });
 
-    const windowMs = config.checkout.windowSeconds * 1000;
-    const memory = new MemoryRateLimiter(clock, windowMs);
-    this.checkoutThrottle = redis
-      ? new FallbackRateLimiter(
-          new RedisRateLimiter(redis.throttle, redis.keys.throttle, windowMs),
-          memory,
-          logger,
-          'checkout throttle',
-        )
-      : memory;
+    this.checkoutThrottle = createRateLimiter(
+      redis && { connection: redis.throttle, prefix: redis.keys.throttle },
+      config.checkout.windowSeconds * 1000,
+      clock,
+      logger,
+      'checkout throttle',
+    );
 
     const planChanges = new PlanChanges({ db, bus: this.bus, clock, logger });
     let stripe: Stripe | undefined;

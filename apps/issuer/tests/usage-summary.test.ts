@@ -1,9 +1,9 @@
 import { ManualClock } from '@relayplane/shared/clock';
 import { newId } from '@relayplane/shared/ids';
+import { parseDay } from '@relayplane/shared/usage-day';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IssuerConfigOverrides } from '../src/config.ts';
-import { parseDay } from '../src/domain/usage-day.ts';
 import {
   type CredentialRowInit,
   insertCredentials,

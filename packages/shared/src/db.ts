@@ -4,10 +4,10 @@
  * its own Postgres schema and applies its own kysely migrations.
  */
 import { mkdirSync } from 'node:fs';
-import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { Kysely, PGliteDialect, PostgresDialect, type RawBuilder, sql } from 'kysely';
 import { type Migration, Migrator } from 'kysely/migration';
 import pg from 'pg';
-import type { Logger } from './logger.ts';
+import { createLogger, type Logger } from './logger.ts';
 
 export type DatabaseConfig =
   | {
@@ -115,4 +115,32 @@ async function createSchema<DB>(db: Kysely<DB>, schema: string): Promise<void> {
     // Two replicas migrating at once can race on the catalog; the schema exists either way.
     if ((err as { code?: string }).code !== '23505') throw err;
   }
+}
+
+/**
+ * A service's `migrate` command (what an operator runs before a rollout, and the images' migrate
+ * job): applies the migrations of its schema, logs what it applied, and closes the connection.
+ */
+export async function runMigrations(
+  service: string,
+  config: { database: DatabaseConfig; logLevel: string },
+  migrations: Record<string, Migration>,
+): Promise<void> {
+  const logger = createLogger({ level: config.logLevel, service });
+  const database = await createDatabase(config.database, service, logger);
+  try {
+    const applied = await database.migrate(migrations);
+    logger.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
+  } finally {
+    await database.destroy();
+  }
+}
+
+/**
+ * `'a', 'b', …` for a check constraint over values contract.ts owns (roles, key modes,
+ * environments), so a migration does not spell them a second time. A migration that changes
+ * such a set replaces the constraint itself; a fresh database runs both and ends the same.
+ */
+export function literalList(values: readonly string[]): RawBuilder<unknown> {
+  return sql.join(values.map((value) => sql.lit(value)));
 }

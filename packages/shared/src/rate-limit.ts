@@ -168,3 +168,26 @@ export class FallbackRateLimiter implements RateLimiter {
     this.#logger.info(`${this.#name} back on redis`);
   }
 }
+
+/**
+ * The limiter a service throttles with: with Redis, counted in Redis (shared by every replica)
+ * and in per-process memory while Redis fails, never "no limit"; without Redis, memory alone.
+ * `prefix` is prepended to every key (the deployment's prefix plus a namespace); `name` is how
+ * the fallback's warnings call it (e.g. "login throttle").
+ */
+export function createRateLimiter(
+  redis: { connection: Redis; prefix: string } | undefined,
+  windowMs: number,
+  clock: Clock,
+  logger: Logger,
+  name: string,
+): RateLimiter {
+  const memory = new MemoryRateLimiter(clock, windowMs);
+  if (!redis) return memory;
+  return new FallbackRateLimiter(
+    new RedisRateLimiter(redis.connection, redis.prefix, windowMs),
+    memory,
+    logger,
+    name,
+  );
+}

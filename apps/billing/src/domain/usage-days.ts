@@ -1,22 +1,9 @@
 /** The UTC days usage is counted by (YYYY-MM-DD), and the ranges GetUsage answers. Pure. */
 import { AppError } from '@relayplane/shared/errors';
+import { DAY_MS, parseDay } from '@relayplane/shared/usage-day';
 
 /** Longest range GetUsage answers, in days (inclusive of both ends: a leap year). */
 const MAX_USAGE_QUERY_DAYS = 366;
-export const DAY_MS = 86_400_000;
-const DAY_PATTERN = /^(\d{4})-(\d{2})-(\d{2})$/;
-
-/** Start of the UTC day `day`; undefined unless `day` is a calendar day as YYYY-MM-DD. */
-export function parseDay(day: string): Date | undefined {
-  const m = DAY_PATTERN.exec(day);
-  if (!m) return undefined;
-  const start = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
-  return formatDay(start) === day ? start : undefined;
-}
-
-export function formatDay(date: Date): string {
-  return date.toISOString().slice(0, 10);
-}
 
 /** Start of the UTC day `day`, or an `invalid_request` naming the field `name`. */
 export function requireDay(name: string, day: string): Date {

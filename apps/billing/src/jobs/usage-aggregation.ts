@@ -13,9 +13,10 @@ import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { Scheduler } from '@relayplane/shared/scheduler';
+import { DAY_MS, formatDay } from '@relayplane/shared/usage-day';
 import type { Kysely } from 'kysely';
 import type { BillingDatabase } from '../db/schema.ts';
-import { DAY_MS, formatDay, requireDay } from '../domain/usage-days.ts';
+import { requireDay } from '../domain/usage-days.ts';
 import { UsageStore } from '../stores/usage-daily.ts';
 
 /** Scheduler job (bullmq job scheduler id in distributed mode) aggregating yesterday and today. */

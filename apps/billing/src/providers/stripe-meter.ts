@@ -25,11 +25,11 @@
 import type { Clock } from '@relayplane/shared/clock';
 import { isPlanId, type PlanId } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
+import { DAY_MS, formatDay } from '@relayplane/shared/usage-day';
 import { type Kysely, sql } from 'kysely';
 import type Stripe from 'stripe';
 import type { BillingDatabase } from '../db/schema.ts';
 import type { Plan } from '../domain/plans.ts';
-import { DAY_MS, formatDay } from '../domain/usage-days.ts';
 import type { UsageReporter } from '../jobs/usage-aggregation.ts';
 import { SubscriptionStore } from '../stores/subscriptions.ts';
 

@@ -1,7 +1,7 @@
 import type { IssuerService } from '@relayplane/proto/issuer';
 import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { parseDay } from '../domain/usage-day.ts';
+import { parseDay } from '@relayplane/shared/usage-day';
 import type { IssuerDeps } from './deps.ts';
 
 /** SummarizeUsage: one UTC day recomputed from the credentials (billing's usage job calls it). */

@@ -4,6 +4,7 @@
  * credentials live at the same instant. A pure read: the billing usage job may ask for the
  * same day any number of times and always gets the same answer for a settled day.
  */
+import { DAY_MS } from '@relayplane/shared/usage-day';
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
 
@@ -14,8 +15,6 @@ export interface UsageSummaryRow {
   credentialsIssued: bigint;
   peakConcurrentConnections: number;
 }
-
-const DAY_MS = 86_400_000;
 
 export class UsageSummaryStore {
   readonly #db: Kysely<IssuerDatabase>;

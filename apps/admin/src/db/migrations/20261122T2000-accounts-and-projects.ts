@@ -1,6 +1,6 @@
 import { PROJECT_ENVIRONMENTS, ROLE_NAMES } from '@relayplane/shared/contract';
+import { literalList } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
-import { literalList } from '../literals.ts';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema

@@ -1,6 +1,6 @@
 import { KEY_MODE_NAMES } from '@relayplane/shared/contract';
+import { literalList } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
-import { literalList } from '../literals.ts';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   // Lets api_keys reference (project, tenant) together, so a key can never name a tenant its project is not in.

@@ -1,4 +1,5 @@
 import { KEY_MODE_NAMES } from '@relayplane/shared/contract';
+import { literalList } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
@@ -10,9 +11,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('project_id', 'text', (c) => c.notNull())
     .addColumn('api_key_id', 'text', (c) => c.notNull())
     .addColumn('kid', 'text', (c) => c.notNull())
-    .addColumn('mode', 'text', (c) =>
-      c.notNull().check(sql`mode in (${sql.join(KEY_MODE_NAMES.map((mode) => sql.lit(mode)))})`),
-    )
+    .addColumn('mode', 'text', (c) => c.notNull().check(sql`mode in (${literalList(KEY_MODE_NAMES)})`))
     // Space-separated, exactly the `scope` claim.
     .addColumn('scopes', 'text', (c) => c.notNull())
     .addColumn('issued_at', 'timestamptz', (c) => c.notNull())

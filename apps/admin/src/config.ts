@@ -55,7 +55,7 @@ export interface LoginLimits {
   windowSeconds: number;
 }
 
-export const SESSION_TTL_RANGE = { min: 300, max: 2_592_000 } as const;
+const SESSION_TTL_RANGE = { min: 300, max: 2_592_000 } as const;
 
 export interface DeviceFlowConfig {
   /** Public OAuth clients allowed to start the flow (`ADMIN_DEVICE_CLIENT_IDS`, comma-separated). */

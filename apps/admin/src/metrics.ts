@@ -1,7 +1,7 @@
 /** The admin service's own metrics (docs/metrics.md); gRPC call metrics come from the shared RpcServer. */
 import { type CounterChild, counter, type Registry } from '@relayplane/shared/metrics';
 
-export const LOGIN_RESULTS = ['success', 'failure', 'throttled'] as const;
+const LOGIN_RESULTS = ['success', 'failure', 'throttled'] as const;
 export type LoginResult = (typeof LOGIN_RESULTS)[number];
 
 export interface AdminMetrics {

@@ -8,9 +8,9 @@ import type { ApiClient } from './http.ts';
 export const CLIENT_ID = 'relayplane-cli';
 export const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 /** RFC 8628 §3.2: the interval when the server names none. */
-export const DEFAULT_INTERVAL_S = 5;
+const DEFAULT_INTERVAL_S = 5;
 /** RFC 8628 §3.5: slow_down adds 5 seconds to the interval, for this and every later request. */
-export const SLOW_DOWN_STEP_S = 5;
+const SLOW_DOWN_STEP_S = 5;
 /** Network failures in a row while polling before giving up. */
 const MAX_NETWORK_FAILURES = 3;
 
@@ -93,7 +93,7 @@ export async function requestDeviceCode(
 }
 
 /** The server's interval in seconds, or the RFC's default when it names none (or nonsense). */
-export function initialInterval(auth: Pick<DeviceAuthorization, 'interval'>): number {
+function initialInterval(auth: Pick<DeviceAuthorization, 'interval'>): number {
   const i = auth.interval;
   return typeof i === 'number' && Number.isFinite(i) && i > 0 ? i : DEFAULT_INTERVAL_S;
 }

@@ -60,7 +60,7 @@ export function cellText(value: Cell): string {
   return safe(shortTime(value));
 }
 
-export function shortTime(value: string): string {
+function shortTime(value: string): string {
   return /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(value) ? value.replace(/\.\d+Z$/, 'Z') : value;
 }
 

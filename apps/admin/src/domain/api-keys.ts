@@ -18,9 +18,9 @@ import {
 import { hashToken } from '@relayplane/shared/tokens';
 import { type Checked, fail, ok } from './validation.ts';
 
-export const API_KEY_NAME_MAX_LENGTH = 64;
+const API_KEY_NAME_MAX_LENGTH = 64;
 /** `svc_live_` + 4 hex: enough to tell keys apart, far too little to guess one. */
-export const API_KEY_DISPLAY_PREFIX_LENGTH = 13;
+const API_KEY_DISPLAY_PREFIX_LENGTH = 13;
 
 const API_KEY_PATTERN = /^svc_(live|test)_[0-9a-f]{64}$/;
 const KEY_HASH_PATTERN = /^[0-9a-f]{64}$/;

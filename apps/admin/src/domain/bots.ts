@@ -8,7 +8,7 @@ import {
 } from '@relayplane/shared/contract';
 import { type Checked, fail, ok } from './validation.ts';
 
-export const BOT_NAME_MAX_LENGTH = 64;
+const BOT_NAME_MAX_LENGTH = 64;
 /** `rpb_` + 4 hex: enough to tell tokens apart, far too little to guess one. */
 export const BOT_KEY_DISPLAY_PREFIX_LENGTH = 8;
 

@@ -19,7 +19,7 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Checked } from './validation.ts';
 
-export const CIDR_MAX_LENGTH = 64;
+const CIDR_MAX_LENGTH = 64;
 
 export interface Cidr {
   family: 4 | 6;
@@ -31,7 +31,7 @@ export interface Cidr {
 }
 
 /** The 422 message for an input that is not a CIDR block (the input is echoed, quoted). */
-export function invalidCidrMessage(input: string, reason: string): string {
+function invalidCidrMessage(input: string, reason: string): string {
   const shown = input.length > CIDR_MAX_LENGTH ? `${input.slice(0, CIDR_MAX_LENGTH)}…` : input;
   return `invalid CIDR ${JSON.stringify(shown)}: ${reason}`;
 }

@@ -14,16 +14,16 @@ import { createHash, randomBytes } from 'node:crypto';
 
 /** RFC 8628 §6.1: consonants only (no vowels: no words; no digits: no 0/O, 1/I confusion). */
 export const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
-export const USER_CODE_LENGTH = 8;
+const USER_CODE_LENGTH = 8;
 /** RFC 8628 §3.5: each slow_down adds 5 seconds to the polling interval. */
-export const SLOW_DOWN_INCREMENT_SECONDS = 5;
+const SLOW_DOWN_INCREMENT_SECONDS = 5;
 /**
  * A poll that arrives this much earlier than the interval still counts as on time: admin
  * replicas' clocks and the network differ by that much, and a client waiting exactly the
  * interval must never be told to slow down.
  */
-export const POLL_TOLERANCE_MS = 500;
-export const SCOPE_MAX_LENGTH = 512;
+const POLL_TOLERANCE_MS = 500;
+const SCOPE_MAX_LENGTH = 512;
 
 export type DeviceGrantStatus = 'pending' | 'approved' | 'denied' | 'consumed';
 

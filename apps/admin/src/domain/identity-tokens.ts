@@ -5,11 +5,11 @@ import { isPermission, PERMISSIONS, type Permission, permissionsOf } from '@rela
 import { type Checked, fail, ok } from './validation.ts';
 
 /** Without `expires_at`: one hour. */
-export const IDENTITY_TOKEN_DEFAULT_TTL_MS = 60 * 60 * 1000;
+const IDENTITY_TOKEN_DEFAULT_TTL_MS = 60 * 60 * 1000;
 /** `expires_at` must lie at least a minute ahead (a token must be usable)… */
-export const IDENTITY_TOKEN_MIN_TTL_MS = 60 * 1000;
+const IDENTITY_TOKEN_MIN_TTL_MS = 60 * 1000;
 /** …and at most 30 days: long-lived machine access is a bot key, revocable and listed as such. */
-export const IDENTITY_TOKEN_MAX_TTL_MS = 30 * 24 * 60 * 60 * 1000;
+const IDENTITY_TOKEN_MAX_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 /** `rpi_` + 4 hex: enough to tell tokens apart, far too little to guess one. */
 export const IDENTITY_TOKEN_DISPLAY_PREFIX_LENGTH = 8;
 

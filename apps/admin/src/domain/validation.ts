@@ -14,11 +14,11 @@ export type Checked<T> = { ok: true; value: T } | { ok: false; message: string }
 export const ok = <T>(value: T): Checked<T> => ({ ok: true, value });
 export const fail = <T>(message: string): Checked<T> => ({ ok: false, message });
 
-export const EMAIL_MAX_LENGTH = 254;
-export const PASSWORD_MIN_LENGTH = 12;
-export const PASSWORD_MAX_LENGTH = 256;
-export const TENANT_NAME_MAX_LENGTH = 64;
-export const PROJECT_NAME_MAX_LENGTH = 64;
+const EMAIL_MAX_LENGTH = 254;
+const PASSWORD_MIN_LENGTH = 12;
+const PASSWORD_MAX_LENGTH = 256;
+const TENANT_NAME_MAX_LENGTH = 64;
+const PROJECT_NAME_MAX_LENGTH = 64;
 
 // Deliberately simple: one @, no whitespace, a dot in the domain. Deliverability is not ours to judge.
 const EMAIL_PATTERN = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;

@@ -10,7 +10,7 @@ import { requireUserSession } from './principal.ts';
 
 export const USER_CODE_NOT_FOUND_MESSAGE =
   'no pending device authorization for this code: it is unknown, expired, or already approved or denied';
-export const USER_CODE_INVALID_MESSAGE = 'user_code must be the 8-letter code the device shows (XXXX-XXXX)';
+const USER_CODE_INVALID_MESSAGE = 'user_code must be the 8-letter code the device shows (XXXX-XXXX)';
 export const CLI_TOKEN_CANNOT_APPROVE_MESSAGE =
   'approving a device needs a login session; a CLI token cannot approve devices';
 export const USER_CODE_RATE_LIMITED_MESSAGE = 'too many user codes entered; retry later';

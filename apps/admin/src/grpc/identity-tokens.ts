@@ -16,9 +16,9 @@ import { type Actor, requireActor, subjectOfActor } from './principal.ts';
 import { requireBot, requireProject } from './project-access.ts';
 import { valid } from './valid.ts';
 
-export const IDENTITY_NOT_FOUND_MESSAGE = 'identity not found';
-export const IDENTITY_TOKEN_NOT_FOUND_MESSAGE = 'identity token not found';
-export const BOT_CALLER_MESSAGE =
+const IDENTITY_NOT_FOUND_MESSAGE = 'identity not found';
+const IDENTITY_TOKEN_NOT_FOUND_MESSAGE = 'identity token not found';
+const BOT_CALLER_MESSAGE =
   'identity tokens can be created with a user session or an identity token only; bot tokens are not accepted';
 
 type Impl = ServiceImpl<typeof AdminService>;

@@ -9,7 +9,7 @@ import { apiKeyMessage } from './messages.ts';
  * last_used_at is advisory and accurate to about a minute: it is written only when it is
  * unset or older than this, so VerifyApiKey stays a single indexed read on the hot path.
  */
-export const API_KEY_LAST_USED_RESOLUTION_MS = 60_000;
+const API_KEY_LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
  * VerifyApiKey: the gateway's lookup on a cache miss (its cache lives at most a second).

@@ -5,11 +5,11 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
-import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
+import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
-import { watchDatabase } from '@relayplane/shared/readiness';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
+import { type Serving, serve } from '@relayplane/shared/serving';
 import type { AdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { AdminDatabase } from './db/schema.ts';
@@ -98,8 +98,7 @@ export class AdminService {
   readonly #clock: Clock;
   readonly #billingWaitMs: number | undefined;
   readonly #stopping = new AbortController();
-  #metricsServer: MetricsServer | undefined;
-  #watch: { stop: () => void } | undefined;
+  #serving: Serving | undefined;
   #sweep: NodeJS.Timeout | undefined;
   #bootstrapped = false;
 
@@ -203,21 +202,23 @@ export class AdminService {
       this.#bootstrapped = outcome === 'created';
     }
     if (this.#throttleConnection) await waitReady(this.#throttleConnection, THROTTLE_READY_WAIT_MS);
-    const watch = watchDatabase(this.rpc.health, [AdminRpc.typeName], this.database, this.logger);
-    this.#watch = watch;
-    await watch.check();
     this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SWEEP_INTERVAL_MS);
     this.#sweep.unref();
-    const port = await this.rpc.listen(this.config.listen);
-    this.logger.info({ port }, 'admin listening');
-    if (this.config.metricsAddress !== undefined) {
-      this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
-    }
+    this.#serving = await serve({
+      rpc: this.rpc,
+      serviceName: AdminRpc.typeName,
+      database: this.database,
+      listen: this.config.listen,
+      metrics: this.metrics,
+      metricsAddress: this.config.metricsAddress,
+      logger: this.logger,
+      name: SERVICES.admin,
+    });
   }
 
   /** Port of the metrics listener; undefined when there is none. */
   get metricsPort(): number | undefined {
-    return this.#metricsServer?.port;
+    return this.#serving?.metricsPort;
   }
 
   /** True when this start() created the bootstrap tenant and owner (the composition root prints them). */
@@ -242,7 +243,7 @@ export class AdminService {
   async destroy(): Promise<void> {
     this.#stopping.abort();
     clearInterval(this.#sweep);
-    this.#watch?.stop();
+    this.#serving?.stopWatching();
     await this.rpc.close();
     if (this.#ownsBilling) this.#billing.close();
     if (this.#busSetup.owned) await this.bus.close();
@@ -250,7 +251,7 @@ export class AdminService {
     this.#throttleConnection?.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
-    await this.#metricsServer?.close();
+    await this.#serving?.closeMetrics();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

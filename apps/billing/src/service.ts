@@ -5,12 +5,12 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
-import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
+import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
-import { watchDatabase } from '@relayplane/shared/readiness';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
+import { type Serving, serve } from '@relayplane/shared/serving';
 import type Stripe from 'stripe';
 import type { BillingConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
@@ -71,8 +71,7 @@ export class BillingService {
   readonly #redis: RedisSetup | undefined;
   readonly #issuer: ServiceClient<typeof IssuerRpc>;
   readonly #ownsIssuer: boolean;
-  #metricsServer: MetricsServer | undefined;
-  #watch: { stop: () => void } | undefined;
+  #serving: Serving | undefined;
 
   private constructor(deps: {
     config: BillingConfig;
@@ -219,14 +218,17 @@ export class BillingService {
     if (this.#redis && !(await waitReady(this.#redis.throttle, THROTTLE_READY_WAIT_MS))) {
       this.logger.warn('redis is not reachable yet: the checkout throttle is per process until it is');
     }
-    const watch = watchDatabase(this.rpc.health, [BillingRpc.typeName], this.database, this.logger);
-    this.#watch = watch;
-    await watch.check();
-    const port = await this.rpc.listen(this.config.listen);
-    this.logger.info({ port, provider: this.provider.name }, 'billing listening');
-    if (this.config.metricsAddress !== undefined) {
-      this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
-    }
+    this.#serving = await serve({
+      rpc: this.rpc,
+      serviceName: BillingRpc.typeName,
+      database: this.database,
+      listen: this.config.listen,
+      metrics: this.metrics,
+      metricsAddress: this.config.metricsAddress,
+      logger: this.logger,
+      name: SERVICES.billing,
+      fields: { provider: this.provider.name },
+    });
   }
 
   get port(): number {
@@ -235,11 +237,11 @@ export class BillingService {
 
   /** Port of the metrics listener; undefined when there is none. */
   get metricsPort(): number | undefined {
-    return this.#metricsServer?.port;
+    return this.#serving?.metricsPort;
   }
 
   async destroy(): Promise<void> {
-    this.#watch?.stop();
+    this.#serving?.stopWatching();
     await this.rpc.close();
     await this.usage.stop();
     await this.scheduler.close();
@@ -248,7 +250,7 @@ export class BillingService {
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
-    await this.#metricsServer?.close();
+    await this.#serving?.closeMetrics();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -4,11 +4,11 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
-import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
-import { watchDatabase } from '@relayplane/shared/readiness';
+import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { RpcServer } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
+import { type Serving, serve } from '@relayplane/shared/serving';
 import type { IssuerConfig } from './config.ts';
 import { Credentials } from './credentials/credentials.ts';
 import type { signCredential } from './credentials/jwt.ts';
@@ -71,8 +71,7 @@ export class IssuerService {
   readonly relays: RelayDirectory;
   readonly #redis: RedisSetup | undefined;
   readonly #ownsBus: boolean;
-  #watch: { stop: () => void } | undefined;
-  #metricsServer: MetricsServer | undefined;
+  #serving: Serving | undefined;
 
   private constructor(deps: {
     config: IssuerConfig;
@@ -202,14 +201,17 @@ export class IssuerService {
     }
     scheduleKeyMaintenance(this.scheduler, this.keys, this.config.keys.maintenanceIntervalSeconds * 1000);
     await this.scheduler.start();
-    const watch = watchDatabase(this.rpc.health, [IssuerRpc.typeName], this.database, this.logger);
-    this.#watch = watch;
-    await watch.check();
-    const port = await this.rpc.listen(this.config.listen);
-    this.logger.info({ port, activeKid: this.keys.ring.activeKey()?.kid }, 'issuer listening');
-    if (this.config.metricsAddress !== undefined) {
-      this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
-    }
+    this.#serving = await serve({
+      rpc: this.rpc,
+      serviceName: IssuerRpc.typeName,
+      database: this.database,
+      listen: this.config.listen,
+      metrics: this.metrics,
+      metricsAddress: this.config.metricsAddress,
+      logger: this.logger,
+      name: SERVICES.issuer,
+      fields: { activeKid: this.keys.ring.activeKey()?.kid },
+    });
   }
 
   get port(): number {
@@ -218,11 +220,11 @@ export class IssuerService {
 
   /** Port of the metrics listener; undefined when there is none. */
   get metricsPort(): number | undefined {
-    return this.#metricsServer?.port;
+    return this.#serving?.metricsPort;
   }
 
   async destroy(): Promise<void> {
-    this.#watch?.stop();
+    this.#serving?.stopWatching();
     await this.scheduler.close();
     // Long-polls answer at once, so draining the server does not wait out their wait_ms.
     await this.credentials.stop();
@@ -235,7 +237,7 @@ export class IssuerService {
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
-    await this.#metricsServer?.close();
+    await this.#serving?.closeMetrics();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -2,9 +2,10 @@ import type { TenantRole } from '@relayplane/proto/admin';
 import { ROLE_NAMES, type RoleName } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { roleName } from '@relayplane/shared/iam';
-import type { MemberDecision } from '../domain/memberships.ts';
-import type { MemberChangeResult } from '../stores/accounts.ts';
+import { isId } from '@relayplane/shared/ids';
+import { decideMemberChange, type MemberChange, type MemberDecision } from '../domain/memberships.ts';
 import type { MemberRecord } from '../stores/records.ts';
+import type { AdminDeps } from './deps.ts';
 
 export const CANNOT_MANAGE_MEMBERS_MESSAGE = 'the role does not allow managing members';
 export const OWNER_ONLY_MESSAGE = 'only an owner can grant the owner role or change an owner';
@@ -30,8 +31,25 @@ export function refuse(decision: Exclude<MemberDecision, 'ok'>): AppError {
   }
 }
 
-/** The changed member, or the error the outcome answers. */
-export function changedMember(result: MemberChangeResult): MemberRecord {
+/**
+ * Applies `change` to the member `userId` of the actor's tenant, as `decideMemberChange` allows
+ * it (decided in the store's transaction, with the tenant locked): the changed member,
+ * or the error the outcome answers.
+ */
+export async function changeMember(
+  deps: AdminDeps,
+  actor: { tenantId: string; userId: string },
+  userId: string,
+  change: MemberChange,
+): Promise<MemberRecord> {
+  if (!isId('user', userId)) throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);
+  const result = await deps.accounts.changeMember(
+    actor.tenantId,
+    actor.userId,
+    userId,
+    change,
+    (a, target, owners) => decideMemberChange(a, target, change, owners),
+  );
   if (result.outcome === 'ok') return result.member;
   if (result.outcome === 'not_found') throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);
   throw refuse(result.outcome);

@@ -1,10 +1,7 @@
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { decideMemberChange } from '../domain/memberships.ts';
 import type { AdminDeps } from './deps.ts';
-import { changedMember, MEMBER_NOT_FOUND_MESSAGE } from './members.ts';
+import { changeMember } from './members.ts';
 import { memberMessage } from './messages.ts';
 import { requireUserActor } from './principal.ts';
 
@@ -15,16 +12,11 @@ import { requireUserActor } from './principal.ts';
 export function removeMember(deps: AdminDeps): ServiceImpl<typeof AdminService>['removeMember'] {
   return async (req) => {
     const session = await requireUserActor(deps, req.principal, 'members:write');
-    if (!isId('user', req.userId)) throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);
-    const change = { kind: 'remove' } as const;
-    const member = changedMember(
-      await deps.accounts.changeMember(
-        session.tenant.id,
-        session.user.id,
-        req.userId,
-        change,
-        (actor, target, owners) => decideMemberChange(actor, target, change, owners),
-      ),
+    const member = await changeMember(
+      deps,
+      { tenantId: session.tenant.id, userId: session.user.id },
+      req.userId,
+      { kind: 'remove' },
     );
     deps.logger.info(
       { tenantId: session.tenant.id, userId: member.user.id, by: session.user.id },

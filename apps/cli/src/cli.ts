@@ -15,7 +15,7 @@ import type { Io } from './io.ts';
 import { safe, styleFor } from './output.ts';
 import { resolve, stringValue } from './parse.ts';
 
-export const DEFAULT_API_URL = 'http://127.0.0.1:8080';
+const DEFAULT_API_URL = 'http://127.0.0.1:8080';
 
 export const COMMANDS: readonly CommandSpec[] = [
   ...AUTH_COMMANDS,
@@ -26,12 +26,12 @@ export const COMMANDS: readonly CommandSpec[] = [
   ...PLATFORM_COMMANDS,
 ];
 
-export const VERSION: string = (
+const VERSION: string = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
 
 /** An http(s) URL without a trailing slash, or a usage error. */
-export function normalizeApiUrl(raw: string, source: string): string {
+function normalizeApiUrl(raw: string, source: string): string {
   let url: URL;
   try {
     url = new URL(raw);

@@ -225,6 +225,8 @@ export class IssuerService {
 
   async destroy(): Promise<void> {
     this.#serving?.stopWatching();
+    // No key reloads (bus messages, refresh ticks) start while the service drains.
+    await this.keys.stop();
     await this.scheduler.close();
     // Long-polls answer at once, so draining the server does not wait out their wait_ms.
     await this.credentials.stop();
@@ -232,7 +234,6 @@ export class IssuerService {
     await this.credentialWriter.flushed();
     await this.relays.stop();
     await this.slots.close().catch(() => {});
-    await this.keys.stop();
     if (this.#ownsBus) await this.bus.close();
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();
     await this.database.destroy();

@@ -58,6 +58,7 @@ export interface TtlPlan {
  */
 export function credentialTtl(requested: number | undefined, plan: TtlPlan): Checked<number> {
   const { min, max } = CREDENTIAL_TTL_SECONDS;
+  // The route's schema refuses these first; this keeps the function whole for any other caller.
   if (requested !== undefined && (!Number.isInteger(requested) || requested < min || requested > max)) {
     return {
       ok: false,

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   // Daily usage per tenant and project ('' = the tenant's total), replaced one day at a time
-  // by the usage job (see src/usage/usage.ts). The key serves the per-tenant range reads.
+  // by the usage job (see src/jobs/usage-aggregation.ts). The key serves the per-tenant range reads.
   await db.schema
     .createTable('usage_daily')
     .addColumn('tenant_id', 'text', (c) => c.notNull())

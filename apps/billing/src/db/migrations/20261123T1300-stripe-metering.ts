@@ -4,7 +4,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   // The tenant's Stripe customer, stored from its checkout and subscription webhooks.
   await db.schema.alterTable('subscriptions').addColumn('stripe_customer_id', 'text').execute();
   // Completed UTC days reported to a Stripe meter: a (tenant, day) is sent once. A row is
-  // inserted in the transaction that made the successful call (see src/usage/stripe-meter.ts).
+  // inserted in the transaction that made the successful call (see src/providers/stripe-meter.ts).
   await db.schema
     .createTable('metered_usage_reports')
     .addColumn('tenant_id', 'text', (c) => c.notNull())

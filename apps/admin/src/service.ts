@@ -1,15 +1,17 @@
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
-import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
+import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
+import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
-import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
+import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { type Serving, serve } from '@relayplane/shared/serving';
+import type { Redis } from 'ioredis';
 import type { AdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { AdminDatabase } from './db/schema.ts';
@@ -41,28 +43,28 @@ export interface AdminOverrides {
   bus?: Bus;
 }
 
-type RedisConnection = ReturnType<typeof createRedis>;
-
 /** The bus this service announces on, and what destroy() must close of it. */
 interface BusSetup {
   bus: Bus;
   owned: boolean;
-  connections: RedisConnection[];
+  connections: Redis[];
 }
 
 function createBus(config: AdminConfig, logger: Logger, given: Bus | undefined): BusSetup {
   if (given) return { bus: given, owned: false, connections: [] };
   if (!config.redis) return { bus: new MemoryBus(), owned: true, connections: [] };
-  const pub = createRedis(config.redis, logger, 'admin-pub');
-  const sub = createRedis(config.redis, logger, 'admin-bus');
-  return { bus: new RedisBus(pub, sub, config.redis.prefix), owned: true, connections: [pub, sub] };
+  const { bus, connections } = connectCoordination(config.redis, logger, {
+    name: SERVICES.admin,
+    busPrefix: config.redis.prefix,
+  });
+  return { bus, owned: true, connections };
 }
 
 /** The throttles' Redis connection (login and device flow share it): on the request path, short timeouts. */
 function createThrottleRedis(
   config: AdminConfig,
   logger: Logger,
-): { connection: RedisConnection; prefix: string } | undefined {
+): { connection: Redis; prefix: string } | undefined {
   if (!config.redis) return undefined;
   const connection = createRequestPathRedis(config.redis, logger, {
     name: 'admin-throttle',
@@ -89,7 +91,7 @@ export class AdminService {
   readonly bus: Bus;
   /** Counts login attempts (per account and per client IP). */
   readonly loginThrottle: RateLimiter;
-  readonly #throttleConnection: RedisConnection | undefined;
+  readonly #throttleConnection: Redis | undefined;
   readonly #deviceGrants: DeviceGrantStore;
   readonly #busSetup: BusSetup;
   readonly #billing: ServiceClient<typeof BillingRpc>;

@@ -1,16 +1,18 @@
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
-import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
+import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
+import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
-import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
+import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
-import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
+import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { type Serving, serve } from '@relayplane/shared/serving';
+import type { Redis } from 'ioredis';
 import type Stripe from 'stripe';
 import type { BillingConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
@@ -31,8 +33,6 @@ const SCHEDULER_QUEUE = 'billing-jobs';
 /** How long start() waits for the throttle's Redis; past it, the per-process limit answers until Redis does. */
 const THROTTLE_READY_WAIT_MS = 1_000;
 
-type RedisConnection = ReturnType<typeof createRedis>;
-
 export interface BillingOverrides {
   logger?: Logger;
   clock?: Clock;
@@ -48,9 +48,9 @@ export interface BillingOverrides {
 interface RedisSetup {
   keys: RedisKeys;
   /** The checkout throttle's connection (request path: short timeouts, never queues). */
-  throttle: RedisConnection;
+  throttle: Redis;
   /** Every connection this service opened, closed by destroy. */
-  connections: RedisConnection[];
+  connections: Redis[];
 }
 
 /** The billing service: plans, prices, subscriptions, entitlements, checkout, usage. */
@@ -179,17 +179,15 @@ export class BillingService {
         name: 'billing-throttle',
         commandTimeoutMs: config.redisCommandTimeoutMs,
       });
-      redis = { keys, throttle, connections: [throttle] };
-      if (!bus || !scheduler) {
-        const main = createRedis(config.redis, logger, 'billing');
-        redis.connections.push(main);
-        if (!bus) {
-          const subscriber = createRedis(config.redis, logger, 'billing-bus');
-          redis.connections.push(subscriber);
-          bus = new RedisBus(main, subscriber, keys.bus);
-        }
-        scheduler ??= new BullmqScheduler(SCHEDULER_QUEUE, main, keys.bull, logger);
-      }
+      const shared = connectCoordination(config.redis, logger, {
+        name: SERVICES.billing,
+        busPrefix: keys.bus,
+        queue: { name: SCHEDULER_QUEUE, prefix: keys.bull },
+        bus,
+        scheduler,
+      });
+      ({ bus, scheduler } = shared);
+      redis = { keys, throttle, connections: [throttle, ...shared.connections] };
     } else if (!overrides.bus) {
       logger.warn(
         'no BILLING_REDIS_URL: plan changes are announced in this process only and the checkout throttle is per process',

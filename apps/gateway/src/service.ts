@@ -1,8 +1,8 @@
-import { type Bus, RedisBus } from '@relayplane/shared/bus';
+import type { Bus } from '@relayplane/shared/bus';
 import { SERVICES } from '@relayplane/shared/contract';
+import { type Coordination, connectCoordination } from '@relayplane/shared/coordination';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
-import { createRedis } from '@relayplane/shared/redis';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { closeClients, connectClients, type GatewayClients } from './clients.ts';
@@ -23,7 +23,8 @@ export class GatewayService {
   /** This service's Prometheus metrics (served on `config.metricsAddress` when set). */
   readonly metrics: Registry;
   readonly #clients: GatewayClients;
-  readonly #ownsBus: Bus | undefined;
+  /** The bus this gateway made (none when given one, or without Redis): closed by destroy. */
+  readonly #owned: Coordination | undefined;
   #metricsServer: MetricsServer | undefined;
   #url = '';
 
@@ -33,33 +34,31 @@ export class GatewayService {
     app: FastifyInstance,
     metrics: Registry,
     clients: GatewayClients,
-    ownsBus: Bus | undefined,
+    owned: Coordination | undefined,
   ) {
     this.config = config;
     this.logger = logger;
     this.app = app;
     this.metrics = metrics;
     this.#clients = clients;
-    this.#ownsBus = ownsBus;
+    this.#owned = owned;
   }
 
   static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.gateway });
     const clients =
       overrides.clients ?? connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs);
-    let bus = overrides.bus;
-    let ownsBus: Bus | undefined;
-    if (!bus && config.redis) {
-      ownsBus = new RedisBus(
-        createRedis(config.redis, logger, 'gateway-pub'),
-        createRedis(config.redis, logger, 'gateway-sub'),
-        config.redis.prefix,
-      );
-      bus = ownsBus;
-    }
+    const owned =
+      !overrides.bus && config.redis
+        ? connectCoordination(config.redis, logger, {
+            name: SERVICES.gateway,
+            busPrefix: config.redis.prefix,
+          })
+        : undefined;
+    const bus = overrides.bus ?? owned?.bus;
     const metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     const { app } = await buildApp({ config, clients, logger, bus, metrics });
-    return new GatewayService(config, logger, app, metrics, clients, ownsBus);
+    return new GatewayService(config, logger, app, metrics, clients, owned);
   }
 
   async start(): Promise<void> {
@@ -97,7 +96,8 @@ export class GatewayService {
     clearTimeout(drain);
     this.logger.info('gateway stopped accepting; closing connections to services');
     closeClients(this.#clients);
-    await this.#ownsBus?.close();
+    await this.#owned?.bus.close();
+    for (const connection of this.#owned?.connections ?? []) connection.disconnect();
     // Last: metrics stay scrapable while the gateway drains.
     await this.#metricsServer?.close();
   }

@@ -1,14 +1,16 @@
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
-import { type Bus, MemoryBus, RedisBus } from '@relayplane/shared/bus';
+import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
+import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
-import { createRedis, createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
+import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { RpcServer } from '@relayplane/shared/rpc';
-import { BullmqScheduler, MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
+import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { type Serving, serve } from '@relayplane/shared/serving';
+import type { Redis } from 'ioredis';
 import type { IssuerConfig } from './config.ts';
 import { Credentials } from './credentials/credentials.ts';
 import type { signCredential } from './credentials/jwt.ts';
@@ -29,8 +31,6 @@ import { UsageSummaryStore } from './stores/usage-summary.ts';
 
 const QUEUE_NAME = 'issuer-maintenance';
 
-type RedisConnection = ReturnType<typeof createRedis>;
-
 export interface IssuerOverrides {
   logger?: Logger;
   clock?: Clock;
@@ -48,9 +48,9 @@ export interface IssuerOverrides {
 interface RedisSetup {
   keys: RedisKeys;
   /** The request path's connection (slots, revocation markers). */
-  requestPath: RedisConnection;
+  requestPath: Redis;
   /** Every connection this service opened, closed by destroy. */
-  connections: RedisConnection[];
+  connections: Redis[];
 }
 
 /** The issuer service: signing keys and the JWKS, relay credentials, the relay registry, usage. */
@@ -158,17 +158,15 @@ export class IssuerService {
         // about 5 % fewer credentials per second with it).
         enableAutoPipelining: false,
       });
-      redis = { keys, requestPath, connections: [requestPath] };
-      if (!bus || !scheduler) {
-        const main = createRedis(config.redis, logger, 'issuer');
-        redis.connections.push(main);
-        if (!bus) {
-          const subscriber = createRedis(config.redis, logger, 'issuer-bus');
-          redis.connections.push(subscriber);
-          bus = new RedisBus(main, subscriber, keys.bus);
-        }
-        scheduler ??= new BullmqScheduler(QUEUE_NAME, main, keys.bull, logger);
-      }
+      const shared = connectCoordination(config.redis, logger, {
+        name: SERVICES.issuer,
+        busPrefix: keys.bus,
+        queue: { name: QUEUE_NAME, prefix: keys.bull },
+        bus,
+        scheduler,
+      });
+      ({ bus, scheduler } = shared);
+      redis = { keys, requestPath, connections: [requestPath, ...shared.connections] };
     }
     const database = await createDatabase<IssuerDatabase>(config.database, SERVICES.issuer, logger);
     return new IssuerService({

@@ -75,8 +75,14 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
           a.service.database.db,
         )
       ).rows.map((r) => r.indexname);
-    // jti lookups (revocation, introspection), and the day windows of usage summaries.
-    expect(await indexes()).toEqual(['credentials_expires_at', 'credentials_issued_at', 'credentials_pkey']);
+    // jti lookups (revocation, introspection), the day windows of usage summaries, and a
+    // tenant's live credentials (rebuilding its slots after Redis lost them).
+    expect(await indexes()).toEqual([
+      'credentials_expires_at',
+      'credentials_issued_at',
+      'credentials_pkey',
+      'credentials_tenant_live',
+    ]);
     // The down migration restores what the up migration dropped.
     const migration = migrations['20261125T1600-drop-credentials-tenant-issued'];
     await migration?.down?.(a.service.database.db);

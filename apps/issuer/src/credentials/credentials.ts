@@ -8,6 +8,10 @@
  *   slot it reserved, and a refused or failed one never answers a token.
  * - The slot store failing means refusal (`unavailable`), never a credential and never 402.
  * - Postgres is the truth about revocation; Redis only mirrors it.
+ * - Postgres is the truth about slots too: the credentials table is the ledger a lost slot set
+ *   is rebuilt from. A slot reserved before the row committed is confirmed after it committed
+ *   (a rebuild in between did not count it); a refused confirmation withdraws the recorded
+ *   credential (revoked_at set, so no later rebuild counts it) and answers the cap's 402.
  */
 import type { KeyObject } from 'node:crypto';
 import type { Bus } from '@relayplane/shared/bus';
@@ -23,7 +27,7 @@ import type { RelayView } from '../relays/relay-directory.ts';
 import type { CredentialWriter } from '../stores/credential-writer.ts';
 import type { CredentialStore, RevocationEntry } from '../stores/credentials.ts';
 import type { RedisRevocationMarks } from '../stores/revocation-marks.ts';
-import type { SlotStore } from '../stores/slot-store.ts';
+import { SlotLedgerUnavailableError, type SlotStore } from '../stores/slot-store.ts';
 import { type CredentialClaims, isJti, newJti, signCredential, verifyCredential } from './jwt.ts';
 
 /** Bus channel announcing a new revocation (long-polls of every replica wake on it). */
@@ -91,6 +95,8 @@ export class Credentials {
   constructor(deps: CredentialDeps) {
     this.#d = deps;
     this.#sign = deps.sign ?? signCredential;
+    // The rows this class records before answering are what a lost slot set is rebuilt from.
+    deps.slots.recoverFrom(deps.store);
   }
 
   /** Follows revocations made by other replicas (wakes long-polls). */
@@ -138,14 +144,9 @@ export class Credentials {
     } catch (err) {
       // The script may have run before the reply was lost: free what it may have taken.
       this.#releaseQuietly(req.tenantId, jti, 'reserve failed');
-      throw new AppError('unavailable', SLOTS_UNAVAILABLE_MESSAGE, { retryAfterSeconds: 1, cause: err });
+      throw slotsUnavailable(err);
     }
-    if (!granted) {
-      throw new AppError(
-        'payment_required',
-        `concurrent connection limit reached (${req.cap}); upgrade the plan for more`,
-      );
-    }
+    if (!granted) throw capReached(req.cap);
 
     const iat = Math.floor(this.#d.clock.now().getTime() / 1000);
     const claims: CredentialClaims = {
@@ -188,6 +189,18 @@ export class Credentials {
       await this.#release(req.tenantId, jti, 'recording failed');
       throw new AppError('unavailable', RECORD_UNAVAILABLE_MESSAGE, { retryAfterSeconds: 1, cause: err });
     }
+    let confirmed: boolean;
+    try {
+      ({ granted: confirmed } = await this.#d.slots.confirm(req.tenantId, jti, ttlMs, req.cap));
+    } catch (err) {
+      await this.#withdraw(req.tenantId, jti, 'confirmation failed');
+      throw slotsUnavailable(err);
+    }
+    if (!confirmed) {
+      // Granted by slot state Redis lost before this row committed, and no longer fits.
+      await this.#withdraw(req.tenantId, jti, 'over the cap after a slot rebuild');
+      throw capReached(req.cap);
+    }
     if (signal?.aborted) {
       // Nobody will receive it: do not let it hold a slot until it expires.
       await this.abandon(req.tenantId, jti);
@@ -216,6 +229,20 @@ export class Credentials {
 
   #releaseQuietly(tenantId: string, jti: string, why: string): void {
     void this.#release(tenantId, jti, why);
+  }
+
+  /** A recorded credential that will not be answered: revoked in the record, its slot freed. */
+  async #withdraw(tenantId: string, jti: string, why: string): Promise<void> {
+    try {
+      await this.#d.store.withdraw(jti, this.#d.clock.now());
+    } catch (err) {
+      // Still never answered; a rebuild of the tenant's slots counts it until it expires.
+      this.#d.logger.warn(
+        { err: { message: (err as Error).message }, tenantId, why },
+        'could not withdraw a recorded credential; it holds a slot after a rebuild until it expires',
+      );
+    }
+    await this.#release(tenantId, jti, why);
   }
 
   // -------------------------------------------------------------- revocation
@@ -363,4 +390,19 @@ export class Credentials {
       },
     };
   }
+}
+
+/** The refusal of a tenant at its cap, whether decided at reservation or at confirmation. */
+function capReached(cap: number): AppError {
+  return new AppError(
+    'payment_required',
+    `concurrent connection limit reached (${cap}); upgrade the plan for more`,
+  );
+}
+
+/** The slot store could not decide: Redis is away, or PostgreSQL while a slot set is rebuilt. */
+function slotsUnavailable(err: unknown): AppError {
+  const message =
+    err instanceof SlotLedgerUnavailableError ? RECORD_UNAVAILABLE_MESSAGE : SLOTS_UNAVAILABLE_MESSAGE;
+  return new AppError('unavailable', message, { retryAfterSeconds: 1, cause: err });
 }

@@ -1,6 +1,7 @@
 /** Credential rows and the revocation feed (Postgres, the source of truth). */
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
+import type { DurableLease } from './slot-store.ts';
 
 export interface RevocationEntry {
   sequence: bigint;
@@ -70,6 +71,37 @@ export class CredentialStore {
         sequence: BigInt(row.sequence),
       };
     });
+  }
+
+  /**
+   * Marks a recorded credential that was never handed out as revoked (its issuance was refused
+   * after the row committed), so no rebuild of its tenant's slots counts it. Not in the feed:
+   * nobody ever held the token. Idempotent.
+   */
+  async withdraw(jti: string, now: Date): Promise<void> {
+    await this.#db
+      .updateTable('credentials')
+      .set({ revoked_at: now })
+      .where('jti', '=', jti)
+      .where('revoked_at', 'is', null)
+      .execute();
+  }
+
+  /**
+   * The tenant's live, unrevoked credentials, longest-lived first, at most `limit` (its cap):
+   * what its connection slots hold. One range scan of credentials_tenant_live.
+   */
+  async liveLeases(tenantId: string, limit: number): Promise<DurableLease[]> {
+    const rows = await this.#db
+      .selectFrom('credentials')
+      .select(['jti', 'expires_at'])
+      .where('tenant_id', '=', tenantId)
+      .where('revoked_at', 'is', null)
+      .where('expires_at', '>', sql<Date>`now()`)
+      .orderBy('expires_at', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ jti: r.jti, expiresAtMs: r.expires_at.getTime() }));
   }
 
   /** True when `jti` is recorded as revoked (false when unknown or not revoked). */

@@ -8,6 +8,11 @@
  *
  * Release at expiry is implicit: every reservation first drops the tenant's leases whose
  * expiry has passed, so no job is needed to free them.
+ *
+ * Redis may forget (a restart without persistence, a failover to a replica that missed writes,
+ * a flush): the durable record of issued credentials (`SlotLedger`, PostgreSQL) is the truth a
+ * lost slot set is rebuilt from, and an issuance re-reserves its slot (`confirm`) once its row
+ * is durable, so a slot granted by state that was lost meanwhile is decided again.
  */
 export interface SlotReservation {
   /** False when the tenant already holds `cap` live slots. */
@@ -16,13 +21,46 @@ export interface SlotReservation {
   inUse: number;
 }
 
+/** A credential as the durable record holds it: its lease lasts until the credential expires. */
+export interface DurableLease {
+  jti: string;
+  expiresAtMs: number;
+}
+
+/** Where lost slot state is rebuilt from: the record written before a credential is handed out. */
+export interface SlotLedger {
+  /** The tenant's live, unrevoked credentials, longest-lived first, at most `limit`. */
+  liveLeases(tenantId: string, limit: number): Promise<DurableLease[]>;
+}
+
+/** The ledger could not be read, so a lost slot set could not be rebuilt (the caller refuses). */
+export class SlotLedgerUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super('the credential record could not be read to rebuild connection slots', { cause });
+    this.name = 'SlotLedgerUnavailableError';
+  }
+}
+
 export interface SlotStore {
+  /**
+   * Where a lost slot set is rebuilt from. Set once, before the first reservation, by the
+   * issuance path, which writes that record.
+   */
+  recoverFrom(ledger: SlotLedger): void;
   /**
    * Reserves a slot for lease `jti` lasting `ttlMs`, unless the tenant already holds `cap`.
    * Idempotent per jti: reserving a held lease again grants it without counting it twice.
    * Throws when the store cannot answer (the caller must then refuse: fail closed).
    */
   reserve(tenantId: string, jti: string, ttlMs: number, cap: number): Promise<SlotReservation>;
+  /**
+   * Reserves again, once the credential's row is durable, a lease `reserve` granted: granted
+   * without counting twice while the lease is held; decided against the cap if the slot state
+   * was lost meanwhile (a rebuild that read the ledger before the row existed did not count
+   * it). Decided ahead of new reservations of the tenant. Refused: the credential must not be
+   * handed out.
+   */
+  confirm(tenantId: string, jti: string, ttlMs: number, cap: number): Promise<SlotReservation>;
   /** Frees the lease (revocation, or an issuance that failed after reserving). */
   release(tenantId: string, jti: string): Promise<void>;
   /** The tenant's live leases (expired ones excluded), for tests and diagnostics. */
@@ -30,44 +68,98 @@ export interface SlotStore {
   close(): Promise<void>;
 }
 
-/** The in-process twin for embedded mode. `now` is the service clock in milliseconds. */
+/** A tenant's slots in memory, and up to which cap they are known complete. */
+interface MemoryTenant {
+  leases: Map<string, number>;
+  covers: number;
+}
+
+/**
+ * The in-process twin for embedded mode. `now` is the service clock in milliseconds.
+ *
+ * A restart loses these slots while the credentials they held live on (the embedded database
+ * persists), so a tenant is loaded from the ledger when this process first decides for it,
+ * exactly as Redis rebuilds a lost set. Decisions themselves are synchronous, on a loaded
+ * tenant: reservations that waited for the load are decided in the order they were asked.
+ */
 export class MemorySlotStore implements SlotStore {
   readonly #now: () => number;
-  readonly #tenants = new Map<string, Map<string, number>>();
+  /** One entry per tenant decided for since start (embedded mode serves a handful). */
+  readonly #tenants = new Map<string, MemoryTenant>();
+  readonly #loading = new Map<string, Promise<void>>();
+  #ledger: SlotLedger | undefined;
 
   constructor(now: () => number) {
     this.#now = now;
   }
 
-  #live(tenantId: string): Map<string, number> | undefined {
-    const leases = this.#tenants.get(tenantId);
-    if (!leases) return undefined;
+  recoverFrom(ledger: SlotLedger): void {
+    this.#ledger = ledger;
+  }
+
+  /** The loaded tenant, expired leases dropped, if what is held decides exactly at `cap`. */
+  #ready(tenantId: string, cap: number): MemoryTenant | undefined {
+    const tenant = this.#tenants.get(tenantId);
+    if (!tenant || tenant.covers < cap) return undefined;
     const now = this.#now();
-    for (const [jti, expiry] of leases) if (expiry <= now) leases.delete(jti);
-    if (leases.size === 0) {
-      this.#tenants.delete(tenantId);
-      return undefined;
+    for (const [jti, expiry] of tenant.leases) if (expiry <= now) tenant.leases.delete(jti);
+    return tenant;
+  }
+
+  /** Loads the tenant's live credentials from the ledger; concurrent callers share one read. */
+  async #load(tenantId: string, cap: number): Promise<void> {
+    let loading = this.#loading.get(tenantId);
+    if (!loading) {
+      loading = this.#read(tenantId, cap)
+        .then((seed) => {
+          const now = this.#now();
+          const tenant = this.#tenants.get(tenantId) ?? { leases: new Map<string, number>(), covers: 0 };
+          for (const { jti, expiresAtMs } of seed) {
+            if (expiresAtMs > now && !tenant.leases.has(jti)) tenant.leases.set(jti, expiresAtMs);
+          }
+          // Fewer than asked: the ledger had no more, so these decide exactly at any cap.
+          tenant.covers = seed.length < cap ? Number.POSITIVE_INFINITY : cap;
+          this.#tenants.set(tenantId, tenant);
+        })
+        .finally(() => this.#loading.delete(tenantId));
+      this.#loading.set(tenantId, loading);
     }
-    return leases;
+    await loading;
+  }
+
+  async #read(tenantId: string, cap: number): Promise<DurableLease[]> {
+    if (cap === 0 || !this.#ledger) return [];
+    try {
+      return await this.#ledger.liveLeases(tenantId, cap);
+    } catch (err) {
+      throw new SlotLedgerUnavailableError(err);
+    }
   }
 
   async reserve(tenantId: string, jti: string, ttlMs: number, cap: number): Promise<SlotReservation> {
-    const leases = this.#live(tenantId) ?? new Map<string, number>();
+    let tenant = this.#ready(tenantId, cap);
+    while (!tenant) {
+      await this.#load(tenantId, cap);
+      tenant = this.#ready(tenantId, cap);
+    }
+    const { leases } = tenant;
     if (leases.has(jti)) return { granted: true, inUse: leases.size };
     if (leases.size >= cap) return { granted: false, inUse: leases.size };
     leases.set(jti, this.#now() + ttlMs);
-    this.#tenants.set(tenantId, leases);
     return { granted: true, inUse: leases.size };
   }
 
+  /** One process: nothing is lost between a reservation and its confirmation. */
+  confirm(tenantId: string, jti: string, ttlMs: number, cap: number): Promise<SlotReservation> {
+    return this.reserve(tenantId, jti, ttlMs, cap);
+  }
+
   async release(tenantId: string, jti: string): Promise<void> {
-    const leases = this.#tenants.get(tenantId);
-    leases?.delete(jti);
-    if (leases?.size === 0) this.#tenants.delete(tenantId);
+    this.#tenants.get(tenantId)?.leases.delete(jti);
   }
 
   async leases(tenantId: string): Promise<string[]> {
-    return [...(this.#live(tenantId)?.keys() ?? [])].sort();
+    return [...(this.#ready(tenantId, 0)?.leases.keys() ?? [])].sort();
   }
 
   async close(): Promise<void> {

@@ -15,12 +15,16 @@ import {
 } from '@relayplane/proto/grpc';
 import {
   AppError,
+  DEFAULT_RETRY_AFTER_SECONDS,
+  dependencyFailure,
   ERROR_CODE_METADATA_KEY,
   ERROR_CODES,
   type ErrorCode,
+  errorSummary,
   INTERNAL_MESSAGE,
   isErrorCode,
   RETRY_AFTER_METADATA_KEY,
+  toAppError,
 } from './errors.ts';
 import { HealthService, healthImpl } from './health.ts';
 import type { Logger } from './logger.ts';
@@ -104,7 +108,29 @@ export class GrpcServerMetrics {
 /** The status a failed call ends with (as `toStatus` answers it), or CANCELLED when the caller left. */
 function failedStatus(err: unknown, signal: AbortSignal): number {
   if (signal.aborted) return grpc.status.CANCELLED;
-  return err instanceof AppError ? err.grpcStatus : grpc.status.INTERNAL;
+  return toAppError(err).grpcStatus;
+}
+
+/**
+ * What a failed call answers (`toAppError`: a dependency that is away becomes `unavailable`,
+ * anything unexpected `internal`), logged on the server that failed: a bug at error level with
+ * the whole error; an outage at warn with its cause's name, code and message only, since
+ * during an outage every request logs one.
+ */
+export function reportFailure(logger: Logger, err: unknown, rpc: string): AppError {
+  const failure = toAppError(err);
+  if (failure.code === 'internal') {
+    // An AppError the code threw says what failed; anything else is a bug in the handler.
+    const message = err instanceof AppError ? err.message : 'unhandled error in rpc handler';
+    logger.error({ err: failure.cause ?? failure, rpc }, message);
+  } else if (failure.code === 'unavailable') {
+    const dependency = dependencyFailure(failure.cause);
+    logger.warn(
+      { rpc, ...(dependency ? { dependency } : {}), err: errorSummary(failure.cause) },
+      failure.message,
+    );
+  }
+  return failure;
 }
 
 function serverHooks(logger: Logger, metrics: GrpcServerMetrics | undefined): ServerHooks {
@@ -125,20 +151,13 @@ function serverHooks(logger: Logger, metrics: GrpcServerMetrics | undefined): Se
       );
     },
     toStatus(err, method) {
+      const failure = reportFailure(logger, err, method.name);
       const metadata = new grpc.Metadata();
-      if (err instanceof AppError) {
-        metadata.set(ERROR_CODE_METADATA_KEY, err.code);
-        if (err.retryAfterSeconds !== undefined) {
-          metadata.set(RETRY_AFTER_METADATA_KEY, String(err.retryAfterSeconds));
-        }
-        if (err.code === 'internal' || err.code === 'unavailable') {
-          logger.error({ err: err.cause ?? err, rpc: method.name }, err.message);
-        }
-        return { code: err.grpcStatus, details: err.message, metadata };
+      metadata.set(ERROR_CODE_METADATA_KEY, failure.code);
+      if (failure.retryAfterSeconds !== undefined) {
+        metadata.set(RETRY_AFTER_METADATA_KEY, String(failure.retryAfterSeconds));
       }
-      logger.error({ err, rpc: method.name }, 'unhandled error in rpc handler');
-      metadata.set(ERROR_CODE_METADATA_KEY, 'internal');
-      return { code: grpc.status.INTERNAL, details: INTERNAL_MESSAGE, metadata };
+      return { code: failure.grpcStatus, details: failure.message, metadata };
     },
   };
 }
@@ -157,7 +176,7 @@ function fromStatus(err: grpc.ServiceError, method: DescMethod): Error {
   return new AppError(
     mapped,
     mapped === 'unavailable' ? `${method.parent.name} is unavailable` : INTERNAL_MESSAGE,
-    { cause: err, retryAfterSeconds: mapped === 'unavailable' ? 1 : undefined },
+    { cause: err, retryAfterSeconds: mapped === 'unavailable' ? DEFAULT_RETRY_AFTER_SECONDS : undefined },
   );
 }
 

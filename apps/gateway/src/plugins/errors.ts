@@ -1,4 +1,4 @@
-import { AppError, INTERNAL_MESSAGE } from '@relayplane/shared/errors';
+import { AppError, errorSummary, toAppError } from '@relayplane/shared/errors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 interface ValidationIssue {
@@ -59,7 +59,10 @@ function send(reply: FastifyReply, status: number, message: string, retryAfter?:
 export function registerErrorHandling(app: FastifyInstance, bodyLimitBytes: number): void {
   app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
-      if (err.httpStatus >= 500) request.log.error({ err: err.cause ?? err, code: err.code }, err.message);
+      // A bug is an error; a dependency that is away (503) is an outage, logged once per request.
+      if (err.code === 'internal') request.log.error({ err: err.cause ?? err, code: err.code }, err.message);
+      else if (err.code === 'unavailable')
+        request.log.warn({ err: errorSummary(err.cause), code: err.code }, err.message);
       send(reply, err.httpStatus, err.message, err.retryAfterSeconds);
       return;
     }
@@ -87,8 +90,11 @@ export function registerErrorHandling(app: FastifyInstance, bodyLimitBytes: numb
       send(reply, status, err instanceof SyntaxError ? 'request body is not valid JSON' : err.message);
       return;
     }
-    request.log.error({ err }, 'unhandled error');
-    send(reply, 500, INTERNAL_MESSAGE);
+    const failure = toAppError(err);
+    if (failure.code === 'unavailable')
+      request.log.warn({ err: errorSummary(err) }, 'dependency unavailable');
+    else request.log.error({ err }, 'unhandled error');
+    send(reply, failure.httpStatus, failure.message, failure.retryAfterSeconds);
   });
 
   app.setNotFoundHandler((request, reply) => {

@@ -12,9 +12,9 @@ import type {
   IssueCredentialsResponseSchema,
   IssuerService,
 } from '@relayplane/proto/issuer';
-import { AppError, INTERNAL_MESSAGE } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
-import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { reportFailure, type ServiceImpl } from '@relayplane/shared/rpc';
 import type { IssuerDeps } from './deps.ts';
 import { issueInput, issueResponse } from './messages.ts';
 
@@ -126,17 +126,11 @@ async function serve(
   }
 }
 
-/** What a unary call would have carried in its status. */
+/** What a unary call would have carried in its status (the same mapping and logging, see rpc.ts). */
 function streamError(
   err: unknown,
   logger: Logger,
 ): { code: string; message: string; retryAfterSeconds: number } {
-  if (err instanceof AppError) {
-    if (err.code === 'internal' || err.code === 'unavailable') {
-      logger.error({ err: err.cause ?? err, rpc: 'IssueCredentials' }, err.message);
-    }
-    return { code: err.code, message: err.message, retryAfterSeconds: err.retryAfterSeconds ?? 0 };
-  }
-  logger.error({ err, rpc: 'IssueCredentials' }, 'unhandled error in stream request');
-  return { code: 'internal', message: INTERNAL_MESSAGE, retryAfterSeconds: 0 };
+  const failure = reportFailure(logger, err, 'IssueCredentials');
+  return { code: failure.code, message: failure.message, retryAfterSeconds: failure.retryAfterSeconds ?? 0 };
 }

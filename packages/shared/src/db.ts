@@ -14,10 +14,68 @@ export type DatabaseConfig =
       kind: 'postgres';
       url: string;
       poolMax?: number;
+      /** Longest wait for a connection, new or from the pool (default `CONNECT_TIMEOUT_MS`). */
       connectTimeoutMs?: number;
+      /** Server-side limit of one statement (default `STATEMENT_TIMEOUT_MS`); the client gives up `QUERY_TIMEOUT_MARGIN_MS` later. */
       statementTimeoutMs?: number;
     }
   | { kind: 'pglite'; dataDir: string };
+
+/*
+ * Time bounds on the request path. A request through the gateway has GATEWAY_RPC_TIMEOUT_MS
+ * (default 5 s) per call; a query must fail before that, so the service answers UNAVAILABLE
+ * itself (and frees its connection) rather than leaving the caller to its deadline:
+ * - connecting, or waiting for a pooled connection, gives up after 2 s
+ *   ("timeout exceeded when trying to connect", or "Connection terminated due to connection
+ *   timeout" when the server accepts and never answers);
+ * - a slow statement is cancelled by the server after 4 s (SQLSTATE 57014), keeping its
+ *   connection;
+ * - a server that does not answer at all (a blackholed network, a failover whose old
+ *   connections are never reset) is given up by the client 0.5 s later ("Query read timeout"),
+ *   and that connection is dropped (see `DroppingClient`).
+ * All of these are dependency failures (errors.ts) and answer 503 + Retry-After.
+ * Migrations are exempt (see `migrate`).
+ */
+const CONNECT_TIMEOUT_MS = 2_000;
+const STATEMENT_TIMEOUT_MS = 4_000;
+const QUERY_TIMEOUT_MARGIN_MS = 500;
+
+/**
+ * A pg client that closes its connection when a query times out on the client side
+ * (`query_timeout`). pg gives up on such a query but leaves it in flight on the connection,
+ * so every later query on it would wait behind an answer that may never come — after a
+ * failover, until the kernel gives up on the socket, many minutes later.
+ */
+class DroppingClient extends pg.Client {
+  // biome-ignore lint/suspicious/noExplicitAny: query() has a dozen overloads, all passed through unchanged
+  override query(...args: any[]): any {
+    const query = super.query as (...a: unknown[]) => unknown;
+    const last = args.at(-1);
+    if (typeof last === 'function') {
+      args[args.length - 1] = (err: unknown, result: unknown) => {
+        this.#dropIfTimedOut(err);
+        last(err, result);
+      };
+      return query.apply(this, args);
+    }
+    const result = query.apply(this, args);
+    return result instanceof Promise
+      ? result.catch((err: unknown) => {
+          this.#dropIfTimedOut(err);
+          throw err;
+        })
+      : result;
+  }
+
+  #dropIfTimedOut(err: unknown): void {
+    if ((err as Error | undefined)?.message !== 'Query read timeout') return;
+    // end() marks the client as ending at once, so the pool discards it when it is released
+    // (which happens before the socket's close event); destroy() frees the socket now rather
+    // than after a Terminate message the server may never receive.
+    this.end().catch(() => {});
+    this.connection.stream.destroy();
+  }
+}
 
 export interface Database<DB> {
   /** Queries are qualified with the service's schema. */
@@ -45,23 +103,7 @@ export async function createDatabase<DB>(
   let root: Kysely<DB>;
   let prepared: Database<DB>['prepared'];
   if (config.kind === 'postgres') {
-    const pool = new pg.Pool({
-      connectionString: config.url,
-      max: config.poolMax ?? 10,
-      connectionTimeoutMillis: config.connectTimeoutMs ?? 2_000,
-      // A blackholed server must surface as an error, not as a request that hangs forever.
-      query_timeout: config.statementTimeoutMs ?? 10_000,
-      statement_timeout: config.statementTimeoutMs ?? 10_000,
-      idleTimeoutMillis: 30_000,
-      keepAlive: true,
-      application_name: `relayplane-${schema}`,
-    });
-    // Idle clients report a lost server on the pool; checked-out ones on themselves. Without a
-    // listener either would crash the process (the query in flight fails on its own).
-    pool.on('error', (err) => logger.warn({ err: { message: err.message } }, 'postgres connection lost'));
-    pool.on('connect', (client) => {
-      client.on('error', (err) => logger.warn({ err: { message: err.message } }, 'postgres connection lost'));
-    });
+    const pool = postgresPool(config, schema, logger, 'requests');
     root = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
     prepared = async (name, text, values) => {
       await pool.query({ name, text, values });
@@ -94,18 +136,65 @@ export async function createDatabase<DB>(
       }
     },
     async migrate(migrations) {
-      await createSchema(root, schema);
-      const migrator = new Migrator({
-        db,
-        provider: { getMigrations: async () => migrations },
-        migrationTableSchema: schema,
-      });
-      const { error, results } = await migrator.migrateToLatest();
-      if (error) throw error;
-      return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+      // Not bound by the request path's timeouts: an index build, or waiting for another
+      // replica's migration lock, may rightly take longer than any request.
+      const target =
+        config.kind === 'postgres'
+          ? new Kysely<DB>({
+              dialect: new PostgresDialect({ pool: postgresPool(config, schema, logger, 'migrations') }),
+            })
+          : root;
+      try {
+        await createSchema(target, schema);
+        const migrator = new Migrator({
+          db: target.withSchema(schema),
+          provider: { getMigrations: async () => migrations },
+          migrationTableSchema: schema,
+        });
+        const { error, results } = await migrator.migrateToLatest();
+        if (error) throw error;
+        return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+      } finally {
+        if (target !== root) await target.destroy();
+      }
     },
     destroy: () => root.destroy(),
   };
+}
+
+/**
+ * The pg pool of a service: for `requests`, bounded in time as described above; for
+ * `migrations`, one connection without statement or query timeouts.
+ */
+function postgresPool(
+  config: Extract<DatabaseConfig, { kind: 'postgres' }>,
+  schema: string,
+  logger: Logger,
+  use: 'requests' | 'migrations',
+): pg.Pool {
+  const statementTimeoutMs = config.statementTimeoutMs ?? STATEMENT_TIMEOUT_MS;
+  const pool = new pg.Pool({
+    connectionString: config.url,
+    connectionTimeoutMillis: config.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    application_name: `relayplane-${schema}`,
+    ...(use === 'requests'
+      ? {
+          Client: DroppingClient,
+          max: config.poolMax ?? 10,
+          statement_timeout: statementTimeoutMs,
+          query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS,
+          idleTimeoutMillis: 30_000,
+        }
+      : { max: 1 }),
+  });
+  // Idle clients report a lost server on the pool; checked-out ones on themselves. Without a
+  // listener either would crash the process (the query in flight fails on its own).
+  pool.on('error', (err) => logger.warn({ err: { message: err.message } }, 'postgres connection lost'));
+  pool.on('connect', (client) => {
+    client.on('error', (err) => logger.warn({ err: { message: err.message } }, 'postgres connection lost'));
+  });
+  return pool;
 }
 
 async function createSchema<DB>(db: Kysely<DB>, schema: string): Promise<void> {

@@ -10,6 +10,7 @@ import {
 } from '@relayplane/proto/issuer';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { type AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { newToken, parseToken } from '@relayplane/shared/tokens';
@@ -25,11 +26,7 @@ import { heartbeat } from '../src/grpc/heartbeat.ts';
 import { listRelays } from '../src/grpc/list-relays.ts';
 import { registerRelay } from '../src/grpc/register-relay.ts';
 import type { RelayConfig } from '../src/relays/relay-config.ts';
-import {
-  RELAYS_CHANGED_CHANNEL,
-  RelayDirectory,
-  STATIC_RELAY_MESSAGE,
-} from '../src/relays/relay-directory.ts';
+import { RelayDirectory, STATIC_RELAY_MESSAGE } from '../src/relays/relay-directory.ts';
 import { rejection } from './support/harness.ts';
 
 const WINDOW_SECONDS = 30;
@@ -485,7 +482,7 @@ describe('relay directory (PostgreSQL)', () => {
       const a = await directory();
       const b = await directory({}, { db: await openDatabase() });
       let messages = 0;
-      const unsubscribe = await bus.subscribe(RELAYS_CHANGED_CHANNEL, () => messages++);
+      const unsubscribe = await bus.subscribe(BUS_CHANNELS.relaysChanged, () => messages++);
 
       const { relay } = await a.register({ region: 'eu-west', host: 'relay.example', port: 443 });
       await a.heartbeat(relay.id, 0.4);

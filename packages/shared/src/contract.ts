@@ -20,6 +20,10 @@ export const BUS_CHANNELS = {
   plansChanged: 'plans.changed',
   /** issuer → issuers and gateways: a signing key was added, activated or retired. */
   signingKeysChanged: 'signing-keys.changed',
+  /** issuer → issuers: a credential was revoked (payload jti and feed sequence); wakes long-polls. */
+  credentialsRevoked: 'credentials.revoked',
+  /** issuer → issuers: a relay was registered, removed or sent a heartbeat (payload its id). */
+  relaysChanged: 'relays.changed',
 } as const;
 export type BusChannel = (typeof BUS_CHANNELS)[keyof typeof BUS_CHANNELS];
 

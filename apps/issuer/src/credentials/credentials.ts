@@ -13,9 +13,11 @@
  *   (a rebuild in between did not count it); a refused confirmation withdraws the recorded
  *   credential (revoked_at set, so no later rebuild counts it) and answers the cap's 402.
  */
+
 import type { KeyObject } from 'node:crypto';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
@@ -31,7 +33,6 @@ import { SlotLedgerUnavailableError, type SlotStore } from '../stores/slot-store
 import { type CredentialClaims, isJti, newJti, signCredential, verifyCredential } from './jwt.ts';
 
 /** Bus channel announcing a new revocation (long-polls of every replica wake on it). */
-const CREDENTIALS_REVOKED_CHANNEL = 'credentials.revoked';
 
 const DEFAULT_REVOCATIONS_LIMIT = 100;
 const MAX_REVOCATIONS_LIMIT = 1000;
@@ -102,7 +103,7 @@ export class Credentials {
   /** Follows revocations made by other replicas (wakes long-polls). */
   async start(): Promise<void> {
     this.#stopped = false;
-    this.#unsubscribe = await this.#d.bus.subscribe(CREDENTIALS_REVOKED_CHANNEL, () => this.#wake());
+    this.#unsubscribe = await this.#d.bus.subscribe(BUS_CHANNELS.credentialsRevoked, () => this.#wake());
   }
 
   /** Stops following the bus and ends waiting long-polls (they answer what they have). */
@@ -274,7 +275,7 @@ export class Credentials {
       this.#d.metrics?.revoked.inc();
       this.#wake();
       await this.#d.bus
-        .publish(CREDENTIALS_REVOKED_CHANNEL, JSON.stringify({ jti, sequence: String(result.sequence) }))
+        .publish(BUS_CHANNELS.credentialsRevoked, JSON.stringify({ jti, sequence: String(result.sequence) }))
         .catch((err: unknown) => {
           this.#d.logger.warn(
             { err: { message: (err as Error).message } },

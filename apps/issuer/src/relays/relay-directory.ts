@@ -3,8 +3,10 @@
  * from configuration, and an in-memory copy every replica keeps fresh (bus messages plus a
  * periodic reload) so that assignment never waits on the database.
  */
+
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
+import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { isId, newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
@@ -24,7 +26,6 @@ import { type RelayRecord, RelayStore } from '../stores/relays.ts';
 import type { RelayConfig, StaticRelay } from './relay-config.ts';
 
 /** Bus channel announcing a change to one relay (message: its id) or to all (`*`). */
-export const RELAYS_CHANGED_CHANNEL = 'relays.changed';
 export const STATIC_RELAY_MESSAGE = 'static relays are configured in RELAYPLANE_RELAYS_FILE';
 const RELAY_NOT_FOUND = 'relay not found';
 
@@ -75,7 +76,7 @@ export class RelayDirectory {
   async start(): Promise<void> {
     this.#stopped = false;
     // Subscribed before the first load, so no change made meanwhile goes unnoticed.
-    this.#unsubscribe = await this.#bus.subscribe(RELAYS_CHANGED_CHANNEL, (message) => {
+    this.#unsubscribe = await this.#bus.subscribe(BUS_CHANNELS.relaysChanged, (message) => {
       const id = message.trim();
       (isId('relay', id) ? this.#reloadOne(id) : this.reload()).catch(() => {});
     });
@@ -135,7 +136,7 @@ export class RelayDirectory {
   }
 
   async #announce(id: string): Promise<void> {
-    await this.#bus.publish(RELAYS_CHANGED_CHANNEL, id).catch((err) => {
+    await this.#bus.publish(BUS_CHANNELS.relaysChanged, id).catch((err) => {
       this.#logger.warn(
         { err: { message: (err as Error).message } },
         'could not announce the relay change; replicas pick it up on their next refresh',

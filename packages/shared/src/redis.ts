@@ -1,6 +1,8 @@
 /** Redis factory: one place that sets connection policy for every service. */
 import { Redis } from 'ioredis';
+import type { Bus } from './bus.ts';
 import type { Logger } from './logger.ts';
+import { retryUntilDone } from './readiness.ts';
 
 export interface RedisConfig {
   url: string;
@@ -74,5 +76,77 @@ export async function waitReady(redis: Redis, timeoutMs: number): Promise<boolea
     const onReady = () => done(true);
     const timer = setTimeout(() => done(false), timeoutMs);
     redis.on('ready', onReady);
+  });
+}
+
+/**
+ * `bus` for a service that must start while Redis is away: subscribe() never waits for Redis.
+ * Once each of `connections` (the bus's own, just made) has connected or failed once, a
+ * subscription made while they are ready is live when subscribe() resolves, as on the bus
+ * itself. Otherwise subscribe() resolves at once and the subscription is made in the
+ * background, retried until Redis answers (a SUBSCRIBE on a connection that is away fails with
+ * `MaxRetriesPerRequestError`, which is what made a service started before Redis exit). Nothing
+ * is lost meanwhile that was not lost already: nobody can publish through a Redis that is away,
+ * and every consumer also refreshes on a timer because the bus delivers at most once.
+ */
+export function deferringSubscriptions(bus: Bus, connections: readonly Redis[], logger: Logger): Bus {
+  const closing = new AbortController();
+  const settled = Promise.all(connections.map(firstOutcome));
+  const reachable = () => connections.every((c) => c.status === 'ready');
+  return {
+    publish: (channel, message) => bus.publish(channel, message),
+    async subscribe(channel, handler) {
+      await settled;
+      if (reachable()) {
+        try {
+          return await bus.subscribe(channel, handler);
+        } catch {
+          // Redis went away meanwhile: subscribe in the background, as when it was away.
+        }
+      }
+      const cancelled = new AbortController();
+      const signal = AbortSignal.any([closing.signal, cancelled.signal]);
+      let unsubscribe: (() => Promise<void>) | undefined;
+      retryUntilDone(`subscribing to ${channel}`, () => bus.subscribe(channel, handler), {
+        logger,
+        signal,
+      }).then(
+        async (live) => {
+          // Unsubscribed (or closed) while the SUBSCRIBE was on its way: undo it.
+          if (signal.aborted) await live().catch(() => {});
+          else unsubscribe = live;
+        },
+        () => {}, // only the abort ends the retries
+      );
+      return async () => {
+        cancelled.abort();
+        await unsubscribe?.();
+      };
+    },
+    async close() {
+      closing.abort();
+      await bus.close();
+    },
+  };
+}
+
+/**
+ * Resolves when `redis` (just made) is ready or its first connection attempt failed: refused at
+ * once, or after `connectTimeout` when nothing answers.
+ */
+function firstOutcome(redis: Redis): Promise<void> {
+  if (redis.status === 'ready' || redis.status === 'reconnecting' || redis.status === 'end') {
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => {
+    const done = () => {
+      redis.off('ready', done);
+      redis.off('error', done);
+      redis.off('end', done);
+      resolve();
+    };
+    redis.on('ready', done);
+    redis.on('error', done);
+    redis.on('end', done);
   });
 }

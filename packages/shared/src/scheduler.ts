@@ -5,12 +5,14 @@
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from './logger.ts';
+import { retryUntilDone } from './readiness.ts';
 
 export type JobHandler = () => Promise<void>;
 
 export interface Scheduler {
   /** Runs `handler` every `everyMs`; call before `start`. */
   every(name: string, everyMs: number, handler: JobHandler): void;
+  /** Starts running the registered jobs; never waits for Redis (the jobs begin once it answers). */
   start(): Promise<void>;
   /** Runs a registered job as soon as possible, outside its schedule. */
   trigger(name: string): Promise<void>;
@@ -68,9 +70,13 @@ export class BullmqScheduler implements Scheduler {
   readonly #connection: Redis;
   readonly #prefix: string;
   readonly #logger: Logger;
+  readonly #closing = new AbortController();
+  /** Job runs in progress in this process. */
+  readonly #running = new Set<Promise<void>>();
   #queue: Queue | undefined;
   #worker: Worker | undefined;
   #workerConnection: Redis | undefined;
+  #lastError: string | undefined;
 
   /** `connection` is duplicated for the worker (blocking commands need their own). */
   constructor(queueName: string, connection: Redis, prefix: string, logger: Logger) {
@@ -84,23 +90,37 @@ export class BullmqScheduler implements Scheduler {
     this.#jobs.set(name, { everyMs, handler });
   }
 
+  /**
+   * Never waits for Redis: the schedules are written in the background, retried until Redis
+   * answers, and the worker picks jobs up once it is connected. A service started while Redis
+   * is away thus starts (and serves what needs no Redis); its jobs begin when Redis returns.
+   */
   async start(): Promise<void> {
-    this.#queue = new Queue(this.#queueName, { connection: this.#connection, prefix: this.#prefix });
-    for (const [name, job] of this.#jobs) {
-      // Upserting the same scheduler id from every replica keeps exactly one schedule.
-      await this.#queue.upsertJobScheduler(
-        name,
-        { every: job.everyMs },
-        { name, opts: { removeOnComplete: 100, removeOnFail: 100 } },
-      );
-    }
+    const queue = new Queue(this.#queueName, { connection: this.#connection, prefix: this.#prefix });
+    this.#queue = queue;
+    // Without a listener bullmq prints every connection error to the console.
+    queue.on('error', (err) => this.#connectionError(err));
+    retryUntilDone('writing the job schedules', () => this.#upsertSchedules(queue), {
+      logger: this.#logger,
+      signal: this.#closing.signal,
+    }).catch(() => {}); // only close() ends the retries
     // bullmq never closes a connection it was handed, so this one is ours to close.
     this.#workerConnection = this.#connection.duplicate({ maxRetriesPerRequest: null });
+    this.#workerConnection.on('ready', () => {
+      this.#lastError = undefined;
+    });
     this.#worker = new Worker(
       this.#queueName,
       async (job) => {
         const entry = this.#jobs.get(job.name);
-        if (entry) await entry.handler();
+        if (!entry) return;
+        const run = entry.handler();
+        this.#running.add(run);
+        try {
+          await run;
+        } finally {
+          this.#running.delete(run);
+        }
       },
       {
         connection: this.#workerConnection,
@@ -111,9 +131,25 @@ export class BullmqScheduler implements Scheduler {
     this.#worker.on('failed', (job, err) =>
       this.#logger.error({ err, job: job?.name }, 'scheduled job failed'),
     );
-    this.#worker.on('error', (err) =>
-      this.#logger.warn({ err: { message: err.message } }, 'job worker error'),
-    );
+    this.#worker.on('error', (err) => this.#connectionError(err));
+  }
+
+  async #upsertSchedules(queue: Queue): Promise<void> {
+    for (const [name, job] of this.#jobs) {
+      // Upserting the same scheduler id from every replica keeps exactly one schedule.
+      await queue.upsertJobScheduler(
+        name,
+        { every: job.everyMs },
+        { name, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+      );
+    }
+  }
+
+  /** Once per outage (the same error repeats at every reconnection attempt), not per attempt. */
+  #connectionError(err: Error): void {
+    if (err.message === this.#lastError) return;
+    this.#lastError = err.message;
+    this.#logger.warn({ err: { message: err.message } }, 'job queue: redis error');
   }
 
   async trigger(name: string): Promise<void> {
@@ -123,7 +159,13 @@ export class BullmqScheduler implements Scheduler {
   }
 
   async close(): Promise<void> {
-    await this.#worker?.close();
+    this.#closing.abort();
+    // bullmq's graceful close also waits for its fetch loop, which waits for Redis: with Redis
+    // away it would never return. The runs of this process are tracked here, so close() waits
+    // for them either way and then has bullmq close without waiting for Redis.
+    const redisAway = this.#workerConnection?.status !== 'ready';
+    if (redisAway) await Promise.allSettled(this.#running);
+    await this.#worker?.close(redisAway);
     await this.#queue?.close();
     await this.#workerConnection?.quit().catch(() => this.#workerConnection?.disconnect());
   }

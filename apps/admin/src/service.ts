@@ -10,7 +10,7 @@ import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
 import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
-import { type Serving, serve } from '@relayplane/shared/serving';
+import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
 import type { AdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
@@ -34,8 +34,6 @@ export interface AdminOverrides {
   clock?: Clock;
   /** A billing client to use instead of connecting to `config.billingAddress` (not closed by destroy). */
   billing?: ServiceClient<typeof BillingRpc>;
-  /** How long start() waits for billing to accept the bootstrap plan (default 60 s). */
-  billingWaitMs?: number;
   /**
    * The bus revoked API keys are announced on, instead of one built from `config.redis`
    * (embedded mode passes its shared in-process bus). It belongs to the caller: not closed by destroy.
@@ -98,9 +96,7 @@ export class AdminService {
   readonly #ownsBilling: boolean;
   readonly #passwords: PasswordHasher;
   readonly #clock: Clock;
-  readonly #billingWaitMs: number | undefined;
-  readonly #stopping = new AbortController();
-  #serving: Serving | undefined;
+  readonly #serving: Serving;
   #sweep: NodeJS.Timeout | undefined;
   #bootstrapped = false;
 
@@ -117,7 +113,6 @@ export class AdminService {
     this.database = database;
     this.#passwords = passwords;
     this.#clock = overrides.clock ?? systemClock;
-    this.#billingWaitMs = overrides.billingWaitMs;
     this.#ownsBilling = overrides.billing === undefined;
     this.#billing = overrides.billing ?? connect(BillingRpc, config.billingAddress);
     this.accounts = new AccountStore(database.db);
@@ -140,37 +135,45 @@ export class AdminService {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
     });
-    this.rpc.add(
-      AdminRpc,
-      adminHandlers({
-        accounts: this.accounts,
-        sessions: this.sessions,
-        projects: new ProjectStore(database.db),
-        apiKeys: this.apiKeys,
-        allowlist: new AllowlistStore(database.db),
-        bots: new BotStore(database.db),
-        identityTokens: new IdentityTokenStore(database.db),
-        passwords,
-        billing: this.#billing,
-        bus: this.bus,
-        clock: this.#clock,
+    this.#serving = new Serving({
+      rpc: this.rpc,
+      serviceName: AdminRpc.typeName,
+      database,
+      listen: config.listen,
+      metrics: this.metrics,
+      metricsAddress: config.metricsAddress,
+      logger,
+      name: SERVICES.admin,
+    });
+    const handlers = adminHandlers({
+      accounts: this.accounts,
+      sessions: this.sessions,
+      projects: new ProjectStore(database.db),
+      apiKeys: this.apiKeys,
+      allowlist: new AllowlistStore(database.db),
+      bots: new BotStore(database.db),
+      identityTokens: new IdentityTokenStore(database.db),
+      passwords,
+      billing: this.#billing,
+      bus: this.bus,
+      clock: this.#clock,
+      logger,
+      metrics: adminMetrics(this.metrics),
+      loginThrottle: this.loginThrottle,
+      loginLimits: config.loginLimits,
+      sessionTtlSeconds: config.sessionTtlSeconds,
+      signupEnabled: config.signupEnabled,
+      deviceGrants: this.#deviceGrants,
+      deviceThrottle: createRateLimiter(
+        throttleRedis,
+        config.deviceFlow.limits.windowSeconds * 1000,
+        this.#clock,
         logger,
-        metrics: adminMetrics(this.metrics),
-        loginThrottle: this.loginThrottle,
-        loginLimits: config.loginLimits,
-        sessionTtlSeconds: config.sessionTtlSeconds,
-        signupEnabled: config.signupEnabled,
-        deviceGrants: this.#deviceGrants,
-        deviceThrottle: createRateLimiter(
-          throttleRedis,
-          config.deviceFlow.limits.windowSeconds * 1000,
-          this.#clock,
-          logger,
-          'device flow throttle',
-        ),
-        deviceFlow: config.deviceFlow,
-      }),
-    );
+        'device flow throttle',
+      ),
+      deviceFlow: config.deviceFlow,
+    });
+    this.rpc.add(AdminRpc, this.#serving.guard(AdminRpc, handlers));
   }
 
   static async create(config: AdminConfig, overrides: AdminOverrides = {}): Promise<AdminService> {
@@ -187,40 +190,41 @@ export class AdminService {
     );
   }
 
-  /** Applies migrations (safe with concurrent replicas), creates the bootstrap owner if due, starts serving. */
+  /**
+   * Listens at once (alive, not ready: see serving.ts), then, each retried until it succeeds
+   * (PostgreSQL or billing may start later): applies the migrations (safe with concurrent
+   * replicas) and creates the bootstrap owner if due. Resolves once ready.
+   */
   async start(): Promise<void> {
-    const applied = await this.database.migrate(migrations);
-    if (applied.length) this.logger.info({ applied }, 'migrations applied');
-    if (this.config.bootstrap) {
-      const outcome = await bootstrapOwner(this.config.bootstrap, {
-        accounts: this.accounts,
-        passwords: this.#passwords,
-        billing: this.#billing,
-        clock: this.#clock,
-        logger: this.logger,
-        billingWaitMs: this.#billingWaitMs,
-        signal: this.#stopping.signal,
-      });
+    const serving = this.#serving;
+    await serving.listen();
+    await serving.step('migrations', async () => {
+      const applied = await this.database.migrate(migrations);
+      if (applied.length) this.logger.info({ applied }, 'migrations applied');
+    });
+    const bootstrap = this.config.bootstrap;
+    if (bootstrap) {
+      const outcome = await serving.step('bootstrap owner', () =>
+        bootstrapOwner(bootstrap, {
+          accounts: this.accounts,
+          passwords: this.#passwords,
+          billing: this.#billing,
+          clock: this.#clock,
+          logger: this.logger,
+          signal: serving.signal,
+        }),
+      );
       this.#bootstrapped = outcome === 'created';
     }
     if (this.#throttleConnection) await waitReady(this.#throttleConnection, THROTTLE_READY_WAIT_MS);
     this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SWEEP_INTERVAL_MS);
     this.#sweep.unref();
-    this.#serving = await serve({
-      rpc: this.rpc,
-      serviceName: AdminRpc.typeName,
-      database: this.database,
-      listen: this.config.listen,
-      metrics: this.metrics,
-      metricsAddress: this.config.metricsAddress,
-      logger: this.logger,
-      name: SERVICES.admin,
-    });
+    await serving.ready();
   }
 
   /** Port of the metrics listener; undefined when there is none. */
   get metricsPort(): number | undefined {
-    return this.#serving?.metricsPort;
+    return this.#serving.metricsPort;
   }
 
   /** True when this start() created the bootstrap tenant and owner (the composition root prints them). */
@@ -242,10 +246,10 @@ export class AdminService {
     });
   }
 
+  /** Also ends a start() still waiting for its dependencies. */
   async destroy(): Promise<void> {
-    this.#stopping.abort();
+    this.#serving.stop();
     clearInterval(this.#sweep);
-    this.#serving?.stopWatching();
     await this.rpc.close();
     if (this.#ownsBilling) this.#billing.close();
     if (this.#busSetup.owned) await this.bus.close();
@@ -253,7 +257,7 @@ export class AdminService {
     this.#throttleConnection?.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
-    await this.#serving?.closeMetrics();
+    await this.#serving.closeMetrics();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -2,6 +2,7 @@ import { createServer } from 'node:net';
 import type { BillingService } from '@relayplane/billing';
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
+import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { connect } from '@relayplane/shared/rpc';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,6 +10,8 @@ import type { AdminService } from '../src/service.ts';
 import { captureLogs, createAdmin, OWNER_EMAIL, OWNER_PASSWORD, startBilling } from './support/harness.ts';
 
 const BOOTSTRAP = { RELAYPLANE_BOOTSTRAP_EMAIL: OWNER_EMAIL, RELAYPLANE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD };
+/** Logged once when the bootstrap step first fails (start-up retries it: serving.ts). */
+const BOOTSTRAP_WAITING = 'bootstrap owner: waiting for a dependency, retrying with backoff';
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -86,7 +89,7 @@ describe('bootstrap owner (real PostgreSQL, real billing)', () => {
       ),
     );
     const started = admin.start();
-    await logs.waitFor('bootstrap: billing unavailable, retrying');
+    await logs.waitFor(BOOTSTRAP_WAITING);
     expect(await admin.database.db.selectFrom('users').select('id').execute()).toEqual([]);
 
     const billing = track(await startBilling(database.url, `127.0.0.1:${port}`));
@@ -108,14 +111,33 @@ describe('bootstrap owner (real PostgreSQL, real billing)', () => {
     }
   });
 
-  it('fails to start, creating nothing, when billing never answers within the wait', async () => {
+  it('waits as long as billing is away: alive but not ready, answering unavailable, creating nothing; destroy() ends the wait', async () => {
     const database = await freshDatabase();
     const port = await freePort();
-    const admin = track(
-      await createAdmin(database.url, `127.0.0.1:${port}`, BOOTSTRAP, { billingWaitMs: 1_000 }),
+    const logs = captureLogs();
+    const admin = await createAdmin(database.url, `127.0.0.1:${port}`, BOOTSTRAP, { logger: logs.logger });
+    const started = admin.start();
+    // Settles either way; the assertion on it comes after destroy().
+    const outcome = started.then(
+      () => 'started',
+      (err: Error) => err.message,
     );
-    await expect(admin.start()).rejects.toThrow(/bootstrap: billing did not accept plan "enterprise"/);
+    await logs.waitFor(BOOTSTRAP_WAITING);
+    const health = connect(HealthService, `127.0.0.1:${admin.port}`);
+    const client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
+    try {
+      expect((await health.check({ service: '' })).status).toBe(ServingStatus.SERVING);
+      expect((await health.check({ service: AdminRpc.typeName })).status).toBe(ServingStatus.NOT_SERVING);
+      await expect(
+        client.login({ email: OWNER_EMAIL, password: OWNER_PASSWORD, clientIp: '' }),
+      ).rejects.toMatchObject({ code: 'unavailable' });
+    } finally {
+      health.close();
+      client.close();
+    }
     expect(await admin.database.db.selectFrom('users').select('id').execute()).toEqual([]);
     expect(await admin.database.db.selectFrom('tenants').select('id').execute()).toEqual([]);
+    await admin.destroy();
+    expect(await outcome).toMatch(/admin is stopping/);
   });
 });

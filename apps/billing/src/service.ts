@@ -11,7 +11,7 @@ import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-lim
 import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
-import { type Serving, serve } from '@relayplane/shared/serving';
+import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
 import type Stripe from 'stripe';
 import type { BillingConfig } from './config.ts';
@@ -71,7 +71,7 @@ export class BillingService {
   readonly #redis: RedisSetup | undefined;
   readonly #issuer: ServiceClient<typeof IssuerRpc>;
   readonly #ownsIssuer: boolean;
-  #serving: Serving | undefined;
+  readonly #serving: Serving;
 
   private constructor(deps: {
     config: BillingConfig;
@@ -99,6 +99,16 @@ export class BillingService {
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
+    });
+    this.#serving = new Serving({
+      rpc: this.rpc,
+      serviceName: BillingRpc.typeName,
+      database,
+      listen: config.listen,
+      metrics: this.metrics,
+      metricsAddress: config.metricsAddress,
+      logger,
+      name: SERVICES.billing,
     });
 
     this.checkoutThrottle = createRateLimiter(
@@ -150,22 +160,20 @@ export class BillingService {
       intervalMs: config.usageIntervalMs,
       ...(meter ? { report: meter.report } : {}),
     });
-    this.rpc.add(
-      BillingRpc,
-      billingHandlers({
-        plans: config.plans,
-        subscriptions: new SubscriptionStore(db),
-        planChanges,
-        checkoutSessions: new CheckoutSessionStore(db),
-        provider: this.provider,
-        checkoutThrottle: this.checkoutThrottle,
-        checkout: config.checkout,
-        stripeWebhooks,
-        usage: new UsageStore(db),
-        clock,
-        logger,
-      }),
-    );
+    const handlers = billingHandlers({
+      plans: config.plans,
+      subscriptions: new SubscriptionStore(db),
+      planChanges,
+      checkoutSessions: new CheckoutSessionStore(db),
+      provider: this.provider,
+      checkoutThrottle: this.checkoutThrottle,
+      checkout: config.checkout,
+      stripeWebhooks,
+      usage: new UsageStore(db),
+      clock,
+      logger,
+    });
+    this.rpc.add(BillingRpc, this.#serving.guard(BillingRpc, handlers));
   }
 
   static async create(config: BillingConfig, overrides: BillingOverrides = {}): Promise<BillingService> {
@@ -207,26 +215,24 @@ export class BillingService {
     });
   }
 
-  /** Applies migrations (safe with concurrent replicas), schedules usage aggregation, starts serving. */
+  /**
+   * Listens at once (alive, not ready: see serving.ts), applies the migrations (safe with
+   * concurrent replicas; retried until PostgreSQL answers), schedules usage aggregation (which
+   * begins once Redis answers). Resolves once ready.
+   */
   async start(): Promise<void> {
-    const applied = await this.database.migrate(migrations);
-    if (applied.length) this.logger.info({ applied }, 'migrations applied');
+    const serving = this.#serving;
+    await serving.listen();
+    await serving.step('migrations', async () => {
+      const applied = await this.database.migrate(migrations);
+      if (applied.length) this.logger.info({ applied }, 'migrations applied');
+    });
     await this.usage.start();
     await this.scheduler.start();
     if (this.#redis && !(await waitReady(this.#redis.throttle, THROTTLE_READY_WAIT_MS))) {
       this.logger.warn('redis is not reachable yet: the checkout throttle is per process until it is');
     }
-    this.#serving = await serve({
-      rpc: this.rpc,
-      serviceName: BillingRpc.typeName,
-      database: this.database,
-      listen: this.config.listen,
-      metrics: this.metrics,
-      metricsAddress: this.config.metricsAddress,
-      logger: this.logger,
-      name: SERVICES.billing,
-      fields: { provider: this.provider.name },
-    });
+    await serving.ready({ provider: this.provider.name });
   }
 
   get port(): number {
@@ -235,11 +241,12 @@ export class BillingService {
 
   /** Port of the metrics listener; undefined when there is none. */
   get metricsPort(): number | undefined {
-    return this.#serving?.metricsPort;
+    return this.#serving.metricsPort;
   }
 
+  /** Also ends a start() still waiting for its dependencies. */
   async destroy(): Promise<void> {
-    this.#serving?.stopWatching();
+    this.#serving.stop();
     await this.rpc.close();
     await this.usage.stop();
     await this.scheduler.close();
@@ -248,7 +255,7 @@ export class BillingService {
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
-    await this.#serving?.closeMetrics();
+    await this.#serving.closeMetrics();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

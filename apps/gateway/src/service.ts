@@ -3,6 +3,7 @@ import { SERVICES } from '@relayplane/shared/contract';
 import { type Coordination, connectCoordination } from '@relayplane/shared/coordination';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
+import { deferringSubscriptions } from '@relayplane/shared/redis';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { closeClients, connectClients, type GatewayClients } from './clients.ts';
@@ -48,13 +49,18 @@ export class GatewayService {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.gateway });
     const clients =
       overrides.clients ?? connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs);
-    const owned =
+    const coordination =
       !overrides.bus && config.redis
         ? connectCoordination(config.redis, logger, {
             name: SERVICES.gateway,
             busPrefix: config.redis.prefix,
           })
         : undefined;
+    // buildApp subscribes (JWKS, API key and plan invalidations): that must not wait for Redis.
+    const owned = coordination && {
+      ...coordination,
+      bus: deferringSubscriptions(coordination.bus, coordination.connections, logger),
+    };
     const bus = overrides.bus ?? owned?.bus;
     const metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     const { app } = await buildApp({ config, clients, logger, bus, metrics });

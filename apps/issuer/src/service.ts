@@ -4,12 +4,14 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
 import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
+import { ServingStatus } from '@relayplane/shared/health';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
-import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
+import { watchRedis } from '@relayplane/shared/readiness';
+import { createRequestPathRedis, deferringSubscriptions } from '@relayplane/shared/redis';
 import { RpcServer } from '@relayplane/shared/rpc';
 import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
-import { type Serving, serve } from '@relayplane/shared/serving';
+import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
 import type { IssuerConfig } from './config.ts';
 import { Credentials } from './credentials/credentials.ts';
@@ -30,6 +32,13 @@ import { MemorySlotStore, type SlotStore } from './stores/slot-store.ts';
 import { UsageSummaryStore } from './stores/usage-summary.ts';
 
 const QUEUE_NAME = 'issuer-maintenance';
+
+/**
+ * The health status of issuance alone (grpc.health.v1): NOT_SERVING while the issuer cannot
+ * reserve slots because its Redis connection is not ready, although the service itself (JWKS,
+ * revocation feed, relays) is. For operators and probes; docs/ARCHITECTURE.md, Start-up.
+ */
+export const ISSUANCE_HEALTH_SERVICE = `${IssuerRpc.typeName}/issuance`;
 
 export interface IssuerOverrides {
   logger?: Logger;
@@ -71,7 +80,8 @@ export class IssuerService {
   readonly relays: RelayDirectory;
   readonly #redis: RedisSetup | undefined;
   readonly #ownsBus: boolean;
-  #serving: Serving | undefined;
+  readonly #serving: Serving;
+  #stopWatchingRedis: (() => void) | undefined;
 
   private constructor(deps: {
     config: IssuerConfig;
@@ -129,17 +139,25 @@ export class IssuerService {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
     });
-    this.rpc.add(
-      IssuerRpc,
-      issuerHandlers({
-        keys: this.keys,
-        credentials: this.credentials,
-        relays: this.relays,
-        usage: new UsageSummaryStore(database.db),
-        logger,
-        metrics,
-      }),
-    );
+    this.#serving = new Serving({
+      rpc: this.rpc,
+      serviceName: IssuerRpc.typeName,
+      database,
+      listen: config.listen,
+      metrics: this.metrics,
+      metricsAddress: config.metricsAddress,
+      logger,
+      name: SERVICES.issuer,
+    });
+    const handlers = issuerHandlers({
+      keys: this.keys,
+      credentials: this.credentials,
+      relays: this.relays,
+      usage: new UsageSummaryStore(database.db),
+      logger,
+      metrics,
+    });
+    this.rpc.add(IssuerRpc, this.#serving.guard(IssuerRpc, handlers));
   }
 
   static async create(config: IssuerConfig, overrides: IssuerOverrides = {}): Promise<IssuerService> {
@@ -165,7 +183,9 @@ export class IssuerService {
         bus,
         scheduler,
       });
-      ({ bus, scheduler } = shared);
+      // Keys, relays and the revocation feed subscribe at start: none of them may wait for Redis.
+      bus = bus ?? deferringSubscriptions(shared.bus, shared.connections, logger);
+      scheduler = shared.scheduler;
       redis = { keys, requestPath, connections: [requestPath, ...shared.connections] };
     }
     const database = await createDatabase<IssuerDatabase>(config.database, SERVICES.issuer, logger);
@@ -184,32 +204,38 @@ export class IssuerService {
   }
 
   /**
-   * Applies migrations (safe with concurrent replicas), loads the signing keys (creating the
-   * first ones on an empty database), the relay registry and the revocation feed, schedules
-   * key maintenance and starts serving.
+   * Listens at once (alive, not ready: see serving.ts), then, each retried until PostgreSQL
+   * answers: applies the migrations (safe with concurrent replicas), loads the signing keys
+   * (creating the first ones on an empty database; a KEK that does not match them is a
+   * configuration error), the relay registry and the revocation feed. Schedules key
+   * maintenance (which begins once Redis answers). Resolves once ready; issuance has its own
+   * status (ISSUANCE_HEALTH_SERVICE), which follows Redis.
    */
   async start(): Promise<void> {
-    const applied = await this.database.migrate(migrations);
-    if (applied.length) this.logger.info({ applied }, 'migrations applied');
-    await this.keys.start();
-    await this.relays.start();
-    await this.credentials.start();
-    if (this.#redis && !(await waitReady(this.#redis.requestPath, 2_000))) {
-      this.logger.warn('redis is not reachable yet: credential issuance answers unavailable until it is');
-    }
+    const serving = this.#serving;
+    this.rpc.health.set(ISSUANCE_HEALTH_SERVICE, ServingStatus.NOT_SERVING);
+    await serving.listen();
+    await serving.step('migrations', async () => {
+      const applied = await this.database.migrate(migrations);
+      if (applied.length) this.logger.info({ applied }, 'migrations applied');
+    });
+    await serving.step('signing keys', () => startOrUndo(this.keys));
+    await serving.step('relay registry', () => startOrUndo(this.relays));
+    await serving.step('revocation feed', () => startOrUndo(this.credentials));
     scheduleKeyMaintenance(this.scheduler, this.keys, this.config.keys.maintenanceIntervalSeconds * 1000);
     await this.scheduler.start();
-    this.#serving = await serve({
-      rpc: this.rpc,
-      serviceName: IssuerRpc.typeName,
-      database: this.database,
-      listen: this.config.listen,
-      metrics: this.metrics,
-      metricsAddress: this.config.metricsAddress,
-      logger: this.logger,
-      name: SERVICES.issuer,
-      fields: { activeKid: this.keys.ring.activeKey()?.kid },
-    });
+    await serving.ready({ activeKid: this.keys.ring.activeKey()?.kid });
+    if (this.#redis) {
+      this.#stopWatchingRedis = watchRedis(
+        this.rpc.health,
+        [ISSUANCE_HEALTH_SERVICE],
+        this.#redis.requestPath,
+        this.logger,
+        'credential issuance',
+      );
+    } else {
+      this.rpc.health.set(ISSUANCE_HEALTH_SERVICE, ServingStatus.SERVING);
+    }
   }
 
   get port(): number {
@@ -218,11 +244,13 @@ export class IssuerService {
 
   /** Port of the metrics listener; undefined when there is none. */
   get metricsPort(): number | undefined {
-    return this.#serving?.metricsPort;
+    return this.#serving.metricsPort;
   }
 
+  /** Also ends a start() still waiting for its dependencies. */
   async destroy(): Promise<void> {
-    this.#serving?.stopWatching();
+    this.#serving.stop();
+    this.#stopWatchingRedis?.();
     // No key reloads (bus messages, refresh ticks) start while the service drains.
     await this.keys.stop();
     await this.scheduler.close();
@@ -236,10 +264,24 @@ export class IssuerService {
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();
     await this.database.destroy();
     // Last: metrics stay scrapable while the service drains.
-    await this.#serving?.closeMetrics();
+    await this.#serving.closeMetrics();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.destroy();
+  }
+}
+
+/**
+ * Starts a part of the issuer that follows the bus and the database (keys, relays, revocation
+ * feed); a failed start is stopped before it throws, so the retry subscribes and sets its
+ * timers once, not once per attempt.
+ */
+async function startOrUndo(part: { start(): Promise<void>; stop(): Promise<void> }): Promise<void> {
+  try {
+    await part.start();
+  } catch (err) {
+    await part.stop();
+    throw err;
   }
 }

@@ -2,29 +2,24 @@
 import { ConfigError } from './config.ts';
 
 export interface Runnable {
+  /** Resolves once the service is ready; it may wait for its dependencies as long as they are away. */
   start(): Promise<void>;
+  /** Also ends a start() still waiting (which then rejects). */
   destroy(): Promise<void>;
 }
 
+/** EX_CONFIG (sysexits.h): the one failure a restart cannot fix. */
+const EXIT_CONFIG = 78;
+
 /**
- * Creates and starts the service; on SIGTERM/SIGINT destroys it (graceful shutdown) and
- * exits. A configuration error prints one line naming the variable and exits 78 (EX_CONFIG).
+ * Creates and starts the service. SIGTERM/SIGINT destroy it (graceful shutdown) and exit 0,
+ * at any time: while start() still waits for a dependency too. A configuration error, found
+ * when reading the environment or later (a key-encryption key that does not match the stored
+ * keys), prints one line naming the variable and exits 78; any other failure to start exits 1.
+ * Waiting for PostgreSQL or Redis is not a failure: the services retry it themselves.
  */
 export async function runMain(create: () => Promise<Runnable>, shutdownTimeoutMs = 25_000): Promise<void> {
-  let service: Runnable;
-  try {
-    service = await create();
-    await service.start();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      process.exit(78);
-    }
-    process.stderr.write(
-      `failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-    );
-    process.exit(1);
-  }
+  let service: Runnable | undefined;
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -35,7 +30,8 @@ export async function runMain(create: () => Promise<Runnable>, shutdownTimeoutMs
       process.exit(1);
     }, shutdownTimeoutMs);
     timer.unref();
-    service.destroy().then(
+    // A signal during create() finds nothing to destroy yet: what it opened dies with the process.
+    (service?.destroy() ?? Promise.resolve()).then(
       () => process.exit(0),
       (err: unknown) => {
         process.stderr.write(`shutdown failed: ${String(err)}\n`);
@@ -45,4 +41,20 @@ export async function runMain(create: () => Promise<Runnable>, shutdownTimeoutMs
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  try {
+    service = await create();
+    if (stopping) return;
+    await service.start();
+  } catch (err) {
+    // start() gave up because destroy() ended it: the shutdown in progress exits.
+    if (stopping) return;
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(EXIT_CONFIG);
+    }
+    process.stderr.write(
+      `failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  }
 }

@@ -1,13 +1,11 @@
 /**
  * The first tenant and owner. Runs at every start and does nothing once any user exists.
  * Billing is told the plan first (SetPlan is idempotent), so an owner never exists on a
- * plan billing has not heard of; in distributed mode billing may start after admin, so an
- * unavailable billing is retried with backoff for a bounded time.
+ * plan billing has not heard of. In distributed mode billing may start after admin: start-up
+ * runs this as one of its steps, retried with backoff until billing (and PostgreSQL) answer.
  */
-import { setTimeout as delay } from 'node:timers/promises';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import type { Clock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
@@ -21,13 +19,9 @@ export interface BootstrapDeps {
   billing: ServiceClient<typeof BillingRpc>;
   clock: Clock;
   logger: Logger;
-  /** How long billing may stay unavailable before start fails. */
-  billingWaitMs?: number;
+  /** Ends a SetPlan call in flight (the service is stopping). */
   signal?: AbortSignal;
 }
-
-const FIRST_RETRY_MS = 250;
-const MAX_RETRY_MS = 5_000;
 
 export async function bootstrapOwner(
   config: BootstrapConfig,
@@ -37,7 +31,7 @@ export async function bootstrapOwner(
   if (await accounts.anyUserExists()) return 'exists';
 
   const tenantId = newId('tenant');
-  await setPlanWithRetry(tenantId, config.plan, deps);
+  await deps.billing.setPlan({ tenantId, planId: config.plan }, { signal: deps.signal });
 
   const now = deps.clock.now();
   const userId = newId('user');
@@ -56,25 +50,4 @@ export async function bootstrapOwner(
     'bootstrap owner created',
   );
   return 'created';
-}
-
-async function setPlanWithRetry(tenantId: string, planId: string, deps: BootstrapDeps): Promise<void> {
-  const deadline = performance.now() + (deps.billingWaitMs ?? 60_000);
-  let wait = FIRST_RETRY_MS;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await deps.billing.setPlan({ tenantId, planId }, { signal: deps.signal });
-      return;
-    } catch (err) {
-      const retryable = err instanceof AppError && err.code === 'unavailable';
-      if (!retryable || performance.now() + wait > deadline || deps.signal?.aborted) {
-        throw new Error(`bootstrap: billing did not accept plan "${planId}" (${(err as Error).message})`, {
-          cause: err,
-        });
-      }
-      deps.logger.warn({ attempt, retryInMs: wait }, 'bootstrap: billing unavailable, retrying');
-      await delay(wait, undefined, { signal: deps.signal });
-      wait = Math.min(wait * 2, MAX_RETRY_MS);
-    }
-  }
 }

@@ -15,15 +15,19 @@ const total = (byStatus: Record<string, number>, keep: (status: string) => boole
   Object.entries(byStatus).reduce((sum, [status, n]) => sum + (keep(status) ? n : 0), 0);
 
 /** Answers per second between two samples, and the 503s and other non-2xx among them. */
-function answersBetween(previous: Sample | undefined, sample: Sample): string {
-  if (!previous) return '';
+function answersBetween(
+  previous: Sample | undefined,
+  sample: Sample,
+): { rate: number; unavailable: number; other: number } | undefined {
+  if (!previous) return undefined;
   const delta = (keep: (status: string) => boolean) =>
     total(sample.answersByStatus, keep) - total(previous.answersByStatus, keep);
   const seconds = Math.max(1e-3, sample.elapsedSeconds - previous.elapsedSeconds);
-  const rate = Math.round(delta(() => true) / seconds);
-  const unavailable = delta((s) => s === '503');
-  const other = delta((s) => !s.startsWith('2') && s !== '503');
-  return ` · gateways answered ${rate.toLocaleString('en-US')}/s (503: ${unavailable}, other non-2xx: ${other})`;
+  return {
+    rate: Math.round(delta(() => true) / seconds),
+    unavailable: delta((s) => s === '503'),
+    other: delta((s) => !s.startsWith('2') && s !== '503'),
+  };
 }
 
 /** One sample as printed while the soak runs. */
@@ -37,8 +41,12 @@ export function sampleBlock(sample: Sample, previous: Sample | undefined): strin
   const cpu = sample.cpu
     ? ` · machine ${percent(sample.cpu.machineBusy)} busy, load generator ${percent(sample.cpu.loadGeneratorCores)} of a core`
     : '';
+  const a = answersBetween(previous, sample);
+  const answers = a
+    ? ` · gateways answered ${a.rate.toLocaleString('en-US')}/s (503: ${a.unavailable}, other non-2xx: ${a.other})`
+    : '';
   const lines = [
-    `── ${clock(sample.elapsedSeconds)}${cpu}${answersBetween(previous, sample)}${streams}`,
+    `── ${clock(sample.elapsedSeconds)}${cpu}${answers}${streams}`,
     `   ${'process'.padEnd(10)} ${'RSS MiB'.padStart(8)} ${'heap MiB'.padStart(9)} ${'loop p99 ms'.padStart(12)} ${'handles'.padStart(8)} ${'CPU'.padStart(6)}`,
     ...sample.processes.map(
       (p) =>
@@ -70,18 +78,7 @@ export function samplesTable(samples: readonly Sample[]): string {
     'soak CPU (cores)',
   ];
   const rows = samples.map((s, i) => {
-    const previous = samples[i - 1];
-    const seconds = previous ? Math.max(1e-3, s.elapsedSeconds - previous.elapsedSeconds) : 0;
-    const answers = previous
-      ? Math.round(
-          (total(s.answersByStatus, () => true) - total(previous.answersByStatus, () => true)) / seconds,
-        ).toLocaleString('en-US')
-      : '';
-    const unavailable = previous
-      ? String(
-          total(s.answersByStatus, (x) => x === '503') - total(previous.answersByStatus, (x) => x === '503'),
-        )
-      : '';
+    const a = answersBetween(samples[i - 1], s);
     return [
       clock(s.elapsedSeconds),
       ...names.map((n) => ((s.processes.find((p) => p.name === n)?.rssBytes ?? 0) / MiB).toFixed(1)),
@@ -90,8 +87,8 @@ export function samplesTable(samples: readonly Sample[]): string {
       String(s.processes.reduce((sum, p) => sum + p.activeHandles, 0)),
       String(s.postgres.connections),
       (s.redis.usedMemoryBytes / MiB).toFixed(1),
-      answers,
-      unavailable,
+      a ? a.rate.toLocaleString('en-US') : '',
+      a ? String(a.unavailable) : '',
       s.cpu ? percent(s.cpu.machineBusy) : '',
       s.cpu
         ? (s.processes.reduce((sum, p) => sum + (p.cpuCores ?? 0), 0) + s.cpu.loadGeneratorCores).toFixed(2)

@@ -33,6 +33,15 @@ export class MemoryBus implements Bus {
   }
 }
 
+/**
+ * Longest a publish holds its caller. Announcements are best-effort (every caller logs a failure
+ * and carries on: caches expire, replicas refresh on their own), and the caller is usually a
+ * request whose change is already committed. The publishing connection queues commands while it
+ * reconnects and times none out, so without a bound a Redis that is down or blackholed held such
+ * a request past its deadline: it answered 503 for a change that was made.
+ */
+const PUBLISH_TIMEOUT_MS = 250;
+
 export class RedisBus implements Bus {
   readonly #pub: Redis;
   readonly #sub: Redis;
@@ -53,8 +62,27 @@ export class RedisBus implements Bus {
     });
   }
 
+  /**
+   * Fails after `PUBLISH_TIMEOUT_MS` rather than waiting for Redis: see the constant. The
+   * command stays queued and may still go out when Redis returns (a late invalidation is harmless).
+   */
   async publish(channel: string, message: string): Promise<void> {
-    await this.#pub.publish(this.#prefix + channel, message);
+    const sent = this.#pub.publish(this.#prefix + channel, message);
+    sent.catch(() => {}); // its failure after the timeout has nobody left to tell
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        sent,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`publish to ${channel} timed out after ${PUBLISH_TIMEOUT_MS} ms`)),
+            PUBLISH_TIMEOUT_MS,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async subscribe(channel: string, handler: (message: string) => void) {

@@ -38,7 +38,7 @@ const QUEUE_NAME = 'issuer-maintenance';
  * reserve slots because its Redis connection is not ready, although the service itself (JWKS,
  * revocation feed, relays) is. For operators and probes; docs/ARCHITECTURE.md, Start-up.
  */
-export const ISSUANCE_HEALTH_SERVICE = `${IssuerRpc.typeName}/issuance`;
+const ISSUANCE_HEALTH_SERVICE = `${IssuerRpc.typeName}/issuance`;
 
 export interface IssuerOverrides {
   logger?: Logger;

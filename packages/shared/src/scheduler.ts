@@ -64,6 +64,14 @@ export class MemoryScheduler implements Scheduler {
   }
 }
 
+/**
+ * How often a started scheduler checks that its schedules still exist in Redis. A Redis that
+ * lost its data (a flush, an empty restart, a failover to a replica that missed the writes)
+ * loses them, and nothing else writes them again: key rotation, old-key removal and usage
+ * aggregation would stop until a replica restarts. A check is one read per job.
+ */
+const SCHEDULE_CHECK_MS = 30_000;
+
 export class BullmqScheduler implements Scheduler {
   readonly #jobs = new Map<string, { everyMs: number; handler: JobHandler }>();
   readonly #queueName: string;
@@ -77,9 +85,19 @@ export class BullmqScheduler implements Scheduler {
   #worker: Worker | undefined;
   #workerConnection: Redis | undefined;
   #lastError: string | undefined;
+  #scheduleCheck: NodeJS.Timeout | undefined;
+
+  readonly #scheduleCheckMs: number;
 
   /** `connection` is duplicated for the worker (blocking commands need their own). */
-  constructor(queueName: string, connection: Redis, prefix: string, logger: Logger) {
+  constructor(
+    queueName: string,
+    connection: Redis,
+    prefix: string,
+    logger: Logger,
+    options: { scheduleCheckMs?: number } = {},
+  ) {
+    this.#scheduleCheckMs = options.scheduleCheckMs ?? SCHEDULE_CHECK_MS;
     this.#queueName = queueName;
     this.#connection = connection;
     this.#prefix = prefix;
@@ -103,7 +121,15 @@ export class BullmqScheduler implements Scheduler {
     retryUntilDone('writing the job schedules', () => this.#upsertSchedules(queue), {
       logger: this.#logger,
       signal: this.#closing.signal,
-    }).catch(() => {}); // only close() ends the retries
+    })
+      .then(() => {
+        this.#scheduleCheck = setInterval(
+          () => void this.#restoreLostSchedules(queue),
+          this.#scheduleCheckMs,
+        );
+        this.#scheduleCheck.unref();
+      })
+      .catch(() => {}); // only close() ends the retries
     // bullmq never closes a connection it was handed, so this one is ours to close.
     this.#workerConnection = this.#connection.duplicate({ maxRetriesPerRequest: null });
     this.#workerConnection.on('ready', () => {
@@ -145,6 +171,21 @@ export class BullmqScheduler implements Scheduler {
     }
   }
 
+  /** Writes again every schedule Redis no longer has (see SCHEDULE_CHECK_MS). */
+  async #restoreLostSchedules(queue: Queue): Promise<void> {
+    try {
+      const lost: string[] = [];
+      for (const name of this.#jobs.keys()) {
+        if (!(await queue.getJobScheduler(name))) lost.push(name);
+      }
+      if (lost.length === 0) return;
+      await this.#upsertSchedules(queue);
+      this.#logger.warn({ jobs: lost }, 'job schedules were missing from redis: written again');
+    } catch (err) {
+      this.#connectionError(err as Error);
+    }
+  }
+
   /** Once per outage (the same error repeats at every reconnection attempt), not per attempt. */
   #connectionError(err: Error): void {
     if (err.message === this.#lastError) return;
@@ -160,6 +201,7 @@ export class BullmqScheduler implements Scheduler {
 
   async close(): Promise<void> {
     this.#closing.abort();
+    clearInterval(this.#scheduleCheck);
     // bullmq's graceful close also waits for its fetch loop, which waits for Redis: with Redis
     // away it would never return. The runs of this process are tracked here, so close() waits
     // for them either way and then has bullmq close without waiting for Redis.

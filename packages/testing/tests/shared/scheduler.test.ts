@@ -70,6 +70,40 @@ describe('BullmqScheduler replicas (real Redis)', () => {
   });
 });
 
+describe('BullmqScheduler after Redis lost its data (real Redis)', () => {
+  const open: Scheduler[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((s) => s.close()));
+    await quitConnections();
+  });
+
+  it('writes a lost schedule again, so the job keeps running without a restart', async () => {
+    const group = randomBytes(4).toString('hex');
+    const connection = createRedis(
+      { url: testRedis.url, prefix: testRedis.prefix },
+      logger,
+      `sched-${group}`,
+    );
+    connections.push(connection);
+    const scheduler = new BullmqScheduler(`maintenance-${group}`, connection, prefix, logger, {
+      scheduleCheckMs: 100,
+    });
+    open.push(scheduler);
+    const runs = new RunLog();
+    scheduler.every('sweep', INTERVAL_MS, runs.handler);
+    await scheduler.start();
+    await runs.atLeast(2);
+    // What a flush does to this queue: every key of it is gone.
+    const keys = await connection.keys(`${prefix}:maintenance-${group}:*`);
+    expect(keys.length).toBeGreaterThan(0);
+    await connection.del(...keys);
+    expect(await connection.keys(`${prefix}:maintenance-${group}:*`)).toEqual([]);
+    const before = runs.count;
+    await runs.atLeast(before + 3, 5_000);
+    expect(await connection.exists(`${prefix}:maintenance-${group}:repeat`)).toBe(1);
+  });
+});
+
 describe('BullmqScheduler connections (real Redis)', () => {
   it('close releases every Redis connection the scheduler opened', async () => {
     const group = randomBytes(4).toString('hex');

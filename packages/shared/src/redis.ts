@@ -48,6 +48,10 @@ export function createRequestPathRedis(
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: options.commandTimeoutMs,
+    // A command timing out leaves the socket as it is: after a failover or a blackhole ioredis
+    // kept a connection "ready" on which every command timed out, and never reconnected. A socket
+    // that answers nothing this long after a write is dropped and reconnected instead.
+    socketTimeout: Math.max(2 * options.commandTimeoutMs, 1_000),
     connectTimeout: Math.max(options.commandTimeoutMs, 1_000),
     enableAutoPipelining: options.enableAutoPipelining ?? false,
     retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),

@@ -18,9 +18,17 @@ export interface Proc {
   exited: Promise<number | null>;
 }
 
-export function startProcess(name: string, script: string, env: Record<string, string>): Proc {
+export function startProcess(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  options: {
+    /** Add to the log of an earlier process of that name (a restart) instead of replacing it. */
+    appendLog?: boolean;
+  } = {},
+): Proc {
   mkdirSync(LOG_DIR, { recursive: true });
-  const log = createWriteStream(join(LOG_DIR, `${name}.log`));
+  const log = createWriteStream(join(LOG_DIR, `${name}.log`), { flags: options.appendLog ? 'a' : 'w' });
   const child = spawn(NODE, [join(ROOT, script)], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },

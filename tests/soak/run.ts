@@ -7,8 +7,8 @@
  * 5xx but 503, on RSS growth over 10 % after the first two minutes, or on a steady rise of
  * anything it samples (verdict.ts, trend.ts). Samples go to tests/soak/results/latest.json.
  *
- * Gateway 0 talks to issuer 0 and gateway 1 to issuer 1 (startDistributed pins gateway i to
- * issuer i mod n, so a third issuer would serve only billing). Every process it starts is
+ * Both gateways reach both issuers (startDistributed lists every replica, as the chart's
+ * headless Services do). Every process it starts is
  * stopped by PID at the end, and the database and the prefix's keys are removed, also after a
  * failure or Ctrl-C (which ends the run after the current 30 s window).
  */

@@ -219,8 +219,10 @@ export function connect<S extends DescService>(
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.dns_min_time_between_resolutions_ms': options.dnsMinIntervalMs ?? 5_000,
-    // grpc-js backs off reconnecting up to 120 s by default: after a 30 s outage a channel saw its
-    // service back after 12.6 s, 0.7 s with this cap (readiness, and admin waiting for billing).
+    // grpc-js backs off reconnecting from 1 s up to 120 s by default: after a 30 s outage a
+    // channel saw its service back after 12.6 s, 0.7 s with these (readiness, admin waiting for
+    // billing, a gateway whose issuer channel was refused before the issuer listened).
+    'grpc.initial_reconnect_backoff_ms': 100,
     'grpc.max_reconnect_backoff_ms': 1_000,
   });
 }

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { startDistributed } from '../support/distributed.ts';
+import { machineCpu } from '../support/machine.ts';
 import { freePort, waitFor } from '../support/ports.ts';
 import { type Proc, ROOT, startProcess } from '../support/processes.ts';
 import { paced } from './paced.ts';
@@ -76,18 +77,6 @@ function cpuMicrosOf(comm: string): number {
     }
   }
   return total;
-}
-
-/** Busy and total CPU time of the whole machine so far (jiffies, every core), from /proc/stat. */
-function machineCpu(): { busy: number; total: number } {
-  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
-    .trim()
-    .split(/\s+/)
-    .slice(1)
-    .map(Number);
-  const total = fields.slice(0, 8).reduce((sum, x) => sum + x, 0);
-  const idle = (fields[3] ?? 0) + (fields[4] ?? 0); // idle + iowait
-  return { busy: total - idle, total };
 }
 
 /** The storage servers on this machine: their CPU per request is part of the cost too. */

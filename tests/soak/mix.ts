@@ -28,7 +28,7 @@ import { CREDENTIAL_TTL_SECONDS } from '@relayplane/shared/contract';
 import autocannon from 'autocannon';
 import { paced } from '../bench/paced.ts';
 import type { Api, ApiResponse } from '../support/api.ts';
-import { machineCpu } from './probes.ts';
+import { machineCpu } from '../support/machine.ts';
 import type { StreamWindow } from './sample.ts';
 
 export interface Fixtures {

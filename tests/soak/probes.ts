@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
+import { machineCpu } from '../support/machine.ts';
 import { type Metrics, metricValue, parsePrometheus } from './prometheus.ts';
 import type { ProcessSample } from './sample.ts';
 
@@ -26,18 +27,6 @@ export function cpuSeconds(pid: number): number {
 
 /** USER_HZ: the unit of /proc's CPU times, 100 on every Linux architecture Node runs on. */
 const CLOCK_TICKS = 100;
-
-/** Busy and total CPU time of the whole machine so far (jiffies, every core), from /proc/stat. */
-export function machineCpu(): { busy: number; total: number } {
-  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
-    .trim()
-    .split(/\s+/)
-    .slice(1)
-    .map(Number);
-  const total = fields.slice(0, 8).reduce((sum, x) => sum + x, 0);
-  const idle = (fields[3] ?? 0) + (fields[4] ?? 0); // idle + iowait
-  return { busy: total - idle, total };
-}
 
 /** TCP ports the process `pid` listens on: its socket inodes matched against /proc/net/tcp{,6}. */
 function listeningPorts(pid: number): number[] {

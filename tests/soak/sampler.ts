@@ -5,7 +5,8 @@
  */
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
-import { cpuSeconds, machineCpu, postgresConnections, processSample, redisSample, scrape } from './probes.ts';
+import { machineCpu } from '../support/machine.ts';
+import { cpuSeconds, postgresConnections, processSample, redisSample, scrape } from './probes.ts';
 import type { Sample, StreamWindow } from './sample.ts';
 import type { RouteAnswers } from './verdict.ts';
 

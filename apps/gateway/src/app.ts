@@ -5,7 +5,7 @@ import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Permission } from '@relayplane/shared/iam';
 import type { Logger } from '@relayplane/shared/logger';
 import type { Registry } from '@relayplane/shared/metrics';
-import { requestIdFrom, runWithRequestContext } from '@relayplane/shared/request-context';
+import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { GatewayClients } from './clients.ts';
 import type { GatewayConfig } from './config.ts';
@@ -153,7 +153,16 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   httpMetrics?.register(app);
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
-    runWithRequestContext({ requestId: request.id }, done);
+    // The client's address and user agent travel to the services (audit events, sessions); the
+    // auth guards add the actor once they know it.
+    runWithRequestContext(
+      {
+        requestId: request.id,
+        clientIp: request.ip,
+        userAgent: userAgentFrom(request.headers['user-agent']),
+      },
+      done,
+    );
   });
 
   registerErrorHandling(app, deps.config.bodyLimitBytes);

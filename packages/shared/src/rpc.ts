@@ -38,10 +38,18 @@ import {
   type Registry,
 } from './metrics.ts';
 import {
+  ACTOR_METADATA_KEY,
+  actorFrom,
+  actorToMetadata,
+  CLIENT_IP_METADATA_KEY,
+  clientIpFrom,
   currentRequestContext,
   REQUEST_ID_METADATA_KEY,
+  type RequestContext,
   requestIdFrom,
   runWithRequestContext,
+  USER_AGENT_METADATA_KEY,
+  userAgentFrom,
 } from './request-context.ts';
 
 const GRPC_TO_CODE: Partial<Record<number, ErrorCode>> = {
@@ -133,13 +141,25 @@ export function reportFailure(logger: Logger, err: unknown, rpc: string): AppErr
   return failure;
 }
 
+/** The request context a call's metadata carries (what the gateway learned of the client). */
+function contextFrom(metadata: grpc.Metadata): RequestContext {
+  const context: RequestContext = { requestId: requestIdFrom(metadata.get(REQUEST_ID_METADATA_KEY)[0]) };
+  const clientIp = clientIpFrom(metadata.get(CLIENT_IP_METADATA_KEY)[0]);
+  if (clientIp) context.clientIp = clientIp;
+  const userAgent = userAgentFrom(metadata.get(USER_AGENT_METADATA_KEY)[0]);
+  if (userAgent) context.userAgent = userAgent;
+  const actor = actorFrom(metadata.get(ACTOR_METADATA_KEY)[0]);
+  if (actor) context.actor = actor;
+  return context;
+}
+
 function serverHooks(logger: Logger, metrics: GrpcServerMetrics | undefined): ServerHooks {
   return {
     around(method, call, run) {
-      const requestId = requestIdFrom(call.metadata.get(REQUEST_ID_METADATA_KEY)[0]);
-      if (!metrics) return runWithRequestContext({ requestId }, run);
+      const context = contextFrom(call.metadata);
+      if (!metrics) return runWithRequestContext(context, run);
       const startedAt = performance.now();
-      return runWithRequestContext({ requestId }, run).then(
+      return runWithRequestContext(context, run).then(
         (result) => {
           metrics.record(method, call.signal.aborted ? grpc.status.CANCELLED : grpc.status.OK, startedAt);
           return result;
@@ -207,8 +227,13 @@ export function connect<S extends DescService>(
       const md = new grpc.Metadata();
       const ctx = currentRequestContext();
       // An id metadata cannot carry would make every call throw; the server then makes one up.
-      if (ctx && requestIdFrom(ctx.requestId) === ctx.requestId)
-        md.set(REQUEST_ID_METADATA_KEY, ctx.requestId);
+      if (!ctx) return md;
+      if (requestIdFrom(ctx.requestId) === ctx.requestId) md.set(REQUEST_ID_METADATA_KEY, ctx.requestId);
+      if (ctx.clientIp && clientIpFrom(ctx.clientIp)) md.set(CLIENT_IP_METADATA_KEY, ctx.clientIp);
+      const userAgent = userAgentFrom(ctx.userAgent);
+      if (userAgent) md.set(USER_AGENT_METADATA_KEY, userAgent);
+      if (ctx.actor && actorFrom(actorToMetadata(ctx.actor)))
+        md.set(ACTOR_METADATA_KEY, actorToMetadata(ctx.actor));
       return md;
     },
     fromStatus,

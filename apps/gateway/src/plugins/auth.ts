@@ -11,6 +11,7 @@ import {
 import type { Relay } from '@relayplane/proto/issuer';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, subjectOf } from '@relayplane/shared/iam';
+import { type AuditActorRef, currentRequestContext } from '@relayplane/shared/request-context';
 import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AdminClient, IssuerClient } from '../clients.ts';
@@ -189,6 +190,8 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
       identityToken: res.identityToken,
       via,
     };
+    const context = currentRequestContext();
+    if (context) context.actor = actorOf(res.principal, res.session);
   });
   const session = guard({ scheme: 'bearerAuth' }, async (request: FastifyRequest) => {
     await principal(request);
@@ -267,6 +270,18 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
       }
     }),
   };
+}
+
+/** The audit trail's actor (docs/audit.md) for an authenticated principal. */
+export function actorOf(principal: Principal, session: Session | undefined): AuditActorRef {
+  switch (principal.kind) {
+    case PrincipalKind.BOT:
+      return { type: 'bot', id: principal.botId };
+    case PrincipalKind.IDENTITY:
+      return { type: 'identity_token', id: principal.identityTokenId };
+    default:
+      return { type: session?.kind === 'cli' ? 'cli' : 'user', id: principal.userId };
+  }
 }
 
 /** The authenticated principal of a request that passed a guard. */

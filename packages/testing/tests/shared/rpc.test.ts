@@ -228,6 +228,33 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
     expect(unsafe.subscription?.tenantId).toMatch(uuid);
   });
 
+  it("the client's address, user agent and actor travel with the call; unsafe ones do not", async () => {
+    behaviour.getSubscription = async () => {
+      const ctx = currentRequestContext();
+      return { subscription: { tenantId: JSON.stringify([ctx?.clientIp, ctx?.userAgent, ctx?.actor]) } };
+    };
+    const seen = async (ctx: Parameters<typeof runWithRequestContext>[0]) => {
+      const res = await runWithRequestContext(ctx, () => client.getSubscription({ tenantId: 'ten_1' }));
+      return JSON.parse(res.subscription?.tenantId ?? 'null') as unknown[];
+    };
+    expect(
+      await seen({
+        requestId: 'req-ctx-1',
+        clientIp: '::ffff:203.0.113.7',
+        userAgent: 'relayplane-cli/1.0 (Linux) \u00e9t\u00e9',
+        actor: { type: 'cli', id: 'usr_0123' },
+      }),
+    ).toEqual(['::ffff:203.0.113.7', 'relayplane-cli/1.0 (Linux) ?t?', { type: 'cli', id: 'usr_0123' }]);
+    expect(
+      await seen({
+        requestId: 'req-ctx-2',
+        clientIp: '203.0.113.7\nX-Evil: 1',
+        userAgent: 'x'.repeat(300),
+        actor: { type: 'root' as 'user', id: 'usr_1' },
+      }),
+    ).toEqual([null, 'x'.repeat(256), null]);
+  });
+
   it('server log lines written inside a handler carry the request id', async () => {
     behaviour.getSubscription = async () => {
       logger.info('inside handler');

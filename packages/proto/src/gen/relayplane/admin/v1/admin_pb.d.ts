@@ -1828,6 +1828,23 @@ export declare type DescribeDeviceGrantResponse = Message<"relayplane.admin.v1.D
    * @generated from field: string user_code = 3;
    */
   userCode: string;
+
+  /**
+   * Where and when the device asked: shown on the approval page.
+   *
+   * @generated from field: google.protobuf.Timestamp requested_at = 4;
+   */
+  requestedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string requested_ip = 5;
+   */
+  requestedIp: string;
+
+  /**
+   * @generated from field: string requested_user_agent = 6;
+   */
+  requestedUserAgent: string;
 };
 
 /**
@@ -1889,6 +1906,500 @@ export declare type DecideDeviceGrantResponse = Message<"relayplane.admin.v1.Dec
  * Use `create(DecideDeviceGrantResponseSchema)` to create a new message.
  */
 export declare const DecideDeviceGrantResponseSchema: GenMessage<DecideDeviceGrantResponse>;
+
+/**
+ * Who did something: type is "user", "bot", "identity_token", "cli", "system" or "anonymous".
+ *
+ * @generated from message relayplane.admin.v1.AuditActor
+ */
+export declare type AuditActor = Message<"relayplane.admin.v1.AuditActor"> & {
+  /**
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.AuditActor.
+ * Use `create(AuditActorSchema)` to create a new message.
+ */
+export declare const AuditActorSchema: GenMessage<AuditActor>;
+
+/**
+ * @generated from message relayplane.admin.v1.AuditTarget
+ */
+export declare type AuditTarget = Message<"relayplane.admin.v1.AuditTarget"> & {
+  /**
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.AuditTarget.
+ * Use `create(AuditTargetSchema)` to create a new message.
+ */
+export declare const AuditTargetSchema: GenMessage<AuditTarget>;
+
+/**
+ * @generated from message relayplane.admin.v1.AuditEvent
+ */
+export declare type AuditEvent = Message<"relayplane.admin.v1.AuditEvent"> & {
+  /**
+   * An ordered UUID (v7): the outbox's id for delivered events, so delivery is idempotent.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp occurred_at = 2;
+   */
+  occurredAt?: Timestamp | undefined;
+
+  /**
+   * Empty: not tied to a tenant (a failed login for an unknown email, a relay registration).
+   *
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: relayplane.admin.v1.AuditActor actor = 4;
+   */
+  actor?: AuditActor | undefined;
+
+  /**
+   * <resource>.<verb>, e.g. project.create (docs/audit.md lists them).
+   *
+   * @generated from field: string action = 5;
+   */
+  action: string;
+
+  /**
+   * @generated from field: relayplane.admin.v1.AuditTarget target = 6;
+   */
+  target?: AuditTarget | undefined;
+
+  /**
+   * "success", "failure" or "denied".
+   *
+   * @generated from field: string outcome = 7;
+   */
+  outcome: string;
+
+  /**
+   * @generated from field: string ip = 8;
+   */
+  ip: string;
+
+  /**
+   * @generated from field: string user_agent = 9;
+   */
+  userAgent: string;
+
+  /**
+   * @generated from field: string request_id = 10;
+   */
+  requestId: string;
+
+  /**
+   * A JSON object; never a secret.
+   *
+   * @generated from field: string details_json = 11;
+   */
+  detailsJson: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.AuditEvent.
+ * Use `create(AuditEventSchema)` to create a new message.
+ */
+export declare const AuditEventSchema: GenMessage<AuditEvent>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListAuditEventsRequest
+ */
+export declare type ListAuditEventsRequest = Message<"relayplane.admin.v1.ListAuditEventsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * Platform admins only; otherwise the principal's tenant.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * @generated from field: string actor_id = 4;
+   */
+  actorId: string;
+
+  /**
+   * @generated from field: string target_id = 5;
+   */
+  targetId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp since = 6;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp until = 7;
+   */
+  until?: Timestamp | undefined;
+
+  /**
+   * 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 8;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string cursor = 9;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListAuditEventsRequest.
+ * Use `create(ListAuditEventsRequestSchema)` to create a new message.
+ */
+export declare const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListAuditEventsResponse
+ */
+export declare type ListAuditEventsResponse = Message<"relayplane.admin.v1.ListAuditEventsResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated relayplane.admin.v1.AuditEvent events = 1;
+   */
+  events: AuditEvent[];
+
+  /**
+   * Empty when there are no more.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListAuditEventsResponse.
+ * Use `create(ListAuditEventsResponseSchema)` to create a new message.
+ */
+export declare const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.VerifyAuditEventsRequest
+ */
+export declare type VerifyAuditEventsRequest = Message<"relayplane.admin.v1.VerifyAuditEventsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.VerifyAuditEventsRequest.
+ * Use `create(VerifyAuditEventsRequestSchema)` to create a new message.
+ */
+export declare const VerifyAuditEventsRequestSchema: GenMessage<VerifyAuditEventsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.VerifyAuditEventsResponse
+ */
+export declare type VerifyAuditEventsResponse = Message<"relayplane.admin.v1.VerifyAuditEventsResponse"> & {
+  /**
+   * @generated from field: bool ok = 1;
+   */
+  ok: boolean;
+
+  /**
+   * @generated from field: uint64 events_checked = 2;
+   */
+  eventsChecked: bigint;
+
+  /**
+   * Empty when ok.
+   *
+   * @generated from field: string first_bad_id = 3;
+   */
+  firstBadId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.VerifyAuditEventsResponse.
+ * Use `create(VerifyAuditEventsResponseSchema)` to create a new message.
+ */
+export declare const VerifyAuditEventsResponseSchema: GenMessage<VerifyAuditEventsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RecordAuditEventsRequest
+ */
+export declare type RecordAuditEventsRequest = Message<"relayplane.admin.v1.RecordAuditEventsRequest"> & {
+  /**
+   * "issuer" or "billing".
+   *
+   * @generated from field: string source = 1;
+   */
+  source: string;
+
+  /**
+   * @generated from field: repeated relayplane.admin.v1.AuditEvent events = 2;
+   */
+  events: AuditEvent[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RecordAuditEventsRequest.
+ * Use `create(RecordAuditEventsRequestSchema)` to create a new message.
+ */
+export declare const RecordAuditEventsRequestSchema: GenMessage<RecordAuditEventsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RecordAuditEventsResponse
+ */
+export declare type RecordAuditEventsResponse = Message<"relayplane.admin.v1.RecordAuditEventsResponse"> & {
+  /**
+   * @generated from field: uint32 recorded = 1;
+   */
+  recorded: number;
+
+  /**
+   * @generated from field: uint32 duplicates = 2;
+   */
+  duplicates: number;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RecordAuditEventsResponse.
+ * Use `create(RecordAuditEventsResponseSchema)` to create a new message.
+ */
+export declare const RecordAuditEventsResponseSchema: GenMessage<RecordAuditEventsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.SessionInfo
+ */
+export declare type SessionInfo = Message<"relayplane.admin.v1.SessionInfo"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * "browser", "bearer" or "cli".
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_used_at = 4;
+   */
+  lastUsedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string ip = 6;
+   */
+  ip: string;
+
+  /**
+   * @generated from field: string user_agent = 7;
+   */
+  userAgent: string;
+
+  /**
+   * The session the request came with.
+   *
+   * @generated from field: bool current = 8;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.SessionInfo.
+ * Use `create(SessionInfoSchema)` to create a new message.
+ */
+export declare const SessionInfoSchema: GenMessage<SessionInfo>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListSessionsRequest
+ */
+export declare type ListSessionsRequest = Message<"relayplane.admin.v1.ListSessionsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListSessionsRequest.
+ * Use `create(ListSessionsRequestSchema)` to create a new message.
+ */
+export declare const ListSessionsRequestSchema: GenMessage<ListSessionsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListSessionsResponse
+ */
+export declare type ListSessionsResponse = Message<"relayplane.admin.v1.ListSessionsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.SessionInfo sessions = 1;
+   */
+  sessions: SessionInfo[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListSessionsResponse.
+ * Use `create(ListSessionsResponseSchema)` to create a new message.
+ */
+export declare const ListSessionsResponseSchema: GenMessage<ListSessionsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeSessionRequest
+ */
+export declare type RevokeSessionRequest = Message<"relayplane.admin.v1.RevokeSessionRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeSessionRequest.
+ * Use `create(RevokeSessionRequestSchema)` to create a new message.
+ */
+export declare const RevokeSessionRequestSchema: GenMessage<RevokeSessionRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeSessionResponse
+ */
+export declare type RevokeSessionResponse = Message<"relayplane.admin.v1.RevokeSessionResponse"> & {
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeSessionResponse.
+ * Use `create(RevokeSessionResponseSchema)` to create a new message.
+ */
+export declare const RevokeSessionResponseSchema: GenMessage<RevokeSessionResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeOtherSessionsRequest
+ */
+export declare type RevokeOtherSessionsRequest = Message<"relayplane.admin.v1.RevokeOtherSessionsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeOtherSessionsRequest.
+ * Use `create(RevokeOtherSessionsRequestSchema)` to create a new message.
+ */
+export declare const RevokeOtherSessionsRequestSchema: GenMessage<RevokeOtherSessionsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RevokeOtherSessionsResponse
+ */
+export declare type RevokeOtherSessionsResponse = Message<"relayplane.admin.v1.RevokeOtherSessionsResponse"> & {
+  /**
+   * @generated from field: uint32 revoked = 1;
+   */
+  revoked: number;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RevokeOtherSessionsResponse.
+ * Use `create(RevokeOtherSessionsResponseSchema)` to create a new message.
+ */
+export declare const RevokeOtherSessionsResponseSchema: GenMessage<RevokeOtherSessionsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ChangePasswordRequest
+ */
+export declare type ChangePasswordRequest = Message<"relayplane.admin.v1.ChangePasswordRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string current_password = 2;
+   */
+  currentPassword: string;
+
+  /**
+   * @generated from field: string new_password = 3;
+   */
+  newPassword: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ChangePasswordRequest.
+ * Use `create(ChangePasswordRequestSchema)` to create a new message.
+ */
+export declare const ChangePasswordRequestSchema: GenMessage<ChangePasswordRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ChangePasswordResponse
+ */
+export declare type ChangePasswordResponse = Message<"relayplane.admin.v1.ChangePasswordResponse"> & {
+  /**
+   * Other sessions and CLI tokens revoked.
+   *
+   * @generated from field: uint32 revoked_sessions = 1;
+   */
+  revokedSessions: number;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ChangePasswordResponse.
+ * Use `create(ChangePasswordResponseSchema)` to create a new message.
+ */
+export declare const ChangePasswordResponseSchema: GenMessage<ChangePasswordResponse>;
 
 /**
  * @generated from enum relayplane.admin.v1.TenantRole
@@ -2264,6 +2775,75 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof DecideDeviceGrantRequestSchema;
     output: typeof DecideDeviceGrantResponseSchema;
+  },
+  /**
+   * Audit trail (docs/audit.md). Events are chained per tenant (SHA-256 of the canonical form
+   * and the previous event's hash). List and verify need audit:read; platform admins may name
+   * any tenant_id.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.VerifyAuditEvents
+   */
+  verifyAuditEvents: {
+    methodKind: "unary";
+    input: typeof VerifyAuditEventsRequestSchema;
+    output: typeof VerifyAuditEventsResponseSchema;
+  },
+  /**
+   * Issuer and billing deliver the events of their outboxes here, at least once; an event
+   * whose id is already recorded is skipped (counted as a duplicate), so delivery may repeat.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.RecordAuditEvents
+   */
+  recordAuditEvents: {
+    methodKind: "unary";
+    input: typeof RecordAuditEventsRequestSchema;
+    output: typeof RecordAuditEventsResponseSchema;
+  },
+  /**
+   * Sessions a user controls: the caller's browser sessions, bearer sessions and CLI tokens.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ListSessions
+   */
+  listSessions: {
+    methodKind: "unary";
+    input: typeof ListSessionsRequestSchema;
+    output: typeof ListSessionsResponseSchema;
+  },
+  /**
+   * Own sessions only: another user's session id is not_found.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.RevokeSession
+   */
+  revokeSession: {
+    methodKind: "unary";
+    input: typeof RevokeSessionRequestSchema;
+    output: typeof RevokeSessionResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.RevokeOtherSessions
+   */
+  revokeOtherSessions: {
+    methodKind: "unary";
+    input: typeof RevokeOtherSessionsRequestSchema;
+    output: typeof RevokeOtherSessionsResponseSchema;
+  },
+  /**
+   * Wrong current password: permission_denied. Revokes every other session and CLI token.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ChangePassword
+   */
+  changePassword: {
+    methodKind: "unary";
+    input: typeof ChangePasswordRequestSchema;
+    output: typeof ChangePasswordResponseSchema;
   },
 }>;
 

@@ -323,6 +323,15 @@ export declare type AuthenticateRequest = Message<"relayplane.admin.v1.Authentic
    * @generated from field: string token = 1;
    */
   token: string;
+
+  /**
+   * How the gateway received the token: "cookie" (the session cookie) or "bearer" (the
+   * Authorization header); empty: unknown. A login session first authenticated by the cookie
+   * is listed as a browser session (docs/iam.md, Sessions).
+   *
+   * @generated from field: string via = 2;
+   */
+  via: string;
 };
 
 /**

@@ -721,6 +721,15 @@ export declare type ListRevocationsResponse = Message<"relayplane.issuer.v1.List
    * @generated from field: int64 next_cursor = 2;
    */
   nextCursor: bigint;
+
+  /**
+   * Every project watermark still in force (its issued_before within the longest credential
+   * lifetime): credentials of that project with iat before it are refused. Raising one moves
+   * the feed's cursor, so a long-poll wakes for it like for a revocation.
+   *
+   * @generated from field: repeated relayplane.issuer.v1.Watermark watermarks = 3;
+   */
+  watermarks: Watermark[];
 };
 
 /**
@@ -728,6 +737,189 @@ export declare type ListRevocationsResponse = Message<"relayplane.issuer.v1.List
  * Use `create(ListRevocationsResponseSchema)` to create a new message.
  */
 export declare const ListRevocationsResponseSchema: GenMessage<ListRevocationsResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.Watermark
+ */
+export declare type Watermark = Message<"relayplane.issuer.v1.Watermark"> & {
+  /**
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp issued_before = 2;
+   */
+  issuedBefore?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.Watermark.
+ * Use `create(WatermarkSchema)` to create a new message.
+ */
+export declare const WatermarkSchema: GenMessage<Watermark>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RevokeCredentialsRequest
+ */
+export declare type RevokeCredentialsRequest = Message<"relayplane.issuer.v1.RevokeCredentialsRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * Optional: only credentials requested with this API key (and the key is recorded as revoked).
+   *
+   * @generated from field: string api_key_id = 3;
+   */
+  apiKeyId: string;
+
+  /**
+   * Optional: only credentials issued before this instant (rounded up to a whole second, as
+   * iat is), which also becomes the project's watermark. At least one of the two is required.
+   *
+   * @generated from field: google.protobuf.Timestamp issued_before = 4;
+   */
+  issuedBefore?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeCredentialsRequest.
+ * Use `create(RevokeCredentialsRequestSchema)` to create a new message.
+ */
+export declare const RevokeCredentialsRequestSchema: GenMessage<RevokeCredentialsRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RevokeCredentialsResponse
+ */
+export declare type RevokeCredentialsResponse = Message<"relayplane.issuer.v1.RevokeCredentialsResponse"> & {
+  /**
+   * Credentials revoked by this call (already revoked or expired ones are not counted).
+   *
+   * @generated from field: int32 revoked = 1;
+   */
+  revoked: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeCredentialsResponse.
+ * Use `create(RevokeCredentialsResponseSchema)` to create a new message.
+ */
+export declare const RevokeCredentialsResponseSchema: GenMessage<RevokeCredentialsResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListCredentialsRequest
+ */
+export declare type ListCredentialsRequest = Message<"relayplane.issuer.v1.ListCredentialsRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * Optional filter.
+   *
+   * @generated from field: string api_key_id = 3;
+   */
+  apiKeyId: string;
+
+  /**
+   * Only unexpired, unrevoked credentials.
+   *
+   * @generated from field: bool active = 4;
+   */
+  active: boolean;
+
+  /**
+   * 1..200; 0 means 50.
+   *
+   * @generated from field: int32 limit = 5;
+   */
+  limit: number;
+
+  /**
+   * Opaque, from a previous next_cursor; empty for the first page.
+   *
+   * @generated from field: string cursor = 6;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListCredentialsRequest.
+ * Use `create(ListCredentialsRequestSchema)` to create a new message.
+ */
+export declare const ListCredentialsRequestSchema: GenMessage<ListCredentialsRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.CredentialInfo
+ */
+export declare type CredentialInfo = Message<"relayplane.issuer.v1.CredentialInfo"> & {
+  /**
+   * @generated from field: string jti = 1;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: string api_key_id = 2;
+   */
+  apiKeyId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp issued_at = 3;
+   */
+  issuedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 5;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.CredentialInfo.
+ * Use `create(CredentialInfoSchema)` to create a new message.
+ */
+export declare const CredentialInfoSchema: GenMessage<CredentialInfo>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListCredentialsResponse
+ */
+export declare type ListCredentialsResponse = Message<"relayplane.issuer.v1.ListCredentialsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.issuer.v1.CredentialInfo credentials = 1;
+   */
+  credentials: CredentialInfo[];
+
+  /**
+   * Empty when this is the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListCredentialsResponse.
+ * Use `create(ListCredentialsResponseSchema)` to create a new message.
+ */
+export declare const ListCredentialsResponseSchema: GenMessage<ListCredentialsResponse>;
 
 /**
  * @generated from message relayplane.issuer.v1.RegisterRelayRequest
@@ -1148,6 +1340,31 @@ export declare const IssuerService: GenService<{
     methodKind: "unary";
     input: typeof ListRevocationsRequestSchema;
     output: typeof ListRevocationsResponseSchema;
+  },
+  /**
+   * RevokeCredentials revokes every unexpired, unrevoked credential of a project that matches
+   * api_key_id and/or issued_before (at least one), in one transaction, with the follow-ups of
+   * RevokeCredential (Redis marks, slot release, feed entries, bus). With api_key_id the key is
+   * also recorded as revoked: no credential of it is recorded (so answered) afterwards. With
+   * issued_before the project's watermark is raised to it (never lowered): assignment,
+   * introspection and the feed's verifiers refuse the project's credentials issued before it.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.RevokeCredentials
+   */
+  revokeCredentials: {
+    methodKind: "unary";
+    input: typeof RevokeCredentialsRequestSchema;
+    output: typeof RevokeCredentialsResponseSchema;
+  },
+  /**
+   * ListCredentials lists a project's credentials, newest first (never a token).
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.ListCredentials
+   */
+  listCredentials: {
+    methodKind: "unary";
+    input: typeof ListCredentialsRequestSchema;
+    output: typeof ListCredentialsResponseSchema;
   },
   /**
    * Relay registry (platform operators) and relay nodes.

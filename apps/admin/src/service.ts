@@ -12,6 +12,7 @@ import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
+import { AuditTrail } from './audit/trail.ts';
 import type { AdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { AdminDatabase } from './db/schema.ts';
@@ -85,6 +86,8 @@ export class AdminService {
   readonly accounts: AccountStore;
   readonly sessions: SessionStore;
   readonly apiKeys: ApiKeyStore;
+  /** The audit trail (docs/audit.md). */
+  readonly audit: AuditTrail;
   /** Where revoked API keys are announced (`BUS_CHANNELS.apiKeysRevoked`). */
   readonly bus: Bus;
   /** Counts login attempts (per account and per client IP). */
@@ -118,6 +121,7 @@ export class AdminService {
     this.accounts = new AccountStore(database.db);
     this.sessions = new SessionStore(database.db);
     this.apiKeys = new ApiKeyStore(database.db);
+    this.audit = new AuditTrail(database.db, this.#clock, logger);
     this.#deviceGrants = new DeviceGrantStore(database.db);
     this.#busSetup = busSetup;
     this.bus = busSetup.bus;
@@ -146,6 +150,7 @@ export class AdminService {
       name: SERVICES.admin,
     });
     const handlers = adminHandlers({
+      audit: this.audit,
       accounts: this.accounts,
       sessions: this.sessions,
       projects: new ProjectStore(database.db),
@@ -207,6 +212,7 @@ export class AdminService {
       const outcome = await serving.step('bootstrap owner', () =>
         bootstrapOwner(bootstrap, {
           accounts: this.accounts,
+          audit: this.audit,
           passwords: this.#passwords,
           billing: this.#billing,
           clock: this.#clock,

@@ -494,6 +494,12 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
               createdAt: clock.now(),
             },
             3,
+            (trx, project) =>
+              admin.audit.record(trx, {
+                action: 'project.create',
+                tenantId,
+                target: { type: 'project', id: project.id },
+              }),
           ),
         ),
       );

@@ -110,3 +110,72 @@ export const CREDENTIAL_TTL_SECONDS = { min: 60, max: 3600, default: 600 } as co
 
 /** An `Idempotency-Key` header (checkout sessions): 1 to 255 visible ASCII characters. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * The audit trail (docs/audit.md): every action an event may name, `<resource>.<verb>`. Admin
+ * records its own; issuer and billing deliver theirs through their outboxes. docs/audit.md
+ * lists each with its target type and details.
+ */
+export const AUDIT_ACTIONS = [
+  // admin: accounts and sessions
+  'tenant.create',
+  'session.login',
+  'session.login_failed',
+  'session.logout',
+  'session.revoke',
+  'session.switch_tenant',
+  'user.password_change',
+  'member.add',
+  'member.role_change',
+  'member.remove',
+  // admin: projects and their keys
+  'project.create',
+  'api_key.create',
+  'api_key.revoke',
+  'allowlist.create',
+  'allowlist.delete',
+  'bot.create',
+  'bot_key.create',
+  'bot_key.revoke',
+  'identity_token.create',
+  'identity_token.revoke',
+  'device.approve',
+  'device.deny',
+  'device.token_issue',
+  // admin: the trail itself
+  'audit.prune',
+  // issuer
+  'credential.revoke',
+  'credentials.bulk_revoke',
+  'relay.register',
+  'relay.delete',
+  'signing_key.rotate',
+  // billing
+  'plan.change',
+  'checkout.create',
+  'checkout.confirm',
+  'billing.webhook',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export function isAuditAction(value: string): value is AuditAction {
+  return (AUDIT_ACTIONS as readonly string[]).includes(value);
+}
+
+/** `<resource>.<verb>`: what an action name looks like (events delivered by issuer and billing are checked against it). */
+export const AUDIT_ACTION_PATTERN = /^[a-z][a-z_]{0,39}\.[a-z][a-z_]{0,39}$/;
+
+export const AUDIT_OUTCOMES = ['success', 'failure', 'denied'] as const;
+export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];
+
+export const AUDIT_ACTOR_TYPES = ['user', 'bot', 'identity_token', 'cli', 'system', 'anonymous'] as const;
+export type AuditActorType = (typeof AUDIT_ACTOR_TYPES)[number];
+
+/** Services that deliver audit events to admin (`RecordAuditEvents`). */
+export const AUDIT_SOURCES = [SERVICES.issuer, SERVICES.billing] as const;
+
+/** `GET /admin/v1/audit-events`: the page size's default and maximum. */
+export const AUDIT_LIST_LIMIT = { default: 50, max: 200 } as const;
+
+/** `RELAYPLANE_AUDIT_RETENTION_DAYS`' default. */
+export const DEFAULT_AUDIT_RETENTION_DAYS = 400;

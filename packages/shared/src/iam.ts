@@ -28,6 +28,7 @@ export const PERMISSIONS = [
   'members:write',
   'billing:read',
   'billing:write',
+  'audit:read',
 ] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
@@ -35,7 +36,11 @@ export function isPermission(value: string): value is Permission {
   return (PERMISSIONS as readonly string[]).includes(value);
 }
 
-const READ: readonly Permission[] = PERMISSIONS.filter((p) => p.endsWith(':read'));
+/** Owners and admins only, although it is a read: the trail shows every member's actions. */
+const OWNER_ADMIN_READS: ReadonlySet<Permission> = new Set<Permission>(['audit:read']);
+const READ: readonly Permission[] = PERMISSIONS.filter(
+  (p) => p.endsWith(':read') && !OWNER_ADMIN_READS.has(p),
+);
 
 /** What each tenant role grants. Owner-only membership moves (owners) are membership rules. */
 export const ROLE_PERMISSIONS: Readonly<Record<RoleName, ReadonlySet<Permission>>> = {

@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 export interface TenantsTable {
   id: string;
   name: string;
@@ -33,6 +35,11 @@ export interface SessionsTable {
   last_seen_at: Date | null;
   /** `session` (login) or `cli` (a CLI token from the device flow). */
   kind: string;
+  /** Client address and user agent of the request that created the session; null when unknown. */
+  ip: string | null;
+  user_agent: string | null;
+  /** A login session the session cookie authenticated: listed as `browser`, else `bearer`. */
+  browser: Generated<boolean>;
 }
 
 export interface ProjectsTable {
@@ -137,9 +144,49 @@ export interface DeviceGrantsTable {
   user_id: string | null;
   tenant_id: string | null;
   decided_at: Date | null;
+  /** Where the device asked from (its StartDeviceAuthorization request); null when unknown. */
+  requested_ip: string | null;
+  requested_user_agent: string | null;
+}
+
+/** The audit trail (docs/audit.md): append-only, chained per tenant. */
+export interface AuditEventsTable {
+  /** UUIDv7. */
+  id: string;
+  /** The tenant id, or '_platform'. */
+  chain_key: string;
+  /** Position in the chain, from 1 (pg returns bigint as a string). */
+  seq: string | number;
+  occurred_at: Date;
+  tenant_id: string | null;
+  actor_type: string;
+  actor_id: string;
+  action: string;
+  target_type: string;
+  target_id: string;
+  outcome: string;
+  ip: string | null;
+  user_agent: string | null;
+  request_id: string | null;
+  details: unknown;
+  prev_hash: string;
+  hash: string;
+  source: string;
+  recorded_at: Generated<Date>;
+}
+
+/** Each chain's last event, and the anchor pruning left (the last pruned event). */
+export interface AuditChainHeadsTable {
+  chain_key: string;
+  seq: string | number;
+  hash: string;
+  anchor_seq: Generated<string | number>;
+  anchor_hash: Generated<string>;
 }
 
 export interface AdminDatabase {
+  audit_events: AuditEventsTable;
+  audit_chain_heads: AuditChainHeadsTable;
   device_grants: DeviceGrantsTable;
   tenants: TenantsTable;
   users: UsersTable;

@@ -1,6 +1,7 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { sessionActor } from '../audit/actor.ts';
 import { decideAddMember } from '../domain/memberships.ts';
 import { normaliseEmail } from '../domain/validation.ts';
 import type { AdminDeps } from './deps.ts';
@@ -26,7 +27,15 @@ export function addMember(deps: AdminDeps): ServiceImpl<typeof AdminService>['ad
     const user = await deps.accounts.findUserByEmail(normaliseEmail(req.email));
     if (!user) throw new AppError('not_found', NO_SUCH_USER_MESSAGE);
     const { passwordHash: _, ...record } = user;
-    const added = await deps.accounts.addMember(session.tenant.id, record, role, deps.clock.now());
+    const added = await deps.accounts.addMember(session.tenant.id, record, role, deps.clock.now(), (trx) =>
+      deps.audit.record(trx, {
+        action: 'member.add',
+        tenantId: session.tenant.id,
+        actor: sessionActor(session),
+        target: { type: 'user', id: user.id },
+        details: { role },
+      }),
+    );
     if (added === 'exists') throw new AppError('conflict', ALREADY_MEMBER_MESSAGE);
     deps.logger.info(
       { tenantId: session.tenant.id, userId: user.id, role, by: session.user.id },

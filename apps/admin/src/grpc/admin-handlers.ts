@@ -1,8 +1,10 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { addMember } from './add-member.ts';
+import { listAuditEvents, recordAuditEvents, verifyAuditEvents } from './audit-events.ts';
 import { authenticate } from './authenticate.ts';
 import { changeMemberRole } from './change-member-role.ts';
+import { changePassword } from './change-password.ts';
 import { createAllowlistEntry } from './create-allowlist-entry.ts';
 import { createApiKey } from './create-api-key.ts';
 import { createBot } from './create-bot.ts';
@@ -27,6 +29,7 @@ import { logout } from './logout.ts';
 import { removeMember } from './remove-member.ts';
 import { revokeApiKey } from './revoke-api-key.ts';
 import { revokeBotKey } from './revoke-bot-key.ts';
+import { listSessions, revokeOtherSessions, revokeSession } from './sessions.ts';
 import { signup } from './signup.ts';
 import { switchTenant } from './switch-tenant.ts';
 import { verifyApiKey } from './verify-api-key.ts';
@@ -64,5 +67,12 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     exchangeDeviceCode: exchangeDeviceCode(deps),
     describeDeviceGrant: describeDeviceGrant(deps),
     decideDeviceGrant: decideDeviceGrant(deps),
+    listAuditEvents: listAuditEvents(deps),
+    verifyAuditEvents: verifyAuditEvents(deps),
+    recordAuditEvents: recordAuditEvents(deps),
+    listSessions: listSessions(deps),
+    revokeSession: revokeSession(deps),
+    revokeOtherSessions: revokeOtherSessions(deps),
+    changePassword: changePassword(deps),
   };
 }

@@ -10,12 +10,7 @@ export function changeMemberRole(deps: AdminDeps): ServiceImpl<typeof AdminServi
   return async (req) => {
     const session = await requireUserActor(deps, req.principal, 'members:write');
     const role = requestedRole(req.role);
-    const member = await changeMember(
-      deps,
-      { tenantId: session.tenant.id, userId: session.user.id },
-      req.userId,
-      { kind: 'set_role', role },
-    );
+    const member = await changeMember(deps, session, req.userId, { kind: 'set_role', role });
     deps.logger.info(
       { tenantId: session.tenant.id, userId: member.user.id, role, by: session.user.id },
       'member role changed',

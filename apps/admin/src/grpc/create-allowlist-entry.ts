@@ -3,6 +3,7 @@ import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { auditActor } from '../audit/actor.ts';
 import { parseCidr } from '../domain/cidr.ts';
 import type { AdminDeps } from './deps.ts';
 import { allowlistEntryMessage } from './messages.ts';
@@ -38,7 +39,15 @@ export function createAllowlistEntry(
       cidr,
       createdAt: deps.clock.now(),
     };
-    const outcome = await deps.allowlist.create(entry, limit.value);
+    const outcome = await deps.allowlist.create(entry, limit.value, (trx) =>
+      deps.audit.record(trx, {
+        action: 'allowlist.create',
+        tenantId: project.tenantId,
+        actor: auditActor(actor),
+        target: { type: 'allowlist_entry', id: entry.id },
+        details: { project_id: project.id, cidr },
+      }),
+    );
     if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
     if (outcome === 'duplicate') throw new AppError('conflict', `${cidr} is already in the allowlist`);
     if (outcome === 'limit_reached') throw limit.exceeded();

@@ -3,6 +3,7 @@ import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { auditActor } from '../audit/actor.ts';
 import { checkApiKeyMode, checkApiKeyName, checkApiKeyScopes, generateApiKey } from '../domain/api-keys.ts';
 import type { AdminDeps } from './deps.ts';
 import { apiKeyMessage } from './messages.ts';
@@ -43,7 +44,22 @@ export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
       lastUsedAt: null,
       revokedAt: null,
     };
-    const outcome = await deps.apiKeys.create({ ...apiKey, keyHash: secret.keyHash }, limit.value);
+    const outcome = await deps.apiKeys.create({ ...apiKey, keyHash: secret.keyHash }, limit.value, (trx) =>
+      deps.audit.record(trx, {
+        action: 'api_key.create',
+        tenantId: project.tenantId,
+        actor: auditActor(actor),
+        target: { type: 'api_key', id: apiKey.id },
+        details: {
+          project_id: project.id,
+          name,
+          mode,
+          scopes: [...scopes],
+          display_prefix: apiKey.displayPrefix,
+          last_four: apiKey.lastFour,
+        },
+      }),
+    );
     if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
     if (outcome === 'limit_reached') throw limit.exceeded();
     deps.logger.info(

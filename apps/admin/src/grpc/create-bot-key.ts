@@ -3,6 +3,7 @@ import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, newToken } from '@relayplane/shared/tokens';
+import { auditActor } from '../audit/actor.ts';
 import { BOT_KEY_DISPLAY_PREFIX_LENGTH } from '../domain/bots.ts';
 import type { AdminDeps } from './deps.ts';
 import { botKeyMessage } from './messages.ts';
@@ -27,7 +28,20 @@ export function createBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
       lastUsedAt: null,
       revokedAt: null,
     };
-    const outcome = await deps.bots.createKey({ ...key, tokenHash: hashToken(token) });
+    const outcome = await deps.bots.createKey({ ...key, tokenHash: hashToken(token) }, (trx) =>
+      deps.audit.record(trx, {
+        action: 'bot_key.create',
+        tenantId: bot.tenantId,
+        actor: auditActor(actor),
+        target: { type: 'bot_key', id: key.id },
+        details: {
+          project_id: bot.projectId,
+          bot_id: bot.id,
+          display_prefix: key.displayPrefix,
+          last_four: key.lastFour,
+        },
+      }),
+    );
     if (outcome === 'bot_not_found') throw new AppError('not_found', BOT_NOT_FOUND_MESSAGE);
     deps.logger.info(
       {

@@ -4,6 +4,7 @@ import { AppError } from '@relayplane/shared/errors';
 import { roleName } from '@relayplane/shared/iam';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { auditActor } from '../audit/actor.ts';
 import { checkBotName, checkBotRole } from '../domain/bots.ts';
 import type { AdminDeps } from './deps.ts';
 import { botMessage } from './messages.ts';
@@ -32,7 +33,15 @@ export function createBot(deps: AdminDeps): ServiceImpl<typeof AdminService>['cr
       role,
       createdAt: deps.clock.now(),
     };
-    const outcome = await deps.bots.create(bot, limit.value);
+    const outcome = await deps.bots.create(bot, limit.value, (trx) =>
+      deps.audit.record(trx, {
+        action: 'bot.create',
+        tenantId: project.tenantId,
+        actor: auditActor(actor),
+        target: { type: 'bot', id: bot.id },
+        details: { project_id: project.id, name, role },
+      }),
+    );
     if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
     if (outcome === 'limit_reached') throw limit.exceeded();
     deps.logger.info(

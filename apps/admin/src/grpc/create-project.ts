@@ -3,6 +3,7 @@ import { entitlementOf } from '@relayplane/shared/entitlements';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { sessionActor } from '../audit/actor.ts';
 import { checkEnvironment, checkProjectName } from '../domain/validation.ts';
 import type { AdminDeps } from './deps.ts';
 import { projectMessage } from './messages.ts';
@@ -27,7 +28,15 @@ export function createProject(deps: AdminDeps): ServiceImpl<typeof AdminService>
       await deps.billing.getEntitlements({ tenantId: project.tenantId }),
       'max_projects',
     );
-    const outcome = await deps.projects.create(project, limit.value);
+    const outcome = await deps.projects.create(project, limit.value, (trx) =>
+      deps.audit.record(trx, {
+        action: 'project.create',
+        tenantId: project.tenantId,
+        actor: sessionActor(session),
+        target: { type: 'project', id: project.id },
+        details: { name, environment },
+      }),
+    );
     if (outcome === 'name_taken') throw new AppError('conflict', `a project named "${name}" already exists`);
     if (outcome === 'limit_reached') throw limit.exceeded();
     return { project: projectMessage(project) };

@@ -2,6 +2,7 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { auditActor } from '../audit/actor.ts';
 import type { AdminDeps } from './deps.ts';
 import { requireActor } from './principal.ts';
 import { ALLOWLIST_ENTRY_NOT_FOUND_MESSAGE, requireProject } from './project-access.ts';
@@ -17,7 +18,15 @@ export function deleteAllowlistEntry(
     const actor = await requireActor(deps, req.principal, 'allowlist:write');
     const project = await requireProject(deps, actor, req.projectId);
     const deleted = isId('allowlistEntry', req.entryId)
-      ? await deps.allowlist.delete(project.tenantId, project.id, req.entryId)
+      ? await deps.allowlist.delete(project.tenantId, project.id, req.entryId, (trx, entry) =>
+          deps.audit.record(trx, {
+            action: 'allowlist.delete',
+            tenantId: project.tenantId,
+            actor: auditActor(actor),
+            target: { type: 'allowlist_entry', id: entry.id },
+            details: { project_id: project.id, cidr: entry.cidr },
+          }),
+        )
       : undefined;
     if (!deleted) throw new AppError('not_found', ALLOWLIST_ENTRY_NOT_FOUND_MESSAGE);
     deps.logger.info(

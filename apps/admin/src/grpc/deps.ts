@@ -4,6 +4,7 @@ import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import type { ServiceClient } from '@relayplane/shared/rpc';
+import type { AuditTrail } from '../audit/trail.ts';
 import type { DeviceFlowConfig, LoginLimits } from '../config.ts';
 import type { AdminMetrics } from '../metrics.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
@@ -18,6 +19,11 @@ import type { SessionStore } from '../stores/sessions.ts';
 
 /** What the admin RPC handlers work with. */
 export interface AdminDeps {
+  /**
+   * The audit trail (docs/audit.md): `record(trx, event)` inside a change's transaction (the
+   * stores take an audit step for it), `recordAlone(event)` for outcomes that change nothing.
+   */
+  audit: AuditTrail;
   accounts: AccountStore;
   sessions: SessionStore;
   projects: ProjectStore;

@@ -1,7 +1,9 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { sessionActor } from '../audit/actor.ts';
 import { hashCode } from '../domain/device-codes.ts';
+import { DeviceGrantStore } from '../stores/device-grants.ts';
 import type { AdminDeps } from './deps.ts';
 import { enterUserCode, USER_CODE_NOT_FOUND_MESSAGE } from './device-flow.ts';
 
@@ -13,10 +15,23 @@ import { enterUserCode, USER_CODE_NOT_FOUND_MESSAGE } from './device-flow.ts';
 export function decideDeviceGrant(deps: AdminDeps): ServiceImpl<typeof AdminService>['decideDeviceGrant'] {
   return async (req) => {
     const { session, userCode } = await enterUserCode(deps, req.principal, req.userCode, req.clientIp);
-    const decided = await deps.deviceGrants.decide(hashCode(userCode), deps.clock.now(), {
-      approve: req.approve,
-      userId: session.user.id,
-      tenantId: session.tenant.id,
+    // The decision and its event commit together (the store, bound to the transaction, decides in one statement).
+    const decided = await deps.audit.change(async (trx) => {
+      const done = await new DeviceGrantStore(trx).decide(hashCode(userCode), deps.clock.now(), {
+        approve: req.approve,
+        userId: session.user.id,
+        tenantId: session.tenant.id,
+      });
+      if (done) {
+        await deps.audit.record(trx, {
+          action: req.approve ? 'device.approve' : 'device.deny',
+          tenantId: session.tenant.id,
+          actor: sessionActor(session),
+          target: { type: 'device_client', id: done.clientId },
+          details: { client_id: done.clientId },
+        });
+      }
+      return done;
     });
     if (!decided) throw new AppError('not_found', USER_CODE_NOT_FOUND_MESSAGE);
     const status = req.approve ? 'approved' : 'denied';

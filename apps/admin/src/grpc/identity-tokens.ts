@@ -5,6 +5,7 @@ import { PROJECT_PERMISSIONS, permissionsOf } from '@relayplane/shared/iam';
 import { isId, newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, newToken } from '@relayplane/shared/tokens';
+import { auditActor } from '../audit/actor.ts';
 import {
   checkIdentityExpiry,
   checkIdentityScopes,
@@ -85,7 +86,22 @@ export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'
       lastUsedAt: null,
       revokedAt: null,
     };
-    const outcome = await deps.identityTokens.create({ ...token, tokenHash: hashToken(value) });
+    const outcome = await deps.identityTokens.create({ ...token, tokenHash: hashToken(value) }, (trx) =>
+      deps.audit.record(trx, {
+        action: 'identity_token.create',
+        tenantId: bot.tenantId,
+        actor: auditActor(actor),
+        target: { type: 'identity_token', id: token.id },
+        details: {
+          project_id: bot.projectId,
+          identity_id: bot.id,
+          scopes: [...scopes],
+          expires_at: expiresAt.toISOString(),
+          display_prefix: token.displayPrefix,
+          last_four: token.lastFour,
+        },
+      }),
+    );
     if (outcome === 'bot_not_found') throw new AppError('not_found', IDENTITY_NOT_FOUND_MESSAGE);
     deps.logger.info(
       {
@@ -118,7 +134,25 @@ export function revokeIdentityToken(deps: AdminDeps): Impl['revokeIdentityToken'
     const actor = await requireActor(deps, req.principal, 'identity_tokens:write');
     const bot = await requireIdentity(deps, actor, req.projectId, req.identityId);
     const token = isId('identityToken', req.tokenId)
-      ? await deps.identityTokens.revoke(bot.tenantId, bot.projectId, bot.id, req.tokenId, deps.clock.now())
+      ? await deps.identityTokens.revoke(
+          bot.tenantId,
+          bot.projectId,
+          bot.id,
+          req.tokenId,
+          deps.clock.now(),
+          (trx, done) =>
+            deps.audit.record(trx, {
+              action: 'identity_token.revoke',
+              tenantId: bot.tenantId,
+              actor: auditActor(actor),
+              target: { type: 'identity_token', id: done.token.id },
+              details: {
+                project_id: bot.projectId,
+                identity_id: bot.id,
+                already_revoked: done.alreadyRevoked,
+              },
+            }),
+        )
       : undefined;
     if (!token) throw new AppError('not_found', IDENTITY_TOKEN_NOT_FOUND_MESSAGE);
     deps.logger.info(

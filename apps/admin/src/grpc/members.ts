@@ -3,8 +3,9 @@ import { ROLE_NAMES, type RoleName } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { roleName } from '@relayplane/shared/iam';
 import { isId } from '@relayplane/shared/ids';
+import { sessionActor } from '../audit/actor.ts';
 import { decideMemberChange, type MemberChange, type MemberDecision } from '../domain/memberships.ts';
-import type { MemberRecord } from '../stores/records.ts';
+import type { MemberRecord, SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 
 export const CANNOT_MANAGE_MEMBERS_MESSAGE = 'the role does not allow managing members';
@@ -38,17 +39,25 @@ export function refuse(decision: Exclude<MemberDecision, 'ok'>): AppError {
  */
 export async function changeMember(
   deps: AdminDeps,
-  actor: { tenantId: string; userId: string },
+  session: SessionRecord,
   userId: string,
   change: MemberChange,
 ): Promise<MemberRecord> {
   if (!isId('user', userId)) throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);
   const result = await deps.accounts.changeMember(
-    actor.tenantId,
-    actor.userId,
+    session.tenant.id,
+    session.user.id,
     userId,
     change,
     (a, target, owners) => decideMemberChange(a, target, change, owners),
+    (trx, { before, after }) =>
+      deps.audit.record(trx, {
+        action: change.kind === 'remove' ? 'member.remove' : 'member.role_change',
+        tenantId: session.tenant.id,
+        actor: sessionActor(session),
+        target: { type: 'user', id: before.user.id },
+        details: change.kind === 'remove' ? { role: before.role } : { from: before.role, to: after.role },
+      }),
   );
   if (result.outcome === 'ok') return result.member;
   if (result.outcome === 'not_found') throw new AppError('not_found', MEMBER_NOT_FOUND_MESSAGE);

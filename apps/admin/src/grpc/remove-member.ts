@@ -12,12 +12,7 @@ import { requireUserActor } from './principal.ts';
 export function removeMember(deps: AdminDeps): ServiceImpl<typeof AdminService>['removeMember'] {
   return async (req) => {
     const session = await requireUserActor(deps, req.principal, 'members:write');
-    const member = await changeMember(
-      deps,
-      { tenantId: session.tenant.id, userId: session.user.id },
-      req.userId,
-      { kind: 'remove' },
-    );
+    const member = await changeMember(deps, session, req.userId, { kind: 'remove' });
     deps.logger.info(
       { tenantId: session.tenant.id, userId: member.user.id, by: session.user.id },
       'member removed',

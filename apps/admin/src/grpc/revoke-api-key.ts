@@ -3,6 +3,7 @@ import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { auditActor } from '../audit/actor.ts';
 import type { AdminDeps } from './deps.ts';
 import { apiKeyMessage } from './messages.ts';
 import { requireActor } from './principal.ts';
@@ -20,7 +21,15 @@ export function revokeApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
     const actor = await requireActor(deps, req.principal, 'api_keys:write');
     const project = await requireProject(deps, actor, req.projectId);
     const revoked = isId('apiKey', req.keyId)
-      ? await deps.apiKeys.revoke(project.tenantId, project.id, req.keyId, deps.clock.now())
+      ? await deps.apiKeys.revoke(project.tenantId, project.id, req.keyId, deps.clock.now(), (trx, done) =>
+          deps.audit.record(trx, {
+            action: 'api_key.revoke',
+            tenantId: project.tenantId,
+            actor: auditActor(actor),
+            target: { type: 'api_key', id: done.apiKey.id },
+            details: { project_id: project.id, already_revoked: done.alreadyRevoked },
+          }),
+        )
       : undefined;
     if (!revoked) throw new AppError('not_found', API_KEY_NOT_FOUND_MESSAGE);
     const { apiKey, keyHash } = revoked;

@@ -2,6 +2,7 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { auditActor } from '../audit/actor.ts';
 import type { AdminDeps } from './deps.ts';
 import { botKeyMessage } from './messages.ts';
 import { requireActor } from './principal.ts';
@@ -17,7 +18,21 @@ export function revokeBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
     const project = await requireProject(deps, actor, req.projectId);
     const bot = await requireBot(deps, project, req.botId);
     const revoked = isId('apiKey', req.keyId)
-      ? await deps.bots.revokeKey(bot.tenantId, bot.projectId, bot.id, req.keyId, deps.clock.now())
+      ? await deps.bots.revokeKey(
+          bot.tenantId,
+          bot.projectId,
+          bot.id,
+          req.keyId,
+          deps.clock.now(),
+          (trx, done) =>
+            deps.audit.record(trx, {
+              action: 'bot_key.revoke',
+              tenantId: bot.tenantId,
+              actor: auditActor(actor),
+              target: { type: 'bot_key', id: done.key.id },
+              details: { project_id: bot.projectId, bot_id: bot.id, already_revoked: done.alreadyRevoked },
+            }),
+        )
       : undefined;
     if (!revoked) throw new AppError('not_found', BOT_KEY_NOT_FOUND_MESSAGE);
     deps.logger.info(

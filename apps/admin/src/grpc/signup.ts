@@ -21,7 +21,15 @@ export function signup(deps: AdminDeps): ServiceImpl<typeof AdminService>['signu
     const tenant = { id: newId('tenant'), name: tenantName, createdAt: now };
     const user = { id: newId('user'), email, platformAdmin: false, createdAt: now };
     const passwordHash = await deps.passwords.hash(password);
-    const outcome = await deps.accounts.createTenantWithOwner({ tenant, user, passwordHash });
+    const outcome = await deps.accounts.createTenantWithOwner({ tenant, user, passwordHash }, (trx) =>
+      deps.audit.record(trx, {
+        action: 'tenant.create',
+        tenantId: tenant.id,
+        actor: { type: 'user', id: user.id },
+        target: { type: 'tenant', id: tenant.id },
+        details: { name: tenantName, owner_user_id: user.id, cause: 'signup' },
+      }),
+    );
     if (outcome === 'email_taken') throw new AppError('conflict', 'email is already registered');
     deps.logger.info({ userId: user.id, tenantId: tenant.id }, 'tenant signed up');
     return { user: userMessage(user), tenant: tenantMessage(tenant) };

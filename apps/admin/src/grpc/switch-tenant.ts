@@ -2,6 +2,8 @@ import type { AdminService } from '@relayplane/proto/admin';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { sessionActor } from '../audit/actor.ts';
+import { SessionStore } from '../stores/sessions.ts';
 import type { AdminDeps } from './deps.ts';
 import { sessionMessage } from './messages.ts';
 import { requireUserSession } from './principal.ts';
@@ -17,7 +19,20 @@ export function switchTenant(deps: AdminDeps): ServiceImpl<typeof AdminService>[
   return async (req) => {
     const session = await requireUserSession(deps, req.principal);
     if (!isId('tenant', req.tenantId)) throw new AppError('forbidden', NOT_A_MEMBER_MESSAGE);
-    const switched = await deps.sessions.switchTenant(session.id, session.user.id, req.tenantId);
+    // The switch and its event (in the chain of the tenant switched to) commit together.
+    const switched = await deps.audit.change(async (trx) => {
+      const moved = await new SessionStore(trx).switchTenant(session.id, session.user.id, req.tenantId);
+      if (moved) {
+        await deps.audit.record(trx, {
+          action: 'session.switch_tenant',
+          tenantId: req.tenantId,
+          actor: sessionActor(session),
+          target: { type: 'session', id: session.id },
+          details: { from_tenant_id: session.tenant.id },
+        });
+      }
+      return moved;
+    });
     if (!switched) throw new AppError('forbidden', NOT_A_MEMBER_MESSAGE);
     const updated = await deps.sessions.findLiveById(session.id, deps.clock.now());
     // Removed from that tenant (or logged out) in between: the session no longer authenticates.

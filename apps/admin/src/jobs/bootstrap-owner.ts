@@ -9,12 +9,15 @@ import type { Clock } from '@relayplane/shared/clock';
 import { newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
+import { systemActor } from '../audit/actor.ts';
+import type { AuditTrail } from '../audit/trail.ts';
 import type { BootstrapConfig } from '../config.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
 
 export interface BootstrapDeps {
   accounts: AccountStore;
+  audit: AuditTrail;
   passwords: PasswordHasher;
   billing: ServiceClient<typeof BillingRpc>;
   clock: Clock;
@@ -35,11 +38,21 @@ export async function bootstrapOwner(
 
   const now = deps.clock.now();
   const userId = newId('user');
-  const created = await accounts.bootstrapOwner({
-    tenant: { id: tenantId, name: config.tenantName, createdAt: now },
-    user: { id: userId, email: config.email, platformAdmin: true, createdAt: now },
-    passwordHash: await deps.passwords.hash(config.password),
-  });
+  const created = await accounts.bootstrapOwner(
+    {
+      tenant: { id: tenantId, name: config.tenantName, createdAt: now },
+      user: { id: userId, email: config.email, platformAdmin: true, createdAt: now },
+      passwordHash: await deps.passwords.hash(config.password),
+    },
+    (trx) =>
+      deps.audit.record(trx, {
+        action: 'tenant.create',
+        tenantId,
+        actor: systemActor('bootstrap-owner'),
+        target: { type: 'tenant', id: tenantId },
+        details: { name: config.tenantName, owner_user_id: userId, plan: config.plan, cause: 'bootstrap' },
+      }),
+  );
   if (!created) {
     // Another replica won the race; the subscription row set above names a tenant that was never created.
     logger.info('bootstrap skipped: another replica created the first user');

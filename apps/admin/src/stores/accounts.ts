@@ -1,5 +1,6 @@
 import { isRoleName, ROLES, type RoleName } from '@relayplane/shared/contract';
 import { type Kysely, sql, type Transaction } from 'kysely';
+import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase } from '../db/schema.ts';
 import type { MemberChange, MemberDecision } from '../domain/memberships.ts';
 import { isUniqueViolation, type MemberRecord, type TenantRecord, type UserRecord } from './records.ts';
@@ -36,9 +37,15 @@ export class AccountStore {
   }
 
   /** A new tenant and its owner, atomically. 'email_taken' when the email is registered. */
-  async createTenantWithOwner(owner: NewOwner): Promise<'created' | 'email_taken'> {
+  async createTenantWithOwner(
+    owner: NewOwner,
+    audit: AuditStep<NewOwner>,
+  ): Promise<'created' | 'email_taken'> {
     try {
-      await this.#db.transaction().execute((trx) => insertOwner(trx, owner));
+      await this.#db.transaction().execute(async (trx) => {
+        await insertOwner(trx, owner);
+        await audit(trx, owner);
+      });
       return 'created';
     } catch (err) {
       if (isUniqueViolation(err, 'users_email_key')) return 'email_taken';
@@ -51,12 +58,13 @@ export class AccountStore {
    * together serialise on an advisory lock held until commit, and each re-checks under it,
    * so exactly one of them creates the owner.
    */
-  async bootstrapOwner(owner: NewOwner): Promise<boolean> {
+  async bootstrapOwner(owner: NewOwner, audit: AuditStep<NewOwner>): Promise<boolean> {
     return this.#db.transaction().execute(async (trx) => {
       await sql`select pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY})`.execute(trx);
       const existing = await trx.selectFrom('users').select('id').limit(1).executeTakeFirst();
       if (existing) return false;
       await insertOwner(trx, owner);
+      await audit(trx, owner);
       return true;
     });
   }
@@ -119,21 +127,26 @@ export class AccountStore {
     return row && isRoleName(row.role) ? row.role : undefined;
   }
 
-  /** Adds `user` to the tenant; 'exists' when already a member. */
+  /** Adds `user` to the tenant; 'exists' when already a member. `audit` records it in the same transaction. */
   async addMember(
     tenantId: string,
     user: UserRecord,
     role: RoleName,
     now: Date,
+    audit: AuditStep<MemberRecord>,
   ): Promise<MemberRecord | 'exists'> {
-    const res = await this.#db
-      .insertInto('memberships')
-      .values({ tenant_id: tenantId, user_id: user.id, role, created_at: now })
-      .onConflict((oc) => oc.columns(['tenant_id', 'user_id']).doNothing())
-      .returning('user_id')
-      .executeTakeFirst();
-    if (!res) return 'exists';
-    return { user, tenantId, role, createdAt: now };
+    return this.#db.transaction().execute(async (trx) => {
+      const res = await trx
+        .insertInto('memberships')
+        .values({ tenant_id: tenantId, user_id: user.id, role, created_at: now })
+        .onConflict((oc) => oc.columns(['tenant_id', 'user_id']).doNothing())
+        .returning('user_id')
+        .executeTakeFirst();
+      if (!res) return 'exists' as const;
+      const member = { user, tenantId, role, createdAt: now };
+      await audit(trx, member);
+      return member;
+    });
   }
 
   /**
@@ -148,6 +161,7 @@ export class AccountStore {
     userId: string,
     change: MemberChange,
     decide: (actor: RoleName, target: RoleName, owners: number) => MemberDecision,
+    audit: AuditStep<{ before: MemberRecord; after: MemberRecord }>,
   ): Promise<MemberChangeResult> {
     return this.#db.transaction().execute(async (trx): Promise<MemberChangeResult> => {
       if (!(await lockTenant(trx, tenantId))) return { outcome: 'not_found' };
@@ -175,6 +189,7 @@ export class AccountStore {
           .where('tenant_id', '=', tenantId)
           .where('user_id', '=', userId)
           .execute();
+        await audit(trx, { before: member, after: member });
         return { outcome: 'ok', member };
       }
       await trx
@@ -183,7 +198,9 @@ export class AccountStore {
         .where('tenant_id', '=', tenantId)
         .where('user_id', '=', userId)
         .execute();
-      return { outcome: 'ok', member: { ...member, role: change.role } };
+      const after = { ...member, role: change.role };
+      await audit(trx, { before: member, after });
+      return { outcome: 'ok', member: after };
     });
   }
 

@@ -1,4 +1,5 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, AllowlistEntriesTable } from '../db/schema.ts';
 import { type AllowlistEntryRecord, isForeignKeyViolation } from './records.ts';
 
@@ -33,7 +34,11 @@ export class AllowlistStore {
    * project serialise on an advisory lock held until commit, so concurrent requests cannot
    * overshoot the limit. 'project_not_found' when the project is not (or no longer) in the tenant.
    */
-  async create(entry: AllowlistEntryRecord, maxPerProject: number): Promise<CreateAllowlistOutcome> {
+  async create(
+    entry: AllowlistEntryRecord,
+    maxPerProject: number,
+    audit: AuditStep<AllowlistEntryRecord>,
+  ): Promise<CreateAllowlistOutcome> {
     try {
       return await this.#db.transaction().execute(async (trx) => {
         await sql`select pg_advisory_xact_lock(hashtext(${`admin.allowlist_entries:${entry.projectId}`}))`.execute(
@@ -58,6 +63,7 @@ export class AllowlistStore {
           .where('project_id', '=', entry.projectId)
           .executeTakeFirstOrThrow();
         if (Number(count) > maxPerProject) throw new LimitReached();
+        await audit(trx, entry);
         return 'created';
       });
     } catch (err) {
@@ -85,14 +91,20 @@ export class AllowlistStore {
     tenantId: string,
     projectId: string,
     entryId: string,
+    audit: AuditStep<AllowlistEntryRecord>,
   ): Promise<AllowlistEntryRecord | undefined> {
-    const row = await this.#db
-      .deleteFrom('allowlist_entries')
-      .where('id', '=', entryId)
-      .where('project_id', '=', projectId)
-      .where('tenant_id', '=', tenantId)
-      .returning(COLUMNS)
-      .executeTakeFirst();
-    return row && toRecord(row);
+    return this.#db.transaction().execute(async (trx) => {
+      const row = await trx
+        .deleteFrom('allowlist_entries')
+        .where('id', '=', entryId)
+        .where('project_id', '=', projectId)
+        .where('tenant_id', '=', tenantId)
+        .returning(COLUMNS)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const entry = toRecord(row);
+      await audit(trx, entry);
+      return entry;
+    });
   }
 }

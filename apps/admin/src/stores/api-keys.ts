@@ -1,5 +1,6 @@
 import { DEFAULT_KEY_MODE, isKeyMode } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, ApiKeysTable } from '../db/schema.ts';
 import { type ApiKeyRecord, isForeignKeyViolation } from './records.ts';
 
@@ -64,6 +65,7 @@ export class ApiKeyStore {
   async create(
     key: NewApiKey,
     maxActive: number,
+    audit: AuditStep<ApiKeyRecord>,
   ): Promise<'created' | 'limit_reached' | 'project_not_found'> {
     try {
       return await this.#db.transaction().execute(async (trx) => {
@@ -90,6 +92,8 @@ export class ApiKeyStore {
             created_at: key.createdAt,
           })
           .execute();
+        const { keyHash: _, ...record } = key;
+        await audit(trx, record);
         return 'created';
       });
     } catch (err) {
@@ -113,23 +117,30 @@ export class ApiKeyStore {
 
   /**
    * Revokes the key at `now`, or leaves an earlier revocation as it is (idempotent).
-   * Undefined when no such key exists in that project and tenant.
+   * Undefined when no such key exists in that project and tenant. `audit` records the call
+   * (with whether it revoked the key now) in the same transaction.
    */
   async revoke(
     tenantId: string,
     projectId: string,
     keyId: string,
     now: Date,
+    audit: AuditStep<{ apiKey: ApiKeyRecord; alreadyRevoked: boolean }>,
   ): Promise<{ apiKey: ApiKeyRecord; keyHash: string } | undefined> {
-    const row = await this.#db
-      .updateTable('api_keys as k')
-      .set({ revoked_at: sql<Date>`coalesce(k.revoked_at, ${now})` })
-      .where('k.id', '=', keyId)
-      .where('k.project_id', '=', projectId)
-      .where('k.tenant_id', '=', tenantId)
-      .returning([...COLUMNS, 'k.key_hash'])
-      .executeTakeFirst();
-    return row && { apiKey: toRecord(row), keyHash: row.key_hash };
+    return this.#db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('api_keys as k')
+        .set({ revoked_at: sql<Date>`coalesce(k.revoked_at, ${now})` })
+        .where('k.id', '=', keyId)
+        .where('k.project_id', '=', projectId)
+        .where('k.tenant_id', '=', tenantId)
+        .returning([...COLUMNS, 'k.key_hash'])
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const apiKey = toRecord(row);
+      await audit(trx, { apiKey, alreadyRevoked: apiKey.revokedAt?.getTime() !== now.getTime() });
+      return { apiKey, keyHash: row.key_hash };
+    });
   }
 
   /**

@@ -1,5 +1,6 @@
 import { isBotRoleName, ROLES } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, BotKeysTable, BotsTable } from '../db/schema.ts';
 import { type BotKeyRecord, type BotRecord, isForeignKeyViolation } from './records.ts';
 
@@ -66,7 +67,11 @@ export class BotStore {
    * cannot overshoot the limit. 'project_not_found' when the project is not (or no longer)
    * in the bot's tenant.
    */
-  async create(bot: BotRecord, maxBots: number): Promise<'created' | 'limit_reached' | 'project_not_found'> {
+  async create(
+    bot: BotRecord,
+    maxBots: number,
+    audit: AuditStep<BotRecord>,
+  ): Promise<'created' | 'limit_reached' | 'project_not_found'> {
     try {
       return await this.#db.transaction().execute(async (trx) => {
         await sql`select pg_advisory_xact_lock(hashtext(${`admin.bots:${bot.tenantId}`}))`.execute(trx);
@@ -87,6 +92,7 @@ export class BotStore {
             created_at: bot.createdAt,
           })
           .execute();
+        await audit(trx, bot);
         return 'created';
       });
     } catch (err) {
@@ -121,21 +127,25 @@ export class BotStore {
   }
 
   /** 'bot_not_found' when the bot is not (or no longer) in that project and tenant. */
-  async createKey(key: NewBotKey): Promise<'created' | 'bot_not_found'> {
+  async createKey(key: NewBotKey, audit: AuditStep<BotKeyRecord>): Promise<'created' | 'bot_not_found'> {
     try {
-      await this.#db
-        .insertInto('bot_keys')
-        .values({
-          id: key.id,
-          tenant_id: key.tenantId,
-          project_id: key.projectId,
-          bot_id: key.botId,
-          token_hash: key.tokenHash,
-          display_prefix: key.displayPrefix,
-          last_four: key.lastFour,
-          created_at: key.createdAt,
-        })
-        .execute();
+      await this.#db.transaction().execute(async (trx) => {
+        await trx
+          .insertInto('bot_keys')
+          .values({
+            id: key.id,
+            tenant_id: key.tenantId,
+            project_id: key.projectId,
+            bot_id: key.botId,
+            token_hash: key.tokenHash,
+            display_prefix: key.displayPrefix,
+            last_four: key.lastFour,
+            created_at: key.createdAt,
+          })
+          .execute();
+        const { tokenHash: _, ...record } = key;
+        await audit(trx, record);
+      });
       return 'created';
     } catch (err) {
       if (isForeignKeyViolation(err, 'bot_keys_bot_fkey')) return 'bot_not_found';
@@ -164,17 +174,23 @@ export class BotStore {
     botId: string,
     keyId: string,
     now: Date,
+    audit: AuditStep<{ key: BotKeyRecord; alreadyRevoked: boolean }>,
   ): Promise<BotKeyRecord | undefined> {
-    const row = await this.#db
-      .updateTable('bot_keys as k')
-      .set({ revoked_at: sql<Date>`coalesce(k.revoked_at, ${now})` })
-      .where('k.id', '=', keyId)
-      .where('k.bot_id', '=', botId)
-      .where('k.project_id', '=', projectId)
-      .where('k.tenant_id', '=', tenantId)
-      .returning(KEY_COLUMNS)
-      .executeTakeFirst();
-    return row && toKey(row);
+    return this.#db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('bot_keys as k')
+        .set({ revoked_at: sql<Date>`coalesce(k.revoked_at, ${now})` })
+        .where('k.id', '=', keyId)
+        .where('k.bot_id', '=', botId)
+        .where('k.project_id', '=', projectId)
+        .where('k.tenant_id', '=', tenantId)
+        .returning(KEY_COLUMNS)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const key = toKey(row);
+      await audit(trx, { key, alreadyRevoked: key.revokedAt?.getTime() !== now.getTime() });
+      return key;
+    });
   }
 
   /** The active key with this token hash and its bot: one lookup by unique index. */

@@ -1,5 +1,6 @@
 import { isBotRoleName, isRoleName, ROLES, type RoleName } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, IdentityTokensTable } from '../db/schema.ts';
 import { type BotRecord, type IdentityTokenRecord, isForeignKeyViolation } from './records.ts';
 
@@ -60,26 +61,33 @@ export class IdentityTokenStore {
   }
 
   /** 'bot_not_found' when the bot is not (or no longer) in that project and tenant. */
-  async create(token: NewIdentityToken): Promise<'created' | 'bot_not_found'> {
+  async create(
+    token: NewIdentityToken,
+    audit: AuditStep<IdentityTokenRecord>,
+  ): Promise<'created' | 'bot_not_found'> {
     try {
-      await this.#db
-        .insertInto('identity_tokens')
-        .values({
-          id: token.id,
-          tenant_id: token.tenantId,
-          project_id: token.projectId,
-          bot_id: token.botId,
-          token_hash: token.tokenHash,
-          scopes: token.scopes,
-          display_prefix: token.displayPrefix,
-          last_four: token.lastFour,
-          created_by_user_id: token.createdByUserId,
-          created_by_token_id: token.createdByTokenId,
-          root_user_id: token.rootUserId,
-          created_at: token.createdAt,
-          expires_at: token.expiresAt,
-        })
-        .execute();
+      await this.#db.transaction().execute(async (trx) => {
+        await trx
+          .insertInto('identity_tokens')
+          .values({
+            id: token.id,
+            tenant_id: token.tenantId,
+            project_id: token.projectId,
+            bot_id: token.botId,
+            token_hash: token.tokenHash,
+            scopes: token.scopes,
+            display_prefix: token.displayPrefix,
+            last_four: token.lastFour,
+            created_by_user_id: token.createdByUserId,
+            created_by_token_id: token.createdByTokenId,
+            root_user_id: token.rootUserId,
+            created_at: token.createdAt,
+            expires_at: token.expiresAt,
+          })
+          .execute();
+        const { tokenHash: _, ...record } = token;
+        await audit(trx, record);
+      });
       return 'created';
     } catch (err) {
       if (isForeignKeyViolation(err, 'identity_tokens_bot_fkey')) return 'bot_not_found';
@@ -108,17 +116,23 @@ export class IdentityTokenStore {
     botId: string,
     tokenId: string,
     now: Date,
+    audit: AuditStep<{ token: IdentityTokenRecord; alreadyRevoked: boolean }>,
   ): Promise<IdentityTokenRecord | undefined> {
-    const row = await this.#db
-      .updateTable('identity_tokens as t')
-      .set({ revoked_at: sql<Date>`coalesce(t.revoked_at, ${now})` })
-      .where('t.id', '=', tokenId)
-      .where('t.bot_id', '=', botId)
-      .where('t.project_id', '=', projectId)
-      .where('t.tenant_id', '=', tenantId)
-      .returning(COLUMNS)
-      .executeTakeFirst();
-    return row && toRecord(row);
+    return this.#db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('identity_tokens as t')
+        .set({ revoked_at: sql<Date>`coalesce(t.revoked_at, ${now})` })
+        .where('t.id', '=', tokenId)
+        .where('t.bot_id', '=', botId)
+        .where('t.project_id', '=', projectId)
+        .where('t.tenant_id', '=', tenantId)
+        .returning(COLUMNS)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const token = toRecord(row);
+      await audit(trx, { token, alreadyRevoked: token.revokedAt?.getTime() !== now.getTime() });
+      return token;
+    });
   }
 
   /**

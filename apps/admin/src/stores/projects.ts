@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase } from '../db/schema.ts';
 import { isUniqueViolation, type ProjectRecord } from './records.ts';
 
@@ -11,11 +12,13 @@ export class ProjectStore {
   /**
    * Creates the project unless the tenant already has `maxProjects` of them ('limit_reached')
    * or one of that name ('name_taken', decided by the unique index). Creations in one tenant
-   * serialise on an advisory lock, so concurrent requests cannot overshoot the limit.
+   * serialise on an advisory lock, so concurrent requests cannot overshoot the limit. `audit`
+   * records the creation in the same transaction.
    */
   async create(
     project: ProjectRecord,
     maxProjects: number,
+    audit: AuditStep<ProjectRecord>,
   ): Promise<'created' | 'name_taken' | 'limit_reached'> {
     try {
       return await this.#db.transaction().execute(async (trx) => {
@@ -43,6 +46,7 @@ export class ProjectStore {
             created_at: project.createdAt,
           })
           .execute();
+        await audit(trx, project);
         return 'created';
       });
     } catch (err) {

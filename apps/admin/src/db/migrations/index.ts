@@ -5,6 +5,8 @@ import * as allowlist from './20261124T1000-allowlist.ts';
 import * as bots from './20261125T1000-bots.ts';
 import * as deviceGrants from './20261126T1000-device-grants.ts';
 import * as identityTokens from './20261126T1100-identity-tokens.ts';
+import * as auditEvents from './20261127T1000-audit-events.ts';
+import * as sessionDetails from './20261128T1100-session-details.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +16,6 @@ export const migrations: Record<string, Migration> = {
   '20261125T1000-bots': bots,
   '20261126T1000-device-grants': deviceGrants,
   '20261126T1100-identity-tokens': identityTokens,
+  '20261127T1000-audit-events': auditEvents,
+  '20261128T1100-session-details': sessionDetails,
 };

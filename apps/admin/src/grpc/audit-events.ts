@@ -1,0 +1,135 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { AdminService, AuditEventSchema, Principal } from '@relayplane/proto/admin';
+import { AUDIT_LIST_LIMIT, AUDIT_SOURCES } from '@relayplane/shared/contract';
+import { AppError } from '@relayplane/shared/errors';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { canonicalJson, chainKeyOf, PLATFORM_CHAIN } from '../audit/canonical.ts';
+import type { StoredAuditEvent } from '../audit/trail.ts';
+import type { AdminDeps } from './deps.ts';
+import { requireActor } from './principal.ts';
+
+type Impl = ServiceImpl<typeof AdminService>;
+
+/** `tenant_id` a platform admin passes for the events tied to no tenant (the platform chain). */
+export const PLATFORM_TENANT_FILTER = 'platform';
+export const OTHER_TENANT_MESSAGE = 'only platform admins may read another tenant’s audit events';
+const MAX_FILTER_LENGTH = 128;
+/** At most this many events per RecordAuditEvents call. */
+export const MAX_RECORD_BATCH = 500;
+
+/** The chain a caller with `audit:read` reads: its own tenant's, or (platform admins) the one it names. */
+async function requireChain(deps: AdminDeps, principal: Principal | undefined, tenantId: string) {
+  const actor = await requireActor(deps, principal, 'audit:read');
+  if (tenantId === '' || tenantId === actor.tenantId) return chainKeyOf(actor.tenantId);
+  if (!actor.session?.user.platformAdmin) throw new AppError('forbidden', OTHER_TENANT_MESSAGE);
+  return tenantId === PLATFORM_TENANT_FILTER ? PLATFORM_CHAIN : chainKeyOf(tenantId);
+}
+
+/** The opaque cursor: the position (seq) of the last event answered, base64url JSON. */
+export function encodeCursor(seq: number): string {
+  return Buffer.from(JSON.stringify({ s: seq })).toString('base64url');
+}
+
+function decodeCursor(cursor: string): number {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { s?: unknown };
+    if (typeof parsed.s === 'number' && Number.isSafeInteger(parsed.s) && parsed.s > 0) return parsed.s;
+  } catch {
+    // answered below
+  }
+  throw new AppError('invalid_request', 'cursor is not a cursor this endpoint answered');
+}
+
+function filter(name: string, value: string): string | undefined {
+  if (value === '') return undefined;
+  if (value.length > MAX_FILTER_LENGTH) {
+    throw new AppError('invalid_request', `${name} must be at most ${MAX_FILTER_LENGTH} characters`);
+  }
+  return value;
+}
+
+export function auditEventMessage(event: StoredAuditEvent): MessageInitShape<typeof AuditEventSchema> {
+  return {
+    id: event.id,
+    occurredAt: timestampFromDate(event.occurredAt),
+    tenantId: event.tenantId ?? '',
+    actor: event.actor,
+    action: event.action,
+    target: event.target,
+    outcome: event.outcome,
+    ip: event.ip ?? '',
+    userAgent: event.userAgent ?? '',
+    requestId: event.requestId ?? '',
+    detailsJson: canonicalJson(event.details),
+  };
+}
+
+/** ListAuditEvents: newest first (by position in the chain), filtered, paged by an opaque cursor. */
+export function listAuditEvents(deps: AdminDeps): Impl['listAuditEvents'] {
+  return async (req) => {
+    const chainKey = await requireChain(deps, req.principal, req.tenantId);
+    const limit = req.limit === 0 ? AUDIT_LIST_LIMIT.default : req.limit;
+    if (limit > AUDIT_LIST_LIMIT.max) {
+      throw new AppError('invalid_request', `limit must be between 1 and ${AUDIT_LIST_LIMIT.max}`);
+    }
+    const since = req.since ? timestampDate(req.since) : undefined;
+    const until = req.until ? timestampDate(req.until) : undefined;
+    if (since && until && since.getTime() > until.getTime()) {
+      throw new AppError('invalid_request', 'since must not be after until');
+    }
+    const events = await deps.audit.list({
+      chainKey,
+      action: filter('action', req.action),
+      actorId: filter('actor_id', req.actorId),
+      targetId: filter('target_id', req.targetId),
+      since,
+      until,
+      limit: limit + 1,
+      beforeSeq: req.cursor === '' ? undefined : decodeCursor(req.cursor),
+    });
+    const page = events.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      events: page.map(auditEventMessage),
+      nextCursor: events.length > limit && last ? encodeCursor(last.seq) : '',
+    };
+  };
+}
+
+/** VerifyAuditEvents: recomputes every hash and link of the chain (docs/audit.md). */
+export function verifyAuditEvents(deps: AdminDeps): Impl['verifyAuditEvents'] {
+  return async (req) => {
+    const chainKey = await requireChain(deps, req.principal, req.tenantId);
+    const result = await deps.audit.verify(chainKey);
+    return {
+      ok: result.ok,
+      eventsChecked: BigInt(result.eventsChecked),
+      firstBadId: result.firstBadId ?? '',
+    };
+  };
+}
+
+/**
+ * RecordAuditEvents: issuer and billing deliver their outboxes' events, at least once. An id
+ * already recorded is a duplicate (counted, not an error). Events are appended in the order
+ * given, each in its own transaction: a failure leaves the earlier ones recorded, and the
+ * sender's retry skips them as duplicates.
+ */
+export function recordAuditEvents(deps: AdminDeps): Impl['recordAuditEvents'] {
+  return async (req) => {
+    if (!(AUDIT_SOURCES as readonly string[]).includes(req.source)) {
+      throw new AppError('invalid_request', `source must be one of ${AUDIT_SOURCES.join(', ')}`);
+    }
+    if (req.events.length > MAX_RECORD_BATCH) {
+      throw new AppError('invalid_request', `at most ${MAX_RECORD_BATCH} events per call`);
+    }
+    let recorded = 0;
+    let duplicates = 0;
+    for (const event of req.events) {
+      if ((await deps.audit.recordDelivered(req.source, event)) === 'recorded') recorded += 1;
+      else duplicates += 1;
+    }
+    return { recorded, duplicates };
+  };
+}

@@ -1,3 +1,4 @@
+import type { AuditOutboxTable } from '@relayplane/shared/audit-outbox';
 import type { ColumnType, Generated } from 'kysely';
 import type { CheckoutStatus } from '../domain/checkout.ts';
 
@@ -74,4 +75,6 @@ export interface BillingDatabase {
   webhook_events: WebhookEventsTable;
   usage_daily: UsageDailyTable;
   metered_usage_reports: MeteredUsageReportsTable;
+  /** Audit events not yet delivered to admin (@relayplane/shared/audit-outbox). */
+  audit_outbox: AuditOutboxTable;
 }

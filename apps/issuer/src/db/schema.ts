@@ -1,3 +1,4 @@
+import type { AuditOutboxTable } from '@relayplane/shared/audit-outbox';
 import type { KeyMode } from '@relayplane/shared/contract';
 import type { ColumnType, Generated } from 'kysely';
 
@@ -36,6 +37,8 @@ export interface IssuerDatabase {
   credentials: CredentialsTable;
   revocations: RevocationsTable;
   relays: RelaysTable;
+  /** Audit events not yet delivered to admin (@relayplane/shared/audit-outbox). */
+  audit_outbox: AuditOutboxTable;
 }
 
 /** Registered relays (static ones live in configuration). Soft-deleted rows stay for audit. */

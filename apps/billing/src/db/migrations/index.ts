@@ -3,6 +3,7 @@ import * as subscriptions from './20261122T1900-subscriptions.ts';
 import * as checkoutSessions from './20261122T2200-checkout-sessions.ts';
 import * as usageDaily from './20261123T1100-usage-daily.ts';
 import * as stripeMetering from './20261123T1300-stripe-metering.ts';
+import * as auditOutbox from './20261129T1000-audit-outbox.ts';
 
 /** Every migration of the billing schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +11,5 @@ export const migrations: Record<string, Migration> = {
   '20261122T2200-checkout-sessions': checkoutSessions,
   '20261123T1100-usage-daily': usageDaily,
   '20261123T1300-stripe-metering': stripeMetering,
+  '20261129T1000-audit-outbox': auditOutbox,
 };

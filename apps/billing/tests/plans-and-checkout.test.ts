@@ -65,7 +65,11 @@ describe('plans, entitlements and built-in checkout (real PostgreSQL and Redis)'
         value: 10,
         exceededCode: 'payment_required',
       });
-      expect(byLimit.size).toBe(6);
+      expect(byLimit.get('max_issuance_per_second_per_key')).toMatchObject({
+        value: 20,
+        exceededCode: 'rate_limited',
+      });
+      expect(byLimit.size).toBe(7);
     });
 
     it("follows the tenant's plan", async () => {

@@ -13,6 +13,8 @@ export const ENTITLEMENT_LIMITS = [
   'max_bots',
   'max_allowlist_entries',
   'max_credential_ttl_seconds',
+  // A rate, not a count: enforced by the gateway at issuance (429 + Retry-After), per API key.
+  'max_issuance_per_second_per_key',
 ] as const;
 export type EntitlementLimit = (typeof ENTITLEMENT_LIMITS)[number];
 
@@ -24,8 +26,11 @@ export interface EntitlementsAnswer {
 
 export interface GateLimit {
   value: number;
-  /** The error to throw when a request would exceed the limit. */
-  exceeded(): AppError;
+  /**
+   * The error to throw when a request would exceed the limit; a rate limit passes how long to
+   * wait (the gateway answers it as `Retry-After`).
+   */
+  exceeded(options?: { retryAfterSeconds?: number }): AppError;
 }
 
 /** One limit of a GetEntitlements answer; a missing limit is billing's fault (internal). */
@@ -35,5 +40,8 @@ export function entitlementOf(answer: EntitlementsAnswer, limit: EntitlementLimi
     throw new AppError('internal', `billing answered no usable ${limit} entitlement`);
   }
   const code = entry.exceededCode;
-  return { value: entry.value, exceeded: () => new AppError(code, entry.exceededMessage) };
+  return {
+    value: entry.value,
+    exceeded: (options) => new AppError(code, entry.exceededMessage, options),
+  };
 }

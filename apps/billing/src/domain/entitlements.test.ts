@@ -16,10 +16,11 @@ describe('entitlements', () => {
       max_bots: plan.limits.maxBots,
       max_allowlist_entries: plan.limits.maxAllowlistEntries,
       max_credential_ttl_seconds: plan.limits.maxCredentialTtlSeconds,
+      max_issuance_per_second_per_key: plan.limits.maxIssuancePerSecondPerKey,
     });
   });
 
-  it('answers 402 for the API key limit and the connection cap, 422 for feature limits, 400 for the TTL', () => {
+  it('answers 402 for the API key limit and the connection cap, 422 for feature limits, 400 for the TTL, 429 for the issuance rate', () => {
     const codes = Object.fromEntries(
       entitlementsOf(DEFAULT_PLANS.free).entitlements.map((e) => [e.limit, e.exceededCode]),
     );
@@ -30,8 +31,12 @@ describe('entitlements', () => {
       max_bots: 'unprocessable',
       max_allowlist_entries: 'unprocessable',
       max_credential_ttl_seconds: 'invalid_request',
+      max_issuance_per_second_per_key: 'rate_limited',
     });
-    expect(Object.values(codes)).not.toContain('rate_limited');
+    // 429 means "back off": only the rate answers it, never a limit that needs an upgrade.
+    expect(Object.entries(codes).filter(([, code]) => code === 'rate_limited')).toEqual([
+      ['max_issuance_per_second_per_key', 'rate_limited'],
+    ]);
   });
 
   it('names the limit and the plan in every message', () => {
@@ -53,6 +58,9 @@ describe('entitlements', () => {
     );
     expect(byLimit.get('max_concurrent_connections')).toBe(
       'the free plan allows at most 10 concurrent connections (max_concurrent_connections); upgrade the plan to open more',
+    );
+    expect(byLimit.get('max_issuance_per_second_per_key')).toBe(
+      'rate limit exceeded: the free plan allows at most 20 credential requests per second per API key, refused ones included (max_issuance_per_second_per_key); retry after the Retry-After delay',
     );
   });
 

@@ -6,8 +6,9 @@
  * - The feature limits (projects, bots, allowlist entries) are semantic refusals:
  *   `unprocessable` (422).
  * - A credential TTL above the plan's maximum is a bad request: `invalid_request` (400).
- *
- * 429 (`rate_limited`) never appears here: it means "back off", not "upgrade".
+ * - The per-API-key issuance rate is the one rate among them: `rate_limited` (429, with
+ *   Retry-After), because waiting is enough; the other limits never answer 429, which means
+ *   "back off", not "upgrade".
  */
 import type { ErrorCode } from '@relayplane/shared/errors';
 import type { Plan, PlanLimits } from './plans.ts';
@@ -18,7 +19,8 @@ export type LimitName =
   | 'max_projects'
   | 'max_bots'
   | 'max_allowlist_entries'
-  | 'max_credential_ttl_seconds';
+  | 'max_credential_ttl_seconds'
+  | 'max_issuance_per_second_per_key';
 
 export interface Entitlement {
   limit: LimitName;
@@ -103,6 +105,13 @@ export function entitlementsOf(plan: Plan): Entitlements {
     value: ttl,
     exceededCode: 'invalid_request',
     exceededMessage: `the ${plan.id} plan allows credentials of at most ${ttl} seconds (max_credential_ttl_seconds); ask for a shorter ttl_seconds or upgrade the plan`,
+  });
+  const rate = plan.limits.maxIssuancePerSecondPerKey;
+  entitlements.push({
+    limit: 'max_issuance_per_second_per_key',
+    value: rate,
+    exceededCode: 'rate_limited',
+    exceededMessage: `rate limit exceeded: the ${plan.id} plan allows at most ${rate} credential ${plural(rate, 'request', 'requests')} per second per API key, refused ones included (max_issuance_per_second_per_key); retry after the Retry-After delay`,
   });
   return { planId: plan.id, planName: plan.name, entitlements };
 }

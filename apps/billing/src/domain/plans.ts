@@ -8,6 +8,11 @@ export interface PlanLimits {
   maxBots: number;
   maxAllowlistEntries: number;
   maxCredentialTtlSeconds: number;
+  /**
+   * Credential issuance attempts per API key per second (`max_issuance_per_second_per_key`),
+   * counted across every gateway; refused attempts count too. Over it: 429 + Retry-After.
+   */
+  maxIssuancePerSecondPerKey: number;
 }
 
 export interface Price {
@@ -43,6 +48,7 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
       maxBots: 2,
       maxAllowlistEntries: 3,
       maxCredentialTtlSeconds: 900,
+      maxIssuancePerSecondPerKey: 20,
     },
     price: { currency: 'usd', monthlyAmountMinor: 0, contactSales: false },
   },
@@ -56,6 +62,7 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
       maxBots: 100,
       maxAllowlistEntries: 100,
       maxCredentialTtlSeconds: 3_600,
+      maxIssuancePerSecondPerKey: 200,
     },
     price: { currency: 'usd', monthlyAmountMinor: 4_900, contactSales: false },
   },
@@ -69,6 +76,7 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
       maxBots: 10_000,
       maxAllowlistEntries: 1_000,
       maxCredentialTtlSeconds: 3_600,
+      maxIssuancePerSecondPerKey: 2_000,
     },
     price: { currency: 'usd', monthlyAmountMinor: 0, contactSales: true },
   },
@@ -81,6 +89,8 @@ const LIMIT_FIELDS: Record<keyof PlanLimits, { file: string; min: number; max: n
   maxBots: { file: 'max_bots', min: 0, max: 1_000_000 },
   maxAllowlistEntries: { file: 'max_allowlist_entries', min: 0, max: 100_000 },
   maxCredentialTtlSeconds: { file: 'max_credential_ttl_seconds', min: 60, max: 3_600 },
+  // At least 1: a plan that may issue nothing is not a rate (and would answer 429 forever).
+  maxIssuancePerSecondPerKey: { file: 'max_issuance_per_second_per_key', min: 1, max: 1_000_000 },
 };
 
 function isRecord(v: unknown): v is Record<string, unknown> {

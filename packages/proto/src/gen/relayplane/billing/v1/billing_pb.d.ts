@@ -316,7 +316,10 @@ export declare const GetEntitlementsRequestSchema: GenMessage<GetEntitlementsReq
 export declare type Entitlement = Message<"relayplane.billing.v1.Entitlement"> & {
   /**
    * The limit's name as in the plans file: max_concurrent_connections, max_api_keys,
-   * max_projects, max_bots, max_allowlist_entries, max_credential_ttl_seconds.
+   * max_projects, max_bots, max_allowlist_entries, max_credential_ttl_seconds,
+   * max_issuance_per_second_per_key (credential requests per API key per second, counted by
+   * the gateways across replicas, refused ones included). A gateway that finds no
+   * max_issuance_per_second_per_key entry (a billing from before it) does not rate-limit.
    *
    * @generated from field: string limit = 1;
    */
@@ -328,8 +331,9 @@ export declare type Entitlement = Message<"relayplane.billing.v1.Entitlement"> &
   value: number;
 
   /**
-   * AppError code a request that would exceed it answers: "payment_required" (402) or
-   * "unprocessable" (422).
+   * AppError code a request that would exceed it answers: "payment_required" (402),
+   * "unprocessable" (422), "invalid_request" (400; the credential TTL) or "rate_limited"
+   * (429 with Retry-After; the issuance rate only).
    *
    * @generated from field: string exceeded_code = 3;
    */

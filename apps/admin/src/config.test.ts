@@ -72,6 +72,16 @@ describe('readAdminConfig', () => {
     ).toEqual({ url: 'rediss://own:6380', prefix: 'adm:' });
   });
 
+  it('keeps audit events 400 days unless RELAYPLANE_AUDIT_RETENTION_DAYS says otherwise', () => {
+    expect(readAdminConfig(base).auditRetentionDays).toBe(400);
+    expect(readAdminConfig({ ...base, RELAYPLANE_AUDIT_RETENTION_DAYS: '30' }).auditRetentionDays).toBe(30);
+    for (const bad of ['0', '-1', 'forever', '36501']) {
+      expect(configError({ ...base, RELAYPLANE_AUDIT_RETENTION_DAYS: bad }).variable).toBe(
+        'RELAYPLANE_AUDIT_RETENTION_DAYS',
+      );
+    }
+  });
+
   it('rejects a Redis URL that is not redis: or rediss:, naming the variable', () => {
     expect(configError({ ...base, ADMIN_REDIS_URL: 'http://cache:6379' }).variable).toBe('ADMIN_REDIS_URL');
   });

@@ -8,7 +8,7 @@ import {
   readMetricsAddress,
   readRedis,
 } from '@relayplane/shared/config';
-import { PLAN_IDS, PLANS, type PlanId } from '@relayplane/shared/contract';
+import { DEFAULT_AUDIT_RETENTION_DAYS, PLAN_IDS, PLANS, type PlanId } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
@@ -46,6 +46,8 @@ export interface AdminConfig {
   /** host:port of the Prometheus metrics listener (`ADMIN_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
   logLevel: LogLevel;
+  /** Audit events older than this are pruned (`RELAYPLANE_AUDIT_RETENTION_DAYS`, docs/audit.md). */
+  auditRetentionDays: number;
 }
 
 /** Attempts allowed per window; one more answers `rate_limited` with the time left in the window. */
@@ -173,5 +175,8 @@ export function readAdminConfig(
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'ADMIN_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+    auditRetentionDays:
+      overrides.auditRetentionDays ??
+      r.int('RELAYPLANE_AUDIT_RETENTION_DAYS', DEFAULT_AUDIT_RETENTION_DAYS, { min: 1, max: 36_500 }),
   };
 }

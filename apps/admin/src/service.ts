@@ -10,6 +10,7 @@ import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
 import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
+import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
 import { AuditTrail } from './audit/trail.ts';
@@ -18,8 +19,10 @@ import { migrations } from './db/migrations/index.ts';
 import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
 import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
+import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
 import { SWEEP_INTERVAL_MS, sweepExpired } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
+import { bullPrefix } from './redis/keys.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
 import { AllowlistStore } from './stores/allowlist.ts';
@@ -42,21 +45,38 @@ export interface AdminOverrides {
   bus?: Bus;
 }
 
-/** The bus this service announces on, and what destroy() must close of it. */
+/** The bus this service announces on, its job scheduler, and what destroy() must close of them. */
 interface BusSetup {
   bus: Bus;
   owned: boolean;
   connections: Redis[];
+  /** Admin's maintenance jobs (audit retention): bullmq with Redis, timers without. */
+  scheduler: Scheduler;
 }
 
+const QUEUE_NAME = 'admin-maintenance';
+
 function createBus(config: AdminConfig, logger: Logger, given: Bus | undefined): BusSetup {
-  if (given) return { bus: given, owned: false, connections: [] };
-  if (!config.redis) return { bus: new MemoryBus(), owned: true, connections: [] };
-  const { bus, connections } = connectCoordination(config.redis, logger, {
+  if (!config.redis) {
+    return {
+      bus: given ?? new MemoryBus(),
+      owned: given === undefined,
+      connections: [],
+      scheduler: new MemoryScheduler(logger),
+    };
+  }
+  const { bus, connections, scheduler } = connectCoordination(config.redis, logger, {
     name: SERVICES.admin,
     busPrefix: config.redis.prefix,
+    queue: { name: QUEUE_NAME, prefix: bullPrefix(config.redis.prefix) },
+    bus: given,
   });
-  return { bus, owned: true, connections };
+  return {
+    bus,
+    owned: given === undefined,
+    connections,
+    scheduler: scheduler ?? new MemoryScheduler(logger),
+  };
 }
 
 /** The throttles' Redis connection (login and device flow share it): on the request path, short timeouts. */
@@ -223,6 +243,11 @@ export class AdminService {
       this.#bootstrapped = outcome === 'created';
     }
     if (this.#throttleConnection) await waitReady(this.#throttleConnection, THROTTLE_READY_WAIT_MS);
+    const scheduler = this.#busSetup.scheduler;
+    scheduler.every(AUDIT_PRUNE_JOB, AUDIT_PRUNE_INTERVAL_MS, async () => {
+      await this.pruneAuditEvents();
+    });
+    await scheduler.start();
     this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SWEEP_INTERVAL_MS);
     this.#sweep.unref();
     await serving.ready();
@@ -252,10 +277,21 @@ export class AdminService {
     });
   }
 
+  /** Deletes the audit events past `RELAYPLANE_AUDIT_RETENTION_DAYS` now (a job also does, hourly). */
+  pruneAuditEvents(): Promise<number> {
+    return pruneAuditEvents({
+      audit: this.audit,
+      clock: this.#clock,
+      logger: this.logger,
+      retentionDays: this.config.auditRetentionDays,
+    });
+  }
+
   /** Also ends a start() still waiting for its dependencies. */
   async destroy(): Promise<void> {
     this.#serving.stop();
     clearInterval(this.#sweep);
+    await this.#busSetup.scheduler.close();
     await this.rpc.close();
     if (this.#ownsBilling) this.#billing.close();
     if (this.#busSetup.owned) await this.bus.close();

@@ -92,7 +92,7 @@ const VERIFY_BATCH = 1000;
 
 /** An unavailable AppError for a failed audit write (logged with its cause). */
 function refused(logger: Logger, err: unknown, action: string): AppError {
-  if (err instanceof AppError && err.code !== 'internal') return err;
+  if (err instanceof AppError) return err;
   logger.error({ err: errorSummary(err), action }, 'audit event not recorded; the change is refused');
   return new AppError('unavailable', AUDIT_UNAVAILABLE_MESSAGE, { cause: err });
 }
@@ -323,20 +323,24 @@ export class AuditTrail {
         const keepFrom = keep?.seq != null ? num(keep.seq as string) : num(head.seq) + 1;
         const lastPruned = keepFrom - 1;
         if (lastPruned <= num(head.anchor_seq)) return 0;
+        // The last pruned event itself (a chain someone deleted events from: the last one there is).
         const anchor = await trx
           .selectFrom('audit_events')
-          .select('hash')
+          .select(['seq', 'hash'])
           .where('chain_key', '=', chainKey)
-          .where('seq', '=', String(lastPruned))
-          .executeTakeFirstOrThrow();
+          .where('seq', '<=', String(lastPruned))
+          .orderBy('seq', 'desc')
+          .limit(1)
+          .executeTakeFirst();
+        if (!anchor) return 0;
         const res = await trx
           .deleteFrom('audit_events')
           .where('chain_key', '=', chainKey)
-          .where('seq', '<=', String(lastPruned))
+          .where('seq', '<=', String(anchor.seq))
           .executeTakeFirst();
         await trx
           .updateTable('audit_chain_heads')
-          .set({ anchor_seq: String(lastPruned), anchor_hash: anchor.hash })
+          .set({ anchor_seq: String(anchor.seq), anchor_hash: anchor.hash })
           .where('chain_key', '=', chainKey)
           .execute();
         return Number(res.numDeletedRows);

@@ -4,6 +4,9 @@
  */
 import { createHash } from 'node:crypto';
 
+/** Prefix of the bullmq keys of admin's maintenance queue (audit retention), under the deployment's prefix. */
+export const bullPrefix = (prefix: string): string => `${prefix}bull`;
+
 /** Fixed-window counters of the login and device-flow throttles (one string key each, TTL = window). */
 export const throttleKeys = {
   /** Login attempts on an account: the normalised email, hashed so no address is stored in Redis. */

@@ -5,6 +5,8 @@ import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Permission } from '@relayplane/shared/iam';
 import type { Logger } from '@relayplane/shared/logger';
 import type { Registry } from '@relayplane/shared/metrics';
+import { createLeasedRateLimiter } from '@relayplane/shared/rate-limit';
+import { createRequestPathRedis } from '@relayplane/shared/redis';
 import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { GatewayClients } from './clients.ts';
@@ -24,6 +26,7 @@ import { registerAuth } from './routes/auth.ts';
 import { registerBilling } from './routes/billing.ts';
 import { registerBots } from './routes/bots.ts';
 import { registerCheckoutPage } from './routes/checkout-page.ts';
+import { registerCredentialContainment } from './routes/credential-containment.ts';
 import { registerCredentials, registerIntrospection } from './routes/credentials.ts';
 import type { RouteDeps } from './routes/deps.ts';
 import { registerDevice, registerDeviceOAuth } from './routes/device.ts';
@@ -35,16 +38,25 @@ import { registerMemberships } from './routes/memberships.ts';
 import { registerPlans } from './routes/plans.ts';
 import { registerProjects } from './routes/projects.ts';
 import { registerRelays } from './routes/relays.ts';
+import { registerSessions } from './routes/sessions.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
 import { SHARED_SCHEMAS } from './schemas.ts';
 import { TtlCache } from './ttl-cache.ts';
+
+/** Bound on one issuance-rate lease command before the per-process count answers instead. */
+const ISSUANCE_RATE_REDIS_TIMEOUT_MS = 250;
 
 export interface AppDeps {
   config: Pick<GatewayConfig, 'bodyLimitBytes' | 'jwksCacheMs'> &
     Partial<
       Pick<
         GatewayConfig,
-        'authCacheMs' | 'rpcTimeoutMs' | 'trustedProxies' | 'issuanceStreams' | 'issuanceStreamMaxAgeMs'
+        | 'authCacheMs'
+        | 'rpcTimeoutMs'
+        | 'trustedProxies'
+        | 'issuanceStreams'
+        | 'issuanceStreamMaxAgeMs'
+        | 'redis'
       >
     >;
   clients: GatewayClients;
@@ -189,6 +201,23 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     },
     deps.logger,
   );
+  // max_issuance_per_second_per_key: one count per API key and second in Redis, shared by every
+  // gateway, spent through leases (no round trip per request); per process while Redis fails,
+  // and without Redis (embedded mode). See docs/billing.md.
+  const rateRedis =
+    deps.config.redis &&
+    createRequestPathRedis(deps.config.redis, deps.logger, {
+      name: 'gateway-issuance-rate',
+      commandTimeoutMs: ISSUANCE_RATE_REDIS_TIMEOUT_MS,
+    });
+  const issuanceRate = createLeasedRateLimiter(
+    rateRedis && deps.config.redis
+      ? { connection: rateRedis, prefix: `${deps.config.redis.prefix}issuance-rate:` }
+      : undefined,
+    { windowMs: 1_000 },
+    deps.logger,
+    'issuance rate limit',
+  );
   const unsubscribe: (() => Promise<void>)[] = [];
   if (deps.bus) {
     // Payloads: the revoked key's SHA-256; the tenant whose plan changed.
@@ -215,12 +244,14 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     guards: authGuards(deps.clients.admin, deps.clients.issuer, { apiKeys, relays }),
     entitlements,
     issuance,
+    issuanceRate,
     forgetApiKey: (keyId) => apiKeys.deleteWhere((auth) => auth.apiKey.id === keyId),
   };
   registerHealth(app, routeDeps);
   registerJwks(app, routeDeps);
   registerPlans(app, routeDeps);
   registerAuth(app, routeDeps);
+  registerSessions(app, routeDeps);
   registerProjects(app, routeDeps);
   registerSigningKeys(app, routeDeps);
   registerApiKeys(app, routeDeps);
@@ -228,6 +259,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerBots(app, routeDeps);
   registerIdentityTokens(app, routeDeps);
   registerCredentials(app, routeDeps);
+  registerCredentialContainment(app, routeDeps);
   registerRelays(app, routeDeps);
   registerBilling(app, routeDeps);
   registerMemberships(app, routeDeps);
@@ -244,6 +276,8 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
 
   app.addHook('onClose', async () => {
     issuance.close();
+    await issuanceRate.close();
+    rateRedis?.disconnect();
     for (const u of unsubscribe) await u();
     await jwks.close();
   });

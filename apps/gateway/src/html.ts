@@ -126,18 +126,36 @@ export const devicePages = {
     };
   },
 
-  /** The device asking, with Approve and Deny. */
+  /**
+   * The device asking, with where and when it asked (the request that started the flow), the
+   * warning of what approving gives, and Approve and Deny.
+   */
   grant: (
     session: Session,
-    grant: { clientId: string; userCode: string; expiresAt: string | undefined },
+    grant: {
+      clientId: string;
+      userCode: string;
+      expiresAt: string | undefined;
+      requestedAt: string | undefined;
+      requestedIp: string;
+      requestedUserAgent: string;
+    },
     csrfToken: string,
   ): Page => {
     const who = loggedIn(session);
+    const unknown = '<i>unknown</i>';
     return {
       title: 'Connect a device',
       body:
         `<p>The application ${b(grant.clientId)} is asking to act as ` +
         `${b(who.email)} in tenant ${b(who.tenant)}.</p>` +
+        '<p>The request was started:</p><ul>' +
+        `<li>at ${grant.requestedAt ? b(grant.requestedAt) : unknown}</li>` +
+        `<li>from IP address ${grant.requestedIp ? b(grant.requestedIp) : unknown}</li>` +
+        `<li>by the client ${grant.requestedUserAgent ? b(grant.requestedUserAgent) : unknown}</li></ul>` +
+        '<p class="error" role="alert"><b>Approving gives that device your access</b>: it can do everything ' +
+        `you can do in tenant ${b(who.tenant)}, until you end it from your sessions or it expires. ` +
+        'If you did not start this yourself, or the place or time is not yours, choose Deny.</p>' +
         '<p>Check that your device shows this code:</p>' +
         `<p class="code">${escapeHtml(grant.userCode)}</p>` +
         (grant.expiresAt ? `<p>The code expires at ${escapeHtml(grant.expiresAt)}.</p>` : '') +

@@ -26,6 +26,10 @@ const openApiPath = (url: string) => url.replace(/:([A-Za-z_]+)/g, '{$1}');
 const NO_TENANT_PERMISSION: Record<string, string> = {
   'GET /admin/v1/auth/session': "the caller's own session",
   'POST /admin/v1/auth/logout': "ends the caller's own session",
+  'GET /admin/v1/auth/sessions': "the caller's own sessions and CLI tokens",
+  'DELETE /admin/v1/auth/sessions/:id': "ends one of the caller's own sessions (another user's: 404)",
+  'POST /admin/v1/auth/sessions/revoke-others': "ends the caller's own other sessions",
+  'POST /admin/v1/auth/password': "the caller's own password, proven by the current one",
   'POST /admin/v1/auth/session/tenant': "moves the caller's own session (membership checked)",
   'POST /admin/v1/auth/device/approve': 'the caller approves a device for themselves',
   'POST /admin/v1/auth/login': 'public: how a session starts',

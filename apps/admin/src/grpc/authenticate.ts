@@ -31,8 +31,20 @@ export function authenticate(deps: AdminDeps): AuthenticateImpl {
     const now = deps.clock.now();
     const session = await deps.sessions.findLiveByTokenHash(hashToken(req.token), now);
     if (!session) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-    if (!session.lastSeenAt || now.getTime() - session.lastSeenAt.getTime() >= LAST_SEEN_RESOLUTION_MS) {
-      await deps.sessions.touch(session.id, now);
+    // The first time the session cookie authenticates a login session, it is a browser's
+    // (listed as `browser`): written at once; otherwise at most once a minute.
+    const cookieSeen = req.via === 'cookie' && session.kind !== 'cli' && !session.browser;
+    if (
+      cookieSeen ||
+      !session.lastSeenAt ||
+      now.getTime() - session.lastSeenAt.getTime() >= LAST_SEEN_RESOLUTION_MS
+    ) {
+      // Advisory: a failed write never fails an authentication.
+      try {
+        await deps.sessions.touch(session.id, now, cookieSeen);
+      } catch (err) {
+        deps.logger.warn({ err, sessionId: session.id }, 'could not record session use');
+      }
     }
     return { principal: principalMessage(session), session: sessionMessage(session) };
   };

@@ -6,7 +6,10 @@ import { hashCode } from '../domain/device-codes.ts';
 import type { AdminDeps } from './deps.ts';
 import { enterUserCode, USER_CODE_NOT_FOUND_MESSAGE } from './device-flow.ts';
 
-/** DescribeDeviceGrant: the pending grant behind a user code, for the verification page. */
+/**
+ * DescribeDeviceGrant: the pending grant behind a user code, for the verification page: the
+ * client, and when, from where and with what user agent the device asked (empty when unknown).
+ */
 export function describeDeviceGrant(
   deps: AdminDeps,
 ): ServiceImpl<typeof AdminService>['describeDeviceGrant'] {
@@ -14,6 +17,13 @@ export function describeDeviceGrant(
     const { userCode } = await enterUserCode(deps, req.principal, req.userCode, req.clientIp);
     const grant = await deps.deviceGrants.findPending(hashCode(userCode), deps.clock.now());
     if (!grant) throw new AppError('not_found', USER_CODE_NOT_FOUND_MESSAGE);
-    return { clientId: grant.clientId, expiresAt: timestampFromDate(grant.expiresAt), userCode };
+    return {
+      clientId: grant.clientId,
+      expiresAt: timestampFromDate(grant.expiresAt),
+      userCode,
+      requestedAt: timestampFromDate(grant.requestedAt),
+      requestedIp: grant.requestedIp ?? '',
+      requestedUserAgent: grant.requestedUserAgent ?? '',
+    };
   };
 }

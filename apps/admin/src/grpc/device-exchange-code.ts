@@ -5,6 +5,7 @@ import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { decidePoll, hashCode, type PollOutcome } from '../domain/device-codes.ts';
 import type { AdminDeps } from './deps.ts';
+import { clientOrigin } from './sessions.ts';
 
 /** Longer than any device code we issue (43 characters): not ours, no lookup. */
 const DEVICE_CODE_MAX_LENGTH = 128;
@@ -47,6 +48,8 @@ export function exchangeDeviceCode(deps: AdminDeps): ServiceImpl<typeof AdminSer
         tenantId: grant.tenantId,
         createdAt: now,
         expiresAt: new Date(now.getTime() + ttlSeconds * 1000),
+        // The device redeeming the code: where the CLI token is used from.
+        ...clientOrigin(),
       };
       return { update: { ...update, consume }, result: { outcome: 'issue', token, sessionId } };
     });

@@ -6,6 +6,7 @@ import { throttleKeys } from '../redis/keys.ts';
 import type { AdminDeps } from './deps.ts';
 import { DEVICE_CODES_RATE_LIMITED_MESSAGE } from './device-flow.ts';
 import { enforceLimits } from './limits.ts';
+import { clientOrigin } from './sessions.ts';
 
 /** 20^8 user codes: a collision with a live one is rare; a few fresh draws always find a free one. */
 const USER_CODE_ATTEMPTS = 5;
@@ -32,6 +33,8 @@ export function startDeviceAuthorization(
       );
     }
     const { codeTtlSeconds, intervalSeconds } = deps.deviceFlow;
+    // Shown on the approval page: where and with what the device asked.
+    const origin = clientOrigin(clientIp);
     const now = deps.clock.now();
     for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
       const deviceCode = newDeviceCode();
@@ -44,6 +47,8 @@ export function startDeviceAuthorization(
         intervalSeconds,
         createdAt: now,
         expiresAt: new Date(now.getTime() + codeTtlSeconds * 1000),
+        requestedIp: origin.ip,
+        requestedUserAgent: origin.userAgent,
       });
       if (outcome === 'created') {
         deps.logger.info({ clientId: req.clientId, clientIp }, 'device authorization started');

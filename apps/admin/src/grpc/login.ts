@@ -8,6 +8,7 @@ import { throttleKeys } from '../redis/keys.ts';
 import type { AdminDeps } from './deps.ts';
 import { enforceLimits, type Limit } from './limits.ts';
 import { sessionMessage } from './messages.ts';
+import { clientOrigin } from './sessions.ts';
 
 export const INVALID_CREDENTIALS_MESSAGE = 'invalid email or password';
 export const LOGIN_RATE_LIMITED_MESSAGE = 'too many login attempts; retry later';
@@ -80,6 +81,7 @@ function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
       tenantId: membership.tenant.id,
       createdAt: session.createdAt,
       expiresAt: session.expiresAt,
+      ...clientOrigin(req.clientIp),
     });
     await deps.loginThrottle.clear(throttleKeys.loginAccount(email));
     deps.logger.info({ userId: user.id, sessionId: session.id, clientIp: req.clientIp }, 'user logged in');

@@ -16,6 +16,18 @@ export interface NewDeviceGrant {
   intervalSeconds: number;
   createdAt: Date;
   expiresAt: Date;
+  /** The requesting device's client address and user agent, when known. */
+  requestedIp?: string | undefined;
+  requestedUserAgent?: string | undefined;
+}
+
+/** A pending grant as the verification page shows it. */
+export interface PendingGrant {
+  clientId: string;
+  expiresAt: Date;
+  requestedAt: Date;
+  requestedIp: string | null;
+  requestedUserAgent: string | null;
 }
 
 /** A grant as a poll sees it (hashes only). */
@@ -61,6 +73,8 @@ export class DeviceGrantStore {
           user_id: null,
           tenant_id: null,
           decided_at: null,
+          requested_ip: grant.requestedIp ?? null,
+          requested_user_agent: grant.requestedUserAgent ?? null,
         })
         .execute();
       return 'created';
@@ -71,18 +85,23 @@ export class DeviceGrantStore {
   }
 
   /** The pending, unexpired grant behind a user code. */
-  async findPending(
-    userCodeHash: string,
-    now: Date,
-  ): Promise<{ clientId: string; expiresAt: Date } | undefined> {
+  async findPending(userCodeHash: string, now: Date): Promise<PendingGrant | undefined> {
     const row = await this.#db
       .selectFrom('device_grants')
-      .select(['client_id', 'expires_at'])
+      .select(['client_id', 'expires_at', 'created_at', 'requested_ip', 'requested_user_agent'])
       .where('user_code_hash', '=', userCodeHash)
       .where('status', '=', 'pending')
       .where('expires_at', '>', now)
       .executeTakeFirst();
-    return row ? { clientId: row.client_id, expiresAt: row.expires_at } : undefined;
+    return row
+      ? {
+          clientId: row.client_id,
+          expiresAt: row.expires_at,
+          requestedAt: row.created_at,
+          requestedIp: row.requested_ip,
+          requestedUserAgent: row.requested_user_agent,
+        }
+      : undefined;
   }
 
   /**

@@ -1,7 +1,28 @@
 import { isRoleName } from '@relayplane/shared/contract';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import type { SessionKind, SessionRecord } from './records.ts';
+
+/**
+ * Work done in the same transaction as a session change (its audit event): when it throws,
+ * the change is rolled back.
+ */
+export type InTransaction<T> = (trx: Transaction<AdminDatabase>, outcome: T) => Promise<void>;
+
+/** A session as its user sees it listed: never its token (only the hash is stored). */
+export interface SessionInfoRecord {
+  id: string;
+  /** `browser`: a login the session cookie authenticated; `bearer`: any other login; `cli`: a CLI token. */
+  kind: 'browser' | 'bearer' | 'cli';
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  expiresAt: Date;
+  ip: string | null;
+  userAgent: string | null;
+}
+
+/** A live session as Authenticate needs it: also whether a browser holds it. */
+export type LiveSession = SessionRecord & { browser: boolean };
 
 export interface NewSession {
   id: string;
@@ -12,6 +33,9 @@ export interface NewSession {
   expiresAt: Date;
   /** Default `session`; `cli` for a CLI token (device flow). */
   kind?: SessionKind;
+  /** The creating request's client address and user agent (request context), when known. */
+  ip?: string | undefined;
+  userAgent?: string | undefined;
 }
 
 /** User sessions. Only the SHA-256 of a session token is stored. */
@@ -21,28 +45,34 @@ export class SessionStore {
     this.#db = db;
   }
 
-  async create(session: NewSession): Promise<void> {
-    await this.#db
-      .insertInto('sessions')
-      .values({
-        id: session.id,
-        token_hash: session.tokenHash,
-        user_id: session.userId,
-        tenant_id: session.tenantId,
-        created_at: session.createdAt,
-        expires_at: session.expiresAt,
-        kind: session.kind ?? 'session',
-      })
-      .execute();
+  /** Creates the session; `then` runs in the same transaction (its audit event). */
+  async create(session: NewSession, then?: InTransaction<void>): Promise<void> {
+    await this.#inTransaction(then !== undefined, async (db) => {
+      await db
+        .insertInto('sessions')
+        .values({
+          id: session.id,
+          token_hash: session.tokenHash,
+          user_id: session.userId,
+          tenant_id: session.tenantId,
+          created_at: session.createdAt,
+          expires_at: session.expiresAt,
+          kind: session.kind ?? 'session',
+          ip: session.ip ?? null,
+          user_agent: session.userAgent ?? null,
+        })
+        .execute();
+      if (then) await then(db as Transaction<AdminDatabase>, undefined);
+    });
   }
 
   /** The unexpired session with this token hash, while its user is still a member of its tenant. */
-  findLiveByTokenHash(tokenHash: string, now: Date): Promise<SessionRecord | undefined> {
+  findLiveByTokenHash(tokenHash: string, now: Date): Promise<LiveSession | undefined> {
     return this.#findLive('s.token_hash', tokenHash, now);
   }
 
   /** The unexpired session with this id, while its user is still a member of its tenant. */
-  findLiveById(id: string, now: Date): Promise<SessionRecord | undefined> {
+  findLiveById(id: string, now: Date): Promise<LiveSession | undefined> {
     return this.#findLive('s.id', id, now);
   }
 
@@ -50,7 +80,7 @@ export class SessionStore {
     column: 's.id' | 's.token_hash',
     value: string,
     now: Date,
-  ): Promise<SessionRecord | undefined> {
+  ): Promise<LiveSession | undefined> {
     const row = await this.#db
       .selectFrom('sessions as s')
       .innerJoin('users as u', 'u.id', 's.user_id')
@@ -72,6 +102,7 @@ export class SessionStore {
         't.created_at as tenant_created_at',
         'm.role',
         's.kind',
+        's.browser',
       ])
       .where(column, '=', value)
       .where('s.expires_at', '>', now)
@@ -91,6 +122,7 @@ export class SessionStore {
       tenant: { id: row.tenant_id, name: row.tenant_name, createdAt: row.tenant_created_at },
       role: row.role,
       kind: row.kind === 'cli' ? 'cli' : 'session',
+      browser: row.browser,
     };
   }
 
@@ -117,13 +149,90 @@ export class SessionStore {
     return Number(res.numUpdatedRows) > 0;
   }
 
-  async touch(id: string, now: Date): Promise<void> {
-    await this.#db.updateTable('sessions').set({ last_seen_at: now }).where('id', '=', id).execute();
+  /**
+   * Records a use: `last_seen_at` (answered as `last_used_at`), and, when the session cookie
+   * authenticated it, that a browser holds it. Authenticate calls it at most once a minute per
+   * session, and once more the first time the cookie is seen.
+   */
+  async touch(id: string, now: Date, viaCookie = false): Promise<void> {
+    await this.#db
+      .updateTable('sessions')
+      .set(viaCookie ? { last_seen_at: now, browser: true } : { last_seen_at: now })
+      .where('id', '=', id)
+      .execute();
   }
 
-  /** Deletes the session if it belongs to `userId`; deleting a missing session is not an error. */
-  async delete(id: string, userId: string): Promise<void> {
-    await this.#db.deleteFrom('sessions').where('id', '=', id).where('user_id', '=', userId).execute();
+  /** The user's unexpired sessions and CLI tokens, newest first. */
+  async listForUser(userId: string, now: Date): Promise<SessionInfoRecord[]> {
+    const rows = await this.#db
+      .selectFrom('sessions')
+      .select(['id', 'kind', 'browser', 'created_at', 'last_seen_at', 'expires_at', 'ip', 'user_agent'])
+      .where('user_id', '=', userId)
+      .where('expires_at', '>', now)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      kind: r.kind === 'cli' ? 'cli' : r.browser ? 'browser' : 'bearer',
+      createdAt: r.created_at,
+      lastUsedAt: r.last_seen_at,
+      expiresAt: r.expires_at,
+      ip: r.ip,
+      userAgent: r.user_agent,
+    }));
+  }
+
+  /**
+   * Deletes the session if it belongs to `userId`, and answers whether it did; `then` runs in
+   * the same transaction when it did. Deleting a missing session is not an error.
+   */
+  async delete(id: string, userId: string, then?: InTransaction<void>): Promise<boolean> {
+    return this.#inTransaction(then !== undefined, async (db) => {
+      const res = await db
+        .deleteFrom('sessions')
+        .where('id', '=', id)
+        .where('user_id', '=', userId)
+        .executeTakeFirst();
+      const deleted = Number(res.numDeletedRows) > 0;
+      if (deleted && then) await then(db as Transaction<AdminDatabase>, undefined);
+      return deleted;
+    });
+  }
+
+  /**
+   * Deletes every session and CLI token of `userId` except `keepId`; answers how many.
+   * `then` runs in the same transaction with that count.
+   */
+  async deleteOthers(userId: string, keepId: string, then?: InTransaction<number>): Promise<number> {
+    return this.#inTransaction(then !== undefined, async (db) => {
+      const revoked = await deleteOthersIn(db, userId, keepId);
+      if (then) await then(db as Transaction<AdminDatabase>, revoked);
+      return revoked;
+    });
+  }
+
+  /**
+   * Replaces the user's password hash, only while it is still `currentHash` (a concurrent
+   * change wins: `stale`), and deletes every other session and CLI token of the user, in one
+   * transaction with `then` (given the count). Answers the count.
+   */
+  async changePassword(
+    change: { userId: string; currentHash: string; newHash: string; keepId: string },
+    then?: InTransaction<number>,
+  ): Promise<number | 'stale'> {
+    return this.#db.transaction().execute(async (trx) => {
+      const updated = await trx
+        .updateTable('users')
+        .set({ password_hash: change.newHash })
+        .where('id', '=', change.userId)
+        .where('password_hash', '=', change.currentHash)
+        .executeTakeFirst();
+      if (Number(updated.numUpdatedRows) === 0) return 'stale' as const;
+      const revoked = await deleteOthersIn(trx, change.userId, change.keepId);
+      if (then) await then(trx, revoked);
+      return revoked;
+    });
   }
 
   /** Removes sessions that expired before `now`; returns how many. */
@@ -131,4 +240,19 @@ export class SessionStore {
     const res = await this.#db.deleteFrom('sessions').where('expires_at', '<=', now).executeTakeFirst();
     return Number(res.numDeletedRows);
   }
+
+  /** Runs `work` in a transaction when asked to (a step must share it), else directly. */
+  #inTransaction<T>(transactional: boolean, work: (db: Kysely<AdminDatabase>) => Promise<T>): Promise<T> {
+    if (!transactional || this.#db.isTransaction) return work(this.#db);
+    return this.#db.transaction().execute((trx) => work(trx));
+  }
+}
+
+async function deleteOthersIn(db: Kysely<AdminDatabase>, userId: string, keepId: string): Promise<number> {
+  const res = await db
+    .deleteFrom('sessions')
+    .where('user_id', '=', userId)
+    .where('id', '<>', keepId)
+    .executeTakeFirst();
+  return Number(res.numDeletedRows);
 }

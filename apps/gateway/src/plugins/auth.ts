@@ -174,7 +174,8 @@ export interface GuardCaches {
 export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: GuardCaches): AuthGuards {
   const principal = guard({ scheme: 'bearerAuth' }, async (request: FastifyRequest) => {
     const { token, via } = sessionCredential(request);
-    const res = await admin.authenticate({ token });
+    // `via`: a login session the cookie authenticates is listed as a browser session.
+    const res = await admin.authenticate({ token, via });
     if (!res.principal) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     if (via === 'cookie') {
       if (!res.session || machineKind(res.principal.kind)) {

@@ -2,7 +2,8 @@
  * The RFC 8628 verification page (`/device`): server-rendered HTML, no script. Not logged in:
  * a login form that logs in through admin's Login (same throttle) and sets the session cookie
  * like `POST /admin/v1/auth/login`, then comes back with the code kept. Logged in: the code and
- * the client, with Approve and Deny. Form posts carry the session's CSRF token as a hidden field,
+ * the client, where and when it asked (IP address, time, user agent) and a warning that approving
+ * gives it the user's access, with Approve and Deny. Form posts carry the session's CSRF token as a hidden field,
  * checked like `X-CSRF-Token`; posts from another origin are refused as well.
  */
 import { type Principal, PrincipalKind, type Session } from '@relayplane/proto/admin';
@@ -88,7 +89,7 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
     const token = sessionCookieOf(request);
     if (!token || parseToken(token) !== 'userSession') return undefined;
     try {
-      const res = await clients.admin.authenticate({ token });
+      const res = await clients.admin.authenticate({ token, via: 'cookie' });
       if (!res.principal || !res.session || res.principal.kind !== PrincipalKind.USER_SESSION)
         return undefined;
       return { token, principal: res.principal, session: res.session };
@@ -110,7 +111,8 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
           'HTML for browsers. Without a session cookie: a login form (posted to `/device/login`, same ' +
           'throttle as `POST /admin/v1/auth/login`; on success it sets the session cookie and redirects ' +
           '303 back here with the code kept). With one: the device and its code (`user_code` from the query, ' +
-          "or a field to type it) with Approve and Deny, posted to `POST /device` with the session's CSRF " +
+          'or a field to type it), when, from which IP address and with which client (`User-Agent`) the device ' +
+          "started the request, a warning that approving gives that device the user's access, with Approve and Deny, posted to `POST /device` with the session's CSRF " +
           'token as a hidden field. `Cache-Control: no-store`, no framing, no referrer.',
         tags: ['auth'],
         querystring: {
@@ -130,14 +132,22 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
       const s = await browserSession(request);
       if (!s) return loginPage(request, reply, 200, { userCode });
       if (userCode === '') return page(reply, 200, devicePages.entry(s.session));
-      let grant: { clientId: string; userCode: string; expiresAt: string | undefined };
+      let grant: Parameters<typeof devicePages.grant>[1];
       try {
         const res = await clients.admin.describeDeviceGrant({
           principal: s.principal,
           userCode,
           clientIp: request.ip,
         });
-        grant = { clientId: res.clientId, userCode: res.userCode, expiresAt: iso(res.expiresAt) };
+        grant = {
+          clientId: res.clientId,
+          userCode: res.userCode,
+          expiresAt: iso(res.expiresAt),
+          // Where and when the device asked: the user judges whether it was them.
+          requestedAt: iso(res.requestedAt),
+          requestedIp: res.requestedIp,
+          requestedUserAgent: res.requestedUserAgent,
+        };
       } catch (err) {
         return refusedCode(reply, err, s.session, userCode);
       }

@@ -54,6 +54,15 @@ export const ROUTES: RouteCase[] = [
   },
   { method: 'GET', url: '/admin/v1/auth/session', auth: 'session' },
   { method: 'POST', url: '/admin/v1/auth/logout', auth: 'session' },
+  { method: 'GET', url: '/admin/v1/auth/sessions', auth: 'session' },
+  { method: 'DELETE', url: '/admin/v1/auth/sessions/ses_00000000000000000000', auth: 'session' },
+  { method: 'POST', url: '/admin/v1/auth/sessions/revoke-others', auth: 'session' },
+  {
+    method: 'POST',
+    url: '/admin/v1/auth/password',
+    auth: 'session',
+    body: { current_password: 'x', new_password: 'twelve chars!!' },
+  },
   {
     method: 'POST',
     url: '/admin/v1/auth/session/tenant',

@@ -1,0 +1,51 @@
+import type { AdminService } from '@relayplane/proto/admin';
+import { AppError } from '@relayplane/shared/errors';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { checkPassword } from '../domain/validation.ts';
+import { throttleKeys } from '../redis/keys.ts';
+import type { AdminDeps } from './deps.ts';
+import { enforceLimits } from './limits.ts';
+import { LOGIN_RATE_LIMITED_MESSAGE } from './login.ts';
+import { requireOwnSession } from './sessions.ts';
+import { valid } from './valid.ts';
+
+export const WRONG_CURRENT_PASSWORD_MESSAGE = 'the current password is wrong';
+export const SAME_PASSWORD_MESSAGE = 'the new password must differ from the current one';
+export const PASSWORD_CHANGED_MEANWHILE_MESSAGE = 'the password was changed meanwhile; retry';
+
+/**
+ * ChangePassword: the caller proves the current password and sets a new one (checked like
+ * signup's). Every other session and CLI token of the user is revoked in the same transaction;
+ * the one the request came with stays. Attempts count against the account like logins (the
+ * same limit and message), so a stolen session cannot guess the password here instead.
+ */
+export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService>['changePassword'] {
+  return async (req) => {
+    const session = await requireOwnSession(deps, req.principal);
+    if (req.currentPassword === '') throw new AppError('invalid_request', 'current_password is required');
+    const newPassword = valid(checkPassword(req.newPassword));
+    if (newPassword === req.currentPassword) throw new AppError('invalid_request', SAME_PASSWORD_MESSAGE);
+    const accountKey = throttleKeys.loginAccount(session.user.email);
+    await enforceLimits(
+      deps.loginThrottle,
+      [{ key: accountKey, max: deps.loginLimits.maxPerAccount }],
+      LOGIN_RATE_LIMITED_MESSAGE,
+    );
+    const user = await deps.accounts.findUserByEmail(session.user.email);
+    if (!user || user.id !== session.user.id) throw new AppError('forbidden', WRONG_CURRENT_PASSWORD_MESSAGE);
+    if (!(await deps.passwords.verify(user.passwordHash, req.currentPassword))) {
+      throw new AppError('forbidden', WRONG_CURRENT_PASSWORD_MESSAGE);
+    }
+    const newHash = await deps.passwords.hash(newPassword);
+    const revoked = await deps.sessions.changePassword({
+      userId: user.id,
+      currentHash: user.passwordHash,
+      newHash,
+      keepId: session.id,
+    });
+    if (revoked === 'stale') throw new AppError('conflict', PASSWORD_CHANGED_MEANWHILE_MESSAGE);
+    await deps.loginThrottle.clear(accountKey);
+    deps.logger.info({ userId: user.id, sessionId: session.id, revoked }, 'password changed');
+    return { revokedSessions: revoked };
+  };
+}

@@ -1,0 +1,170 @@
+/**
+ * Sessions a user controls (docs/iam.md, Sessions): list the caller's login sessions and CLI
+ * tokens, end one or all others, change the password. User routes: a bot or identity token is
+ * refused (403); with the session cookie, state changes need `X-CSRF-Token`.
+ */
+import type { SessionInfo } from '@relayplane/proto/admin';
+import type { FastifyInstance } from 'fastify';
+import { principalOf } from '../plugins/auth.ts';
+import { clearSessionCookie } from '../plugins/csrf.ts';
+import { iso, required } from '../present.ts';
+import { errorResponse, listOf, object, pathParams } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+const dateTime = { type: 'string', format: 'date-time' } as const;
+const nullableString = { type: ['string', 'null'] } as const;
+
+/** One listed session: never its token. */
+const SESSION_INFO = object({
+  id: { type: 'string', pattern: '^ses_[0-9a-z]{20}$' },
+  kind: {
+    type: 'string',
+    enum: ['browser', 'bearer', 'cli'],
+    description:
+      '`browser`: a login session the session cookie has authenticated (it lives in a browser); `bearer`: a ' +
+      'login session only ever sent as `Authorization: Bearer` (until the cookie is seen); `cli`: a CLI token ' +
+      'from the device flow (`relayplane login`).',
+  },
+  created_at: dateTime,
+  last_used_at: {
+    type: ['string', 'null'],
+    format: 'date-time',
+    description:
+      'When a request last authenticated with it, to about a minute (written at most once a minute per ' +
+      'session); null when never used after it was created.',
+  },
+  expires_at: dateTime,
+  ip: {
+    ...nullableString,
+    description: 'The client address of the login (or, for a CLI token, of the device redeeming its code).',
+  },
+  user_agent: { ...nullableString, description: 'The `User-Agent` of that request, at most 256 characters.' },
+  current: { type: 'boolean', description: 'The session this request was authenticated with.' },
+});
+
+export function presentSessionInfo(s: SessionInfo) {
+  return {
+    id: s.id,
+    kind: s.kind,
+    created_at: required(iso(s.createdAt), 'session.created_at'),
+    last_used_at: iso(s.lastUsedAt) ?? null,
+    expires_at: required(iso(s.expiresAt), 'session.expires_at'),
+    ip: s.ip === '' ? null : s.ip,
+    user_agent: s.userAgent === '' ? null : s.userAgent,
+    current: s.current,
+  };
+}
+
+const USER_ROUTE =
+  'Bot tokens and identity tokens: 403. With the session cookie, `X-CSRF-Token` is required on state changes.';
+
+export function registerSessions(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+  app.get(
+    '/admin/v1/auth/sessions',
+    {
+      onRequest: guards.session,
+      schema: {
+        operationId: 'listSessions',
+        summary: "The caller's sessions and CLI tokens",
+        description:
+          "Every unexpired login session and CLI token of the caller's user (in any tenant), newest first. " +
+          `No token value is ever answered (only its SHA-256 is stored). ${USER_ROUTE}`,
+        tags: ['auth'],
+        response: { 200: listOf('sessions', SESSION_INFO) },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.listSessions({ principal: principalOf(request) });
+      return { sessions: res.sessions.map(presentSessionInfo) };
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/admin/v1/auth/sessions/:id',
+    {
+      onRequest: guards.session,
+      schema: {
+        operationId: 'revokeSession',
+        summary: 'End one of your sessions or CLI tokens',
+        description:
+          'Its token answers 401 on every gateway from the next request on (sessions are not cached by ' +
+          'gateways). Ending the current session is a logout (the session cookie is cleared when it ' +
+          `authenticated the request). Another user's session, like an unknown id: 404. ${USER_ROUTE}`,
+        tags: ['auth'],
+        params: pathParams('id'),
+        response: {
+          204: { description: 'Ended.', type: 'null' },
+          404: errorResponse('No session of yours has this id.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      await clients.admin.revokeSession({ principal, sessionId: request.params.id });
+      if (request.params.id === principal.sessionId && request.auth?.via === 'cookie') {
+        clearSessionCookie(request, reply);
+      }
+      return reply.code(204).send();
+    },
+  );
+
+  app.post(
+    '/admin/v1/auth/sessions/revoke-others',
+    {
+      onRequest: guards.session,
+      schema: {
+        operationId: 'revokeOtherSessions',
+        summary: 'End every session and CLI token but this one',
+        description:
+          'Answers how many were ended; their tokens answer 401 on every gateway from the next request on. ' +
+          USER_ROUTE,
+        tags: ['auth'],
+        response: {
+          200: object({
+            revoked: { type: 'integer', minimum: 0, description: 'Sessions and CLI tokens ended.' },
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.revokeOtherSessions({ principal: principalOf(request) });
+      return { revoked: res.revoked };
+    },
+  );
+
+  app.post<{ Body: { current_password: string; new_password: string } }>(
+    '/admin/v1/auth/password',
+    {
+      onRequest: guards.session,
+      schema: {
+        operationId: 'changePassword',
+        summary: 'Change your password',
+        description:
+          'Needs the current password (wrong: 403). The new one is checked like at signup (12 to 256 ' +
+          'characters; 400 otherwise) and must differ from the current one. Every other session and CLI token ' +
+          'of the user is ended; the one this request came with stays. Attempts count against the same ' +
+          'per-account limit as logins: 429 with `Retry-After`. ' +
+          USER_ROUTE,
+        tags: ['auth'],
+        body: object({
+          current_password: { type: 'string', minLength: 1, maxLength: 256 },
+          new_password: { type: 'string', minLength: 1, maxLength: 256 },
+        }),
+        response: {
+          204: { description: 'Changed; the other sessions are ended.', type: 'null' },
+          403: errorResponse('The current password is wrong.'),
+          409: errorResponse('The password was changed by another request meanwhile: retry.'),
+          429: errorResponse('Too many attempts for this account: retry after `Retry-After` seconds.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      await clients.admin.changePassword({
+        principal: principalOf(request),
+        currentPassword: request.body.current_password,
+        newPassword: request.body.new_password,
+      });
+      return reply.code(204).send();
+    },
+  );
+}

@@ -95,6 +95,15 @@ describe('billing config', () => {
     );
   });
 
+  it("reads BILLING_ADMIN_ADDRESS, the audit outbox's target (default 127.0.0.1:50052)", () => {
+    expect(readBillingConfig(BASE).adminAddress).toBe('127.0.0.1:50052');
+    failsOn({ ...BASE, BILLING_ADMIN_ADDRESS: 'admin' }, 'BILLING_ADMIN_ADDRESS');
+    expect(
+      readBillingConfig({ ...BASE, BILLING_ADMIN_ADDRESS: 'ipv4:10.0.0.1:50052,10.0.0.2:50052' })
+        .adminAddress,
+    ).toBe('ipv4:10.0.0.1:50052,10.0.0.2:50052');
+  });
+
   it('reads BILLING_USAGE_INTERVAL_MS (default 5 minutes, 1 s to 1 day)', () => {
     expect(readBillingConfig(BASE).usageIntervalMs).toBe(300_000);
     expect(readBillingConfig({ ...BASE, BILLING_USAGE_INTERVAL_MS: '1000' }).usageIntervalMs).toBe(1_000);

@@ -35,6 +35,8 @@ export interface BillingConfig {
   redisCommandTimeoutMs: number;
   /** gRPC target of the issuer (usage aggregation reads credential counts from it). */
   issuerAddress: string;
+  /** gRPC target of admin (`BILLING_ADMIN_ADDRESS`): the audit outbox delivers events there. */
+  adminAddress: string;
   /** How often the usage job aggregates yesterday and today (`BILLING_USAGE_INTERVAL_MS`). */
   usageIntervalMs: number;
   checkout: CheckoutConfig;
@@ -142,6 +144,7 @@ export function readBillingConfig(
       overrides.redisCommandTimeoutMs ??
       r.int('BILLING_REDIS_COMMAND_TIMEOUT_MS', 250, { min: 50, max: 10_000 }),
     issuerAddress: overrides.issuerAddress ?? r.target('BILLING_ISSUER_ADDRESS', '127.0.0.1:50051'),
+    adminAddress: overrides.adminAddress ?? r.target('BILLING_ADMIN_ADDRESS', '127.0.0.1:50052'),
     usageIntervalMs:
       overrides.usageIntervalMs ??
       r.int('BILLING_USAGE_INTERVAL_MS', DEFAULT_USAGE_INTERVAL_MS, { min: 1_000, max: 86_400_000 }),

@@ -1,5 +1,7 @@
+import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
+import { AuditOutbox, type AuditOutboxDatabase } from '@relayplane/shared/audit-outbox';
 import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
@@ -13,6 +15,7 @@ import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
 import type Stripe from 'stripe';
 import type { BillingConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
@@ -42,6 +45,8 @@ export interface BillingOverrides {
   scheduler?: Scheduler;
   /** An issuer client instead of connecting to `config.issuerAddress` (not closed by destroy). */
   issuer?: ServiceClient<typeof IssuerRpc>;
+  /** An admin client instead of connecting to `config.adminAddress` (not closed by destroy). */
+  admin?: ServiceClient<typeof AdminRpc>;
 }
 
 /** Redis as this service uses it; undefined without `BILLING_REDIS_URL`. */
@@ -67,6 +72,10 @@ export class BillingService {
   readonly provider: BillingProvider;
   /** Per-tenant checkout throttle (Redis with a per-process fallback, or memory alone). */
   readonly checkoutThrottle: RateLimiter;
+  /** Audit events of this service's changes, delivered to admin (docs/audit.md). */
+  readonly audit: AuditOutbox;
+  readonly #admin: ServiceClient<typeof AdminRpc>;
+  readonly #ownsAdmin: boolean;
   readonly #ownsBus: boolean;
   readonly #redis: RedisSetup | undefined;
   readonly #issuer: ServiceClient<typeof IssuerRpc>;
@@ -83,6 +92,7 @@ export class BillingService {
     scheduler: Scheduler;
     redis: RedisSetup | undefined;
     issuer: ServiceClient<typeof IssuerRpc> | undefined;
+    admin: ServiceClient<typeof AdminRpc> | undefined;
   }) {
     const { config, logger, database, clock, redis } = deps;
     const db = database.db;
@@ -96,6 +106,15 @@ export class BillingService {
     this.#ownsIssuer = deps.issuer === undefined;
     this.#issuer = deps.issuer ?? connect(IssuerRpc, config.issuerAddress);
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
+    this.#ownsAdmin = deps.admin === undefined;
+    this.#admin = deps.admin ?? connect(AdminRpc, config.adminAddress);
+    this.audit = new AuditOutbox({
+      db: db as unknown as Kysely<AuditOutboxDatabase>,
+      source: SERVICES.billing,
+      admin: this.#admin,
+      logger,
+      metrics: this.metrics,
+    });
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
@@ -119,7 +138,7 @@ export class BillingService {
       'checkout throttle',
     );
 
-    const planChanges = new PlanChanges({ db, bus: this.bus, clock, logger });
+    const planChanges = new PlanChanges({ db, bus: this.bus, clock, logger, audit: this.audit });
     let stripe: Stripe | undefined;
     if (config.provider.kind === 'stripe') {
       stripe = createStripeClient(config.provider);
@@ -138,6 +157,7 @@ export class BillingService {
             planChanges,
             clock,
             logger,
+            audit: this.audit,
           })
         : undefined;
     // Metered usage goes to Stripe only with the Stripe provider and a plan that has a meter;
@@ -172,6 +192,7 @@ export class BillingService {
       usage: new UsageStore(db),
       clock,
       logger,
+      audit: this.audit,
     });
     this.rpc.add(BillingRpc, this.#serving.guard(BillingRpc, handlers));
   }
@@ -212,6 +233,7 @@ export class BillingService {
       scheduler: scheduler ?? new MemoryScheduler(logger),
       redis,
       issuer: overrides.issuer,
+      admin: overrides.admin,
     });
   }
 
@@ -227,6 +249,8 @@ export class BillingService {
       const applied = await this.database.migrate(migrations);
       if (applied.length) this.logger.info({ applied }, 'migrations applied');
     });
+    // Delivers what earlier runs left, and from now on what this one writes (admin may be away).
+    this.audit.start();
     await this.usage.start();
     await this.scheduler.start();
     if (this.#redis && !(await waitReady(this.#redis.throttle, THROTTLE_READY_WAIT_MS))) {
@@ -250,6 +274,9 @@ export class BillingService {
     await this.rpc.close();
     await this.usage.stop();
     await this.scheduler.close();
+    // Rows it did not deliver stay in the outbox for another replica or the next start.
+    await this.audit.stop();
+    if (this.#ownsAdmin) this.#admin.close();
     if (this.#ownsIssuer) this.#issuer.close();
     if (this.#ownsBus) await this.bus.close();
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();

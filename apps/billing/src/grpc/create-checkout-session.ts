@@ -19,6 +19,7 @@ type CreateDeps = Pick<
   | 'checkout'
   | 'clock'
   | 'logger'
+  | 'audit'
 >;
 
 /**
@@ -95,7 +96,21 @@ export function createCheckoutSession(
         cause: err,
       });
     }
-    await sessions.setProviderResult(session.id, created.url, created.reference);
+    try {
+      await sessions.setProviderResult(session.id, created.url, created.reference, (trx) =>
+        deps.audit.enqueue(trx, {
+          action: 'checkout.create',
+          tenantId: session.tenantId,
+          target: { type: 'checkout_session', id: session.id },
+          details: { plan_id: planId, provider: session.provider },
+        }),
+      );
+    } catch (err) {
+      // Not created after all (its event could not be recorded): the same key may try again.
+      await sessions.delete(session.id).catch(() => {});
+      throw err;
+    }
+    deps.audit.kick();
     logger.info(
       { checkoutSessionId: session.id, tenantId: session.tenantId, planId, provider: session.provider },
       'checkout session created',

@@ -1,3 +1,4 @@
+import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Clock } from '@relayplane/shared/clock';
 import type { PlanId } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
@@ -26,4 +27,6 @@ export interface BillingDeps {
   usage: UsageStore;
   clock: Clock;
   logger: Logger;
+  /** The audit outbox (checkout.create; plan changes record theirs through planChanges). */
+  audit: AuditRecorder;
 }

@@ -3,7 +3,14 @@
  * timestamp within the tolerance), applied once per event id (replays answer
  * invalid_request and change nothing), the event recorded and the change applied in one
  * transaction, then announced.
+ *
+ * Every delivery is a `billing.webhook` audit event (details: the event id and type; never
+ * the payload or the signature): a verified one in the transaction that records it (with its
+ * `plan.change` and `checkout.confirm` when it changes a plan), a refused one (bad signature,
+ * replay) on its own with outcome failure. An event that cannot be recorded answers
+ * unavailable, so Stripe delivers it again.
  */
+import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Clock } from '@relayplane/shared/clock';
 import { DEFAULT_PLAN, isPlanId, type PlanId } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
@@ -56,6 +63,7 @@ export class StripeWebhooks {
   readonly #planChanges: PlanChanges;
   readonly #clock: Clock;
   readonly #logger: Logger;
+  readonly #audit: AuditRecorder;
 
   constructor(deps: {
     stripe: Stripe;
@@ -66,7 +74,9 @@ export class StripeWebhooks {
     planChanges: PlanChanges;
     clock: Clock;
     logger: Logger;
+    audit: AuditRecorder;
   }) {
+    this.#audit = deps.audit;
     this.#stripe = deps.stripe;
     this.#secret = deps.secret;
     this.#toleranceSeconds = deps.toleranceSeconds;
@@ -79,15 +89,25 @@ export class StripeWebhooks {
 
   /** Verifies, records and applies one delivery; answers the event id. */
   async handle(payload: Uint8Array, signature: string): Promise<{ eventId: string }> {
-    const event = this.#verify(payload, signature);
+    let event: Stripe.Event;
+    try {
+      event = this.#verify(payload, signature);
+    } catch (err) {
+      await this.#refused({ reason: (err as Error).message });
+      throw err;
+    }
     const change = this.#changeOf(event);
     const now = this.#clock.now();
-    await this.#db.transaction().execute(async (trx) => {
-      if (!(await new WebhookEventStore(trx).record('stripe', event.id, event.type, now))) {
-        throw new AppError('invalid_request', REPLAYED_EVENT_MESSAGE);
-      }
-      if (!change) return;
-      await this.#planChanges.setIn(trx, change.tenantId, change.planId);
+    const replayed = await this.#db.transaction().execute(async (trx: Kysely<BillingDatabase>) => {
+      if (!(await new WebhookEventStore(trx).record('stripe', event.id, event.type, now))) return true;
+      await this.#audit.enqueue(trx, {
+        action: 'billing.webhook',
+        tenantId: change?.tenantId ?? null,
+        target: { type: 'stripe_event', id: event.id },
+        details: { provider: 'stripe', event_id: event.id, type: event.type, applied: change !== undefined },
+      });
+      if (!change) return false;
+      await this.#planChanges.setIn(trx, change.tenantId, change.planId, 'stripe_webhook');
       if (change.customerId) {
         await new SubscriptionStore(trx).setStripeCustomer(change.tenantId, change.customerId);
       }
@@ -96,15 +116,40 @@ export class StripeWebhooks {
         const ours =
           (change.checkout.id ? await sessions.get(change.checkout.id) : undefined) ??
           (await sessions.byProviderReference('stripe', change.checkout.reference));
-        if (ours && ours.tenantId === change.tenantId) await sessions.complete(ours.id, now);
+        if (ours && ours.tenantId === change.tenantId && (await sessions.complete(ours.id, now))) {
+          await this.#audit.enqueue(trx, {
+            action: 'checkout.confirm',
+            tenantId: change.tenantId,
+            target: { type: 'checkout_session', id: ours.id },
+            details: { plan_id: change.planId, provider: 'stripe', event_id: event.id },
+          });
+        }
       }
+      return false;
     });
+    if (replayed) {
+      await this.#refused({ event_id: event.id, type: event.type, reason: REPLAYED_EVENT_MESSAGE });
+      throw new AppError('invalid_request', REPLAYED_EVENT_MESSAGE);
+    }
+    this.#audit.kick();
     if (change) await this.#planChanges.announce(change.tenantId);
     this.#logger.info(
       { eventId: event.id, type: event.type, tenantId: change?.tenantId, planId: change?.planId },
       change ? 'stripe webhook applied' : 'stripe webhook recorded (no plan change)',
     );
     return { eventId: event.id };
+  }
+
+  /** A refused delivery's `billing.webhook` event (outcome failure), recorded on its own. */
+  async #refused(details: { reason: string; event_id?: string; type?: string }): Promise<void> {
+    await this.#audit.enqueue(this.#db, {
+      action: 'billing.webhook',
+      tenantId: null,
+      outcome: 'failure',
+      target: { type: 'stripe_event', id: details.event_id ?? '' },
+      details: { provider: 'stripe', ...details },
+    });
+    this.#audit.kick();
   }
 
   #verify(payload: Uint8Array, signature: string): Stripe.Event {

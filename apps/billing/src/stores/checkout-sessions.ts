@@ -78,12 +78,24 @@ export class CheckoutSessionStore {
   }
 
   /** Records where the provider's page is, once its call succeeded. */
-  async setProviderResult(id: string, url: string, reference: string | null): Promise<void> {
-    await this.#db
-      .updateTable('checkout_sessions')
-      .set({ url, provider_reference: reference })
-      .where('id', '=', id)
-      .execute();
+  /**
+   * The provider's answer: from now on callers see the session. `audit` (its `checkout.create`
+   * event) runs in the same transaction: if it throws, the session stays unseen.
+   */
+  async setProviderResult(
+    id: string,
+    url: string,
+    reference: string | null,
+    audit?: (trx: Kysely<BillingDatabase>) => Promise<unknown>,
+  ): Promise<void> {
+    await this.#db.transaction().execute(async (trx: Kysely<BillingDatabase>) => {
+      await trx
+        .updateTable('checkout_sessions')
+        .set({ url, provider_reference: reference })
+        .where('id', '=', id)
+        .execute();
+      await audit?.(trx);
+    });
   }
 
   /** Forgets a session whose provider call failed, so the same idempotency key can try again. */

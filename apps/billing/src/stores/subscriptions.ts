@@ -22,6 +22,17 @@ export class SubscriptionStore {
     return row && { tenantId: row.tenant_id, planId: row.plan_id, updatedAt: row.updated_at };
   }
 
+  /** `get` that also locks the row until the transaction ends (plan changes: a true `from`). */
+  async getForUpdate(tenantId: string): Promise<Subscription | undefined> {
+    const row = await this.#db
+      .selectFrom('subscriptions')
+      .select(['tenant_id', 'plan_id', 'updated_at'])
+      .where('tenant_id', '=', tenantId)
+      .forUpdate()
+      .executeTakeFirst();
+    return row && { tenantId: row.tenant_id, planId: row.plan_id, updatedAt: row.updated_at };
+  }
+
   /** Records the tenant's Stripe customer (the subscription row exists: call after `setPlan`). */
   async setStripeCustomer(tenantId: string, customerId: string): Promise<void> {
     await this.#db

@@ -7,6 +7,13 @@ export interface Entitlements {
   maxCredentialTtlSeconds: number;
   /** Billing's answer when the connection cap is reached (names the limit and the plan). */
   connectionsExceeded: string;
+  /**
+   * `max_issuance_per_second_per_key`: credential requests per API key per second; undefined
+   * when billing answered none (a billing from before the limit): not rate-limited.
+   */
+  maxIssuancePerSecondPerKey: number | undefined;
+  /** Billing's answer (429) when a key is over that rate (names the limit and the plan). */
+  issuanceRateExceeded: string;
 }
 
 /** A tenant's plan limits, cached briefly (plan changes also invalidate through the bus). */
@@ -31,6 +38,7 @@ export class EntitlementCache {
       const find = (limit: string) => res.entitlements.find((e) => e.limit === limit);
       const connections = find('max_concurrent_connections');
       const ttl = find('max_credential_ttl_seconds');
+      const rate = find('max_issuance_per_second_per_key');
       return {
         planName: res.planName,
         maxConcurrentConnections: connections?.value ?? 0,
@@ -38,6 +46,10 @@ export class EntitlementCache {
         connectionsExceeded:
           connections?.exceededMessage ||
           `concurrent connection limit reached on the ${res.planId} plan; upgrade the plan for more`,
+        maxIssuancePerSecondPerKey: rate && rate.value > 0 ? rate.value : undefined,
+        issuanceRateExceeded:
+          rate?.exceededMessage ||
+          `rate limit exceeded: max_issuance_per_second_per_key is ${rate?.value} for the ${res.planId} plan`,
       };
     });
   }

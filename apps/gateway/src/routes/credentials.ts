@@ -14,7 +14,7 @@ import type { RouteDeps } from './deps.ts';
 
 export function registerCredentials(
   app: FastifyInstance,
-  { clients, guards, entitlements, issuance, shutdown }: RouteDeps,
+  { clients, guards, entitlements, issuance, issuanceRate, shutdown }: RouteDeps,
 ): void {
   app.post<{ Body: { scopes?: string[]; ttl_seconds?: number; region?: string } }>(
     '/api/v1/credentials',
@@ -30,7 +30,11 @@ export function registerCredentials(
           `\`ttl_seconds\` defaults to ${CREDENTIAL_TTL_SECONDS.default}, ${CREDENTIAL_TTL_SECONDS.min}..${CREDENTIAL_TTL_SECONDS.max}, and at most the plan's maximum (400). ` +
           "`region` biases relay assignment. Each credential holds one of the tenant's concurrent-connection slots " +
           "until it expires or is revoked; at the plan's cap: 402. When the connection counters are unreachable: 503 " +
-          'with `Retry-After` (never a credential).',
+          'with `Retry-After` (never a credential). ' +
+          "Each API key may make at most the plan's `max_issuance_per_second_per_key` requests per second, counted " +
+          'over every gateway and refused requests included (a client that keeps sending over it stays refused until ' +
+          'the second ends); over it: 429 with `Retry-After` (seconds until the count starts again) and an error ' +
+          "naming the limit. Other keys of the tenant have counts of their own.",
         tags: ['credentials'],
         body: {
           type: 'object',
@@ -53,6 +57,9 @@ export function registerCredentials(
         response: {
           201: ref('RelayCredential'),
           402: errorResponse("The plan's concurrent connection cap is reached: upgrade the plan."),
+          429: errorResponse(
+            "The API key is over the plan's max_issuance_per_second_per_key: retry after `Retry-After` seconds.",
+          ),
           403: errorResponse(
             "A requested scope is not granted to the API key, or the client IP is not in the project's allowlist.",
           ),
@@ -63,10 +70,21 @@ export function registerCredentials(
       const auth = request.apiKey;
       if (!auth) throw new AppError('unauthenticated', 'missing API key');
       const body = request.body ?? {};
-      const scopes = credentialScopes(body.scopes, auth.apiKey.scopes);
-      if (!scopes.ok) throw new AppError(scopes.code, scopes.message);
       // Cached entitlements are taken without waiting (the hot path); a miss asks billing.
       const plan = entitlements.peek(auth.apiKey.tenantId) ?? (await entitlements.get(auth.apiKey.tenantId));
+      // The per-key rate counts every request the key makes, the ones refused below included.
+      // Decided from this gateway's lease without a round trip while the lease lasts.
+      if (plan.maxIssuancePerSecondPerKey !== undefined) {
+        let refusal = issuanceRate.admit(auth.apiKey.id, plan.maxIssuancePerSecondPerKey);
+        if (refusal instanceof Promise) refusal = await refusal;
+        if (refusal) {
+          throw new AppError('rate_limited', plan.issuanceRateExceeded, {
+            retryAfterSeconds: Math.max(1, Math.ceil(refusal.retryAfterMs / 1000)),
+          });
+        }
+      }
+      const scopes = credentialScopes(body.scopes, auth.apiKey.scopes);
+      if (!scopes.ok) throw new AppError(scopes.code, scopes.message);
       const ttl = credentialTtl(body.ttl_seconds, plan);
       if (!ttl.ok) throw new AppError(ttl.code, ttl.message);
       const res = await issuance

@@ -1,3 +1,4 @@
+import type { LeasedRateLimiter } from '@relayplane/shared/rate-limit';
 import type { GatewayClients } from '../clients.ts';
 import type { EntitlementCache } from '../entitlements.ts';
 import type { IssuanceClient } from '../issuance-client.ts';
@@ -10,6 +11,8 @@ export interface RouteDeps {
   guards: AuthGuards;
   entitlements: EntitlementCache;
   issuance: IssuanceClient;
+  /** `max_issuance_per_second_per_key`, per API key id, counted across gateways (Redis leases). */
+  issuanceRate: LeasedRateLimiter;
   /**
    * Drops this gateway's cached verification of an API key at once (the key was revoked through
    * it). Other replicas learn of it from the bus, and their cache entries expire within a second.

@@ -98,7 +98,12 @@ describe('scale-out: 2 gateways over 3+ issuers behind one DNS name', () => {
     database = await createTestDatabase('e2e_scale');
     redis = createTestRedis('e2e_scale');
     const plans = join(mkdtempSync(join(tmpdir(), 'rp-plans-')), 'plans.yaml');
-    writeFileSync(plans, `plans:\n  free:\n    limits: { max_concurrent_connections: ${CAP} }\n`);
+    // The per-key issuance rate out of the way: these rounds and loads test the cap and the spread.
+    writeFileSync(
+      plans,
+      `plans:\n  free:\n    limits: { max_concurrent_connections: ${CAP}, max_issuance_per_second_per_key: 1000000 }\n` +
+        '  enterprise:\n    limits: { max_issuance_per_second_per_key: 1000000 }\n',
+    );
     system = await startScaleOut({
       label: 'scale',
       databaseUrl: database.url,

@@ -1,9 +1,16 @@
 import { CREDENTIAL_SCOPES, DEFAULT_KEY_MODE, KEY_MODE_NAMES } from '@relayplane/shared/contract';
 import type { FastifyInstance } from 'fastify';
-import { inProject } from '../plugins/auth.ts';
+import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
-import { codeList, errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
+import { codeList, errorResponse, listOf, object, pathParams, ref, SHARED_SCHEMAS } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
+
+/** The `ApiKey` schema's fields: the revoke answer is the key plus `revoked_credentials`. */
+const ApiKeyFields = (() => {
+  const schema = SHARED_SCHEMAS.find((s) => s.$id === 'ApiKey');
+  if (!schema || !('required' in schema)) throw new Error('the ApiKey schema is missing');
+  return schema as unknown as { required: readonly string[]; properties: Record<string, object> };
+})();
 
 const NOT_FOUND = errorResponse('The project (or key) does not exist in the active tenant.');
 
@@ -77,12 +84,34 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
       onRequest: guards.allow('api_keys:write'),
       schema: {
         operationId: 'revokeApiKey',
-        summary: 'Revoke an API key',
+        summary: 'Revoke an API key and every credential issued with it',
         description:
-          'Idempotent. Effective at once on the gateway replica that answers, and on every other replica within one second.',
+          'Idempotent. The key is refused at once on the gateway replica that answers, and on every other replica ' +
+          'within one second. In the same call every unexpired credential issued with the key is revoked ' +
+          '(`credentials.bulk_revoke`): refused at assignment, inactive at introspection, listed in the revocation ' +
+          'feed, its connection slot freed; and no credential of the key is issued afterwards, even by a gateway ' +
+          'that still trusts the key from its one-second cache. Answers 200 with the key (as before) and ' +
+          '`revoked_credentials`, how many credentials this call revoked (a repeat: 0) — the issue allowed 204 or ' +
+          '200; 200 keeps the key fields earlier clients read. If the credentials cannot be revoked (503), the key ' +
+          'is revoked already: retry the call, which revokes them.',
         tags: ['api-keys'],
         params: pathParams('project_id', 'key_id'),
-        response: { 200: ref('ApiKey'), 404: NOT_FOUND },
+        response: {
+          200: {
+            type: 'object',
+            required: [...ApiKeyFields.required, 'revoked_credentials'],
+            additionalProperties: false,
+            properties: {
+              ...ApiKeyFields.properties,
+              revoked_credentials: {
+                type: 'integer',
+                description:
+                  'Credentials of the key revoked by this call (already revoked or expired ones are not counted).',
+              },
+            },
+          },
+          404: NOT_FOUND,
+        },
       },
     },
     async (request) => {
@@ -90,7 +119,13 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
       const apiKey = required(res.apiKey, 'revokeApiKey.api_key');
       // At once on this replica, whatever the bus message's timing; others within a second.
       forgetApiKey(apiKey.id);
-      return presentApiKey(apiKey);
+      // Then its credentials, and no new one of the key (the issuer records it as revoked).
+      const revoked = await clients.issuer.revokeCredentials({
+        tenantId: principalOf(request).tenantId,
+        projectId: request.params.project_id,
+        apiKeyId: apiKey.id,
+      });
+      return { ...presentApiKey(apiKey), revoked_credentials: revoked.revoked };
     },
   );
 }

@@ -1,0 +1,169 @@
+/**
+ * Containment of a leaked API key (docs/credentials.md, "Containment"): revoking a project's
+ * credentials in bulk, by API key and/or issue time, and listing them.
+ */
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@relayplane/shared/errors';
+import type { FastifyInstance } from 'fastify';
+import { inProject, principalOf } from '../plugins/auth.ts';
+import { iso } from '../present.ts';
+import { errorResponse, object, pathParams } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+const NOT_FOUND = errorResponse(
+  'The project does not exist in the active tenant, or the API key is not one of its keys.',
+);
+/** RFC 3339 with a time zone (Date.parse alone would take `2026-01-01` or `Jan 1 2026`). */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+const dateTime = { type: 'string', format: 'date-time' } as const;
+const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as const;
+
+export function registerCredentialContainment(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+  /** 404 unless the project is the caller's (admin's project access) and, if given, the key is its. */
+  const requireKeyOf = async (
+    request: Parameters<typeof inProject>[0],
+    apiKeyId: string | undefined,
+  ): Promise<void> => {
+    const { apiKeys } = await clients.admin.listApiKeys(inProject(request));
+    if (apiKeyId !== undefined && !apiKeys.some((k) => k.id === apiKeyId)) {
+      throw new AppError('not_found', 'API key not found');
+    }
+  };
+
+  app.post<{ Params: { project_id: string }; Body: { api_key_id?: string; issued_before?: string } }>(
+    '/admin/v1/projects/:project_id/credentials/revoke',
+    {
+      onRequest: guards.allow('credentials:revoke'),
+      schema: {
+        operationId: 'revokeProjectCredentials',
+        summary: "Revoke a project's credentials in bulk (a leaked API key)",
+        description:
+          'Revokes every unexpired, unrevoked credential of the project requested with `api_key_id` and/or issued ' +
+          'before `issued_before` (RFC 3339, not in the future; rounded up to a whole second, as `iat` is) — at ' +
+          'least one of the two — in one transaction. Each is refused at assignment on every gateway at once, ' +
+          'reported inactive by introspection, listed in the revocation feed, and its connection slot is freed. ' +
+          'With `api_key_id`, no credential of that key is issued afterwards (as when the key is revoked). `issued_before` ' +
+          "also becomes the project's watermark (only ever raised): the revocation feed carries it in `watermarks`, and " +
+          "assignment, introspection and `@relayplane/verifier` refuse the project's credentials with `iat` before it " +
+          'even without a revocation entry. Answers how many credentials this call revoked (a repeat: 0). Recorded ' +
+          'as the audit event `credentials.bulk_revoke`.',
+        tags: ['credentials'],
+        params: pathParams('project_id'),
+        body: object(
+          {
+            api_key_id: {
+              type: 'string',
+              maxLength: 64,
+              description: 'Only credentials requested with this key.',
+            },
+            issued_before: {
+              type: 'string',
+              maxLength: 64,
+              description: 'RFC 3339: only credentials issued before it.',
+            },
+          },
+          ['api_key_id', 'issued_before'],
+        ),
+        response: {
+          200: object({ revoked: { type: 'integer', description: 'Credentials revoked by this call.' } }),
+          400: errorResponse(
+            'Neither `api_key_id` nor `issued_before`, `issued_before` not an RFC 3339 date-time or in the future, ' +
+              'or a malformed body.',
+          ),
+          404: NOT_FOUND,
+        },
+      },
+    },
+    async (request) => {
+      const body = request.body ?? {};
+      if (body.api_key_id === undefined && body.issued_before === undefined) {
+        throw new AppError('invalid_request', 'give api_key_id, issued_before or both');
+      }
+      let issuedBefore: number | undefined;
+      if (body.issued_before !== undefined) {
+        issuedBefore = RFC3339.test(body.issued_before) ? Date.parse(body.issued_before) : Number.NaN;
+        if (Number.isNaN(issuedBefore)) {
+          throw new AppError('invalid_request', 'issued_before must be an RFC 3339 date-time');
+        }
+      }
+      await requireKeyOf(request, body.api_key_id);
+      const res = await clients.issuer.revokeCredentials({
+        tenantId: principalOf(request).tenantId,
+        projectId: request.params.project_id,
+        apiKeyId: body.api_key_id ?? '',
+        issuedBefore: issuedBefore === undefined ? undefined : timestampFromMs(issuedBefore),
+      });
+      return { revoked: res.revoked };
+    },
+  );
+
+  app.get<{
+    Params: { project_id: string };
+    Querystring: { api_key_id?: string; active?: string; limit?: string; cursor?: string };
+  }>(
+    '/admin/v1/projects/:project_id/credentials',
+    {
+      onRequest: guards.allow('api_keys:read'),
+      schema: {
+        operationId: 'listProjectCredentials',
+        summary: "List a project's relay credentials",
+        description:
+          'Newest first (by `issued_at`). Never a token: only its `jti`, the API key that requested it and its ' +
+          'times. `api_key_id` filters by key; `active=true` keeps only unexpired, unrevoked credentials. `limit` ' +
+          '1..200 (default 50); pass `next_cursor` as `cursor` for the next page (`null`: the last page). Permission ' +
+          "`api_keys:read` (credentials are what a project's API keys requested; docs/iam.md).",
+        tags: ['credentials'],
+        params: pathParams('project_id'),
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            api_key_id: { type: 'string', maxLength: 64 },
+            active: { type: 'string', enum: ['true', 'false'] },
+            limit: { type: 'string', pattern: '^([1-9][0-9]?|1[0-9]{2}|200)$' },
+            cursor: { type: 'string', maxLength: 256 },
+          },
+        },
+        response: {
+          200: object({
+            credentials: {
+              type: 'array',
+              items: object({
+                jti: { type: 'string' },
+                api_key_id: { type: 'string' },
+                issued_at: dateTime,
+                expires_at: dateTime,
+                revoked_at: nullableDateTime,
+              }),
+            },
+            next_cursor: { type: ['string', 'null'], description: 'Null on the last page.' },
+          }),
+          400: errorResponse('A malformed query parameter, or a `cursor` this API did not return.'),
+          404: errorResponse('The project does not exist in the active tenant.'),
+        },
+      },
+    },
+    async (request) => {
+      const query = request.query;
+      await requireKeyOf(request, undefined);
+      const res = await clients.issuer.listCredentials({
+        tenantId: principalOf(request).tenantId,
+        projectId: request.params.project_id,
+        apiKeyId: query.api_key_id ?? '',
+        active: query.active === 'true',
+        limit: Number(query.limit ?? 0),
+        cursor: query.cursor ?? '',
+      });
+      return {
+        credentials: res.credentials.map((c) => ({
+          jti: c.jti,
+          api_key_id: c.apiKeyId,
+          issued_at: iso(c.issuedAt),
+          expires_at: iso(c.expiresAt),
+          revoked_at: iso(c.revokedAt) ?? null,
+        })),
+        next_cursor: res.nextCursor || null,
+      };
+    },
+  );
+}

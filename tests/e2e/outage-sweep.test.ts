@@ -440,6 +440,21 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       },
     },
     listRevocations: { headers: (w) => bearer(w.relayToken), query: () => ({ cursor: '0' }) },
+    listProjectCredentials: { headers: own, params: (w) => ({ project_id: w.p }) },
+    revokeProjectCredentials: {
+      headers: own,
+      params: (w) => ({ project_id: w.p }),
+      // Before any credential of this world (so none is revoked), in force (raises a watermark).
+      body: () => ({ issued_before: new Date(Date.now() - 20 * 60_000).toISOString() }),
+      effect: async (w) => {
+        const feed = await ok(
+          send('GET', '/v1/credentials/revocations?cursor=0', { headers: bearer(w.relayToken) }),
+          200,
+          'revocation feed',
+        );
+        return feed.body.watermarks.some((m: { project_id: string }) => m.project_id === w.p);
+      },
+    },
     introspectCredential: {
       headers: (w) => bearer(w.relayToken),
       body: (w) => ({ token: w.credential }),

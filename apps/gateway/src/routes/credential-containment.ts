@@ -76,6 +76,8 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
     },
     async (request) => {
       const body = request.body ?? {};
+      // The project first: another tenant's answers 404 whatever the body, like a missing one.
+      await requireKeyOf(request, undefined);
       if (body.api_key_id === undefined && body.issued_before === undefined) {
         throw new AppError('invalid_request', 'give api_key_id, issued_before or both');
       }
@@ -86,7 +88,7 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
           throw new AppError('invalid_request', 'issued_before must be an RFC 3339 date-time');
         }
       }
-      await requireKeyOf(request, body.api_key_id);
+      if (body.api_key_id !== undefined) await requireKeyOf(request, body.api_key_id);
       const res = await clients.issuer.revokeCredentials({
         tenantId: principalOf(request).tenantId,
         projectId: request.params.project_id,

@@ -69,6 +69,8 @@ export const ROUTES: RouteCase[] = [
     auth: 'session',
     body: { tenant_id: 'ten_00000000000000000000' },
   },
+  { method: 'GET', url: '/admin/v1/audit-events', auth: 'session' },
+  { method: 'GET', url: '/admin/v1/audit-events/verify', auth: 'session' },
   { method: 'GET', url: '/admin/v1/members', auth: 'session' },
   {
     method: 'POST',
@@ -128,6 +130,13 @@ export const ROUTES: RouteCase[] = [
     optionalBody: true,
   },
   { method: 'POST', url: '/admin/v1/credentials/crd_00000000000000000000/revoke', auth: 'session' },
+  { method: 'GET', url: `/admin/v1/projects/${P}/credentials`, auth: 'session' },
+  {
+    method: 'POST',
+    url: `/admin/v1/projects/${P}/credentials/revoke`,
+    auth: 'session',
+    body: { issued_before: '2026-01-01T00:00:00Z' },
+  },
   { method: 'GET', url: '/v1/credentials/revocations', auth: 'relay_node' },
   { method: 'POST', url: '/v1/credentials/introspect', auth: 'relay_node', body: { token: 'x.y.z' } },
   { method: 'GET', url: '/admin/v1/relays', auth: 'platform_admin' },

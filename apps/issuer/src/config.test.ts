@@ -83,6 +83,17 @@ describe('readIssuerConfig', () => {
     expect(embedded.redis).toBeUndefined();
   });
 
+  it("reads ISSUER_ADMIN_ADDRESS, the audit outbox's target (default 127.0.0.1:50052), naming it when invalid", () => {
+    expect(readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK }).adminAddress).toBe('127.0.0.1:50052');
+    expect(
+      readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK, ISSUER_ADMIN_ADDRESS: 'dns:///admin:50052' })
+        .adminAddress,
+    ).toBe('dns:///admin:50052');
+    expect(() => readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK, ISSUER_ADMIN_ADDRESS: 'admin' })).toThrow(
+      /ISSUER_ADMIN_ADDRESS/,
+    );
+  });
+
   it('refuses a rotation interval under ten minutes', () => {
     const env = { ...BASE, RELAYPLANE_KEK: KEK, ISSUER_KEY_ROTATION_INTERVAL_SECONDS: '599' };
     expect(() => readIssuerConfig(env)).toThrow(ConfigError);

@@ -51,6 +51,8 @@ export interface IssuerConfig {
    */
   redisCommandTimeoutMs: number;
   relays: RelayConfig;
+  /** gRPC target of admin (`ISSUER_ADMIN_ADDRESS`): the audit outbox delivers events there. */
+  adminAddress: string;
   /** host:port of the Prometheus metrics listener (`ISSUER_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
   logLevel: LogLevel;
@@ -122,6 +124,7 @@ export function readIssuerConfig(
       overrides.redisCommandTimeoutMs ??
       r.int('ISSUER_REDIS_COMMAND_TIMEOUT_MS', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, { min: 50, max: 10_000 }),
     relays: readRelayConfig(r, overrides.relays),
+    adminAddress: overrides.adminAddress ?? r.target('ISSUER_ADMIN_ADDRESS', '127.0.0.1:50052'),
     metricsAddress:
       'metricsAddress' in overrides
         ? overrides.metricsAddress

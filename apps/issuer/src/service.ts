@@ -1,4 +1,6 @@
+import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
+import { AuditOutbox, type AuditOutboxDatabase } from '@relayplane/shared/audit-outbox';
 import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
@@ -9,10 +11,11 @@ import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { watchRedis } from '@relayplane/shared/readiness';
 import { createRequestPathRedis, deferringSubscriptions } from '@relayplane/shared/redis';
-import { RpcServer } from '@relayplane/shared/rpc';
+import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
 import type { IssuerConfig } from './config.ts';
 import { Credentials } from './credentials/credentials.ts';
 import type { signCredential } from './credentials/jwt.ts';
@@ -51,6 +54,8 @@ export interface IssuerOverrides {
   slotStore?: SlotStore;
   /** Replaces the JWT signer (fault-injection tests). */
   sign?: typeof signCredential;
+  /** An admin client instead of connecting to `config.adminAddress` (not closed by destroy). */
+  admin?: ServiceClient<typeof AdminRpc>;
 }
 
 /** Redis as this service uses it; undefined in embedded mode. */
@@ -78,6 +83,10 @@ export class IssuerService {
   readonly credentialWriter: CredentialWriter;
   readonly credentials: Credentials;
   readonly relays: RelayDirectory;
+  /** Audit events of this service's changes, delivered to admin (docs/audit.md). */
+  readonly audit: AuditOutbox;
+  readonly #admin: ServiceClient<typeof AdminRpc>;
+  readonly #ownsAdmin: boolean;
   readonly #redis: RedisSetup | undefined;
   readonly #ownsBus: boolean;
   readonly #serving: Serving;
@@ -94,6 +103,7 @@ export class IssuerService {
     redis: RedisSetup | undefined;
     slotStore: SlotStore | undefined;
     sign: typeof signCredential | undefined;
+    admin: ServiceClient<typeof AdminRpc> | undefined;
   }) {
     const { config, logger, clock, database, redis } = deps;
     this.config = config;
@@ -105,6 +115,15 @@ export class IssuerService {
     this.#redis = redis;
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     const metrics = new IssuerMetrics(this.metrics);
+    this.#ownsAdmin = deps.admin === undefined;
+    this.#admin = deps.admin ?? connect(AdminRpc, config.adminAddress);
+    this.audit = new AuditOutbox({
+      db: database.db as unknown as Kysely<AuditOutboxDatabase>,
+      source: SERVICES.issuer,
+      admin: this.#admin,
+      logger,
+      metrics: this.metrics,
+    });
     this.keys = new SigningKeys({
       db: database.db,
       kek: config.kek,
@@ -112,6 +131,7 @@ export class IssuerService {
       clock,
       bus: this.bus,
       logger,
+      audit: this.audit,
     });
     this.slots =
       deps.slotStore ??
@@ -119,7 +139,12 @@ export class IssuerService {
         ? new RedisSlotStore(redis.requestPath, redis.keys)
         : new MemorySlotStore(() => clock.now().getTime()));
     this.credentialWriter = new CredentialWriter(database);
-    this.relays = new RelayDirectory(database.db, config.relays, { clock, bus: this.bus, logger });
+    this.relays = new RelayDirectory(database.db, config.relays, {
+      clock,
+      bus: this.bus,
+      logger,
+      audit: this.audit,
+    });
     this.credentials = new Credentials({
       config: config.credentials,
       maxTtlSeconds: config.keys.maxCredentialTtlSeconds,
@@ -134,6 +159,7 @@ export class IssuerService {
       relays: this.relays,
       sign: deps.sign,
       metrics,
+      audit: this.audit,
     });
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
@@ -200,6 +226,7 @@ export class IssuerService {
       redis,
       slotStore: overrides.slotStore,
       sign: overrides.sign,
+      admin: overrides.admin,
     });
   }
 
@@ -219,6 +246,8 @@ export class IssuerService {
       const applied = await this.database.migrate(migrations);
       if (applied.length) this.logger.info({ applied }, 'migrations applied');
     });
+    // Delivers what earlier runs left, and from now on what this one writes (admin may be away).
+    this.audit.start();
     await serving.step('signing keys', () => startOrUndo(this.keys));
     await serving.step('relay registry', () => startOrUndo(this.relays));
     await serving.step('revocation feed', () => startOrUndo(this.credentials));
@@ -259,6 +288,9 @@ export class IssuerService {
     await this.rpc.close();
     await this.credentialWriter.flushed();
     await this.relays.stop();
+    // Rows it did not deliver stay in the outbox for another replica or the next start.
+    await this.audit.stop();
+    if (this.#ownsAdmin) this.#admin.close();
     await this.slots.close().catch(() => {});
     if (this.#ownsBus) await this.bus.close();
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();

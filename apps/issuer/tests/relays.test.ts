@@ -8,6 +8,7 @@ import {
   ListRelaysRequestSchema,
   RegisterRelayRequestSchema,
 } from '@relayplane/proto/issuer';
+import { enqueueAuditEvent } from '@relayplane/shared/audit-outbox';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
 import { BUS_CHANNELS } from '@relayplane/shared/contract';
@@ -80,6 +81,8 @@ describe('relay directory (PostgreSQL)', () => {
         clock,
         bus: options.bus ?? bus,
         logger: testLogger('relays'),
+        // Events written to the real outbox table; nothing delivers them in these tests.
+        audit: { enqueue: enqueueAuditEvent, kick() {} },
       },
     );
     await dir.start();

@@ -15,6 +15,7 @@
  */
 
 import type { KeyObject } from 'node:crypto';
+import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import { BUS_CHANNELS } from '@relayplane/shared/contract';
@@ -84,6 +85,8 @@ export interface CredentialDeps {
   sign?: typeof signCredential;
   /** Issuance and revocation counters; absent: nothing is counted. */
   metrics?: IssuerMetrics;
+  /** The audit outbox: a revocation commits only together with its `credential.revoke` event. */
+  audit: AuditRecorder;
 }
 
 export class Credentials {
@@ -257,8 +260,15 @@ export class Credentials {
     if (!isId('tenant', tenantId))
       throw new AppError('invalid_request', 'tenant_id must be a tenant id (ten_…)');
     if (!isJti(jti)) throw new AppError('not_found', CREDENTIAL_NOT_FOUND_MESSAGE);
-    const result = await this.#d.store.revoke(tenantId, jti, this.#d.clock.now());
+    const result = await this.#d.store.revoke(tenantId, jti, this.#d.clock.now(), (trx) =>
+      this.#d.audit.enqueue(trx, {
+        action: 'credential.revoke',
+        tenantId,
+        target: { type: 'credential', id: jti },
+      }),
+    );
     if (!result) throw new AppError('not_found', CREDENTIAL_NOT_FOUND_MESSAGE);
+    if (result.newly) this.#d.audit.kick();
     const redis = await Promise.allSettled([
       this.#d.marks?.mark(jti, result.expiresAt.getTime()),
       this.#d.slots.release(tenantId, jti),

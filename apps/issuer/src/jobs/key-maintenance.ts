@@ -1,8 +1,6 @@
 import type { Scheduler } from '@relayplane/shared/scheduler';
+import { KEY_MAINTENANCE_JOB } from '../keys/key-maintenance.ts';
 import type { SigningKeys } from '../keys/signing-keys.ts';
-
-/** Scheduler job (bullmq job scheduler id) running the key maintenance tick. */
-const KEY_MAINTENANCE_JOB = 'issuer-key-maintenance';
 
 /**
  * Registers the maintenance tick (scheduled rotation, next-key creation, removal) every

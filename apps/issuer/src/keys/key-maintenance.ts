@@ -1,3 +1,4 @@
+import { type AuditRecorder, systemActor } from '@relayplane/shared/audit-outbox';
 import type { Logger } from '@relayplane/shared/logger';
 import {
   type MaintenancePlan,
@@ -7,6 +8,9 @@ import {
 } from '../domain/key-lifecycle.ts';
 import type { SigningKeyStore } from '../stores/signing-keys.ts';
 import { generateSigningKey, kekFingerprint, sealPrivateKey } from './key-material.ts';
+
+/** The scheduler's job id of the maintenance tick, and the audit actor of what a tick does. */
+export const KEY_MAINTENANCE_JOB = 'issuer-key-maintenance';
 
 export interface MaintenanceResult {
   /** True when the tick wrote anything (the key set or the pending request changed). */
@@ -24,9 +28,17 @@ export class KeyMaintenance {
   readonly #fingerprint: string;
   readonly #policy: RotationPolicy;
   readonly #logger: Logger;
+  readonly #audit: AuditRecorder;
 
-  constructor(deps: { store: SigningKeyStore; kek: Buffer; policy: RotationPolicy; logger: Logger }) {
+  constructor(deps: {
+    store: SigningKeyStore;
+    kek: Buffer;
+    policy: RotationPolicy;
+    logger: Logger;
+    audit: AuditRecorder;
+  }) {
     this.#store = deps.store;
+    this.#audit = deps.audit;
     this.#kek = deps.kek;
     this.#fingerprint = kekFingerprint(deps.kek);
     this.#policy = deps.policy;
@@ -37,9 +49,15 @@ export class KeyMaintenance {
     return this.#policy;
   }
 
-  /** One tick at `now`; `request` first records an on-demand rotation in the same transaction. */
+  /**
+   * One tick at `now`; `request` first records an on-demand rotation in the same transaction.
+   * A `signing_key.rotate` event commits with it (audit or refuse): for every on-demand request
+   * (the caller's actor; `rotated` false while the next key is not yet eligible), and for every
+   * rotation a tick makes on its own (actor system `issuer-key-maintenance`). Kids only,
+   * never key material.
+   */
   async run(now: Date, request?: { requestedBy: string }): Promise<MaintenanceResult> {
-    return this.#store.locked(async (tx) => {
+    const result = await this.#store.locked(async (tx, trx) => {
       let requested = false;
       if (request) {
         requested = (await tx.rotationRequest()) === undefined;
@@ -112,6 +130,27 @@ export class KeyMaintenance {
           'signing key rotation requested; waiting for the next key to become eligible',
         );
       }
+      if (request || plan.rotation) {
+        await this.#audit.enqueue(trx, {
+          action: 'signing_key.rotate',
+          tenantId: null,
+          // The key that signs after this tick: the new one, or the one still active.
+          target: {
+            type: 'signing_key',
+            id: plan.rotation?.to ?? keys.find((k) => k.activatedAt && !k.deactivatedAt)?.kid ?? '',
+          },
+          occurredAt: now,
+          ...(request ? {} : { actor: systemActor(KEY_MAINTENANCE_JOB) }),
+          details: {
+            trigger: request ? 'manual' : plan.rotation?.reason,
+            rotated: plan.rotation !== null,
+            from_kid: plan.rotation?.from ?? null,
+            to_kid: plan.rotation?.to ?? null,
+            ...(request ? { requested_by: request.requestedBy } : {}),
+            ...(plan.rotationPendingSince ? { pending_since: plan.rotationPendingSince.toISOString() } : {}),
+          },
+        });
+      }
       return {
         changed: plan.actions.length > 0 || requested,
         rotation: plan.rotation,
@@ -120,5 +159,7 @@ export class KeyMaintenance {
         removed,
       };
     });
+    if (request || result.rotation) this.#audit.kick();
+    return result;
   }
 }

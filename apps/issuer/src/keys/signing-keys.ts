@@ -9,6 +9,7 @@
  * never overlap, so a slow one cannot overwrite a newer one.
  */
 import type { KeyObject } from 'node:crypto';
+import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import { ConfigError } from '@relayplane/shared/config';
@@ -58,6 +59,8 @@ export class SigningKeys {
     clock: Clock;
     bus: Bus;
     logger: Logger;
+    /** The audit outbox: every rotation commits with its `signing_key.rotate` event. */
+    audit: AuditRecorder;
   }) {
     this.#store = new SigningKeyStore(deps.db);
     this.#ring = new KeyRing(deps.kek);
@@ -66,6 +69,7 @@ export class SigningKeys {
       kek: deps.kek,
       policy: deps.policy,
       logger: deps.logger,
+      audit: deps.audit,
     });
     this.#kek = deps.kek;
     this.#refreshIntervalMs = deps.policy.maintenanceIntervalSeconds * 1000;

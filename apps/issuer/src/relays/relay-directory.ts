@@ -4,6 +4,7 @@
  * periodic reload) so that assignment never waits on the database.
  */
 
+import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import { BUS_CHANNELS } from '@relayplane/shared/contract';
@@ -45,6 +46,8 @@ export interface RelayView {
 
 export class RelayDirectory {
   readonly #store: RelayStore;
+  readonly #db: Kysely<IssuerDatabase>;
+  readonly #audit: AuditRecorder;
   readonly #config: RelayConfig;
   readonly #clock: Clock;
   readonly #bus: Bus;
@@ -61,9 +64,11 @@ export class RelayDirectory {
   constructor(
     db: Kysely<IssuerDatabase>,
     config: RelayConfig,
-    deps: { clock: Clock; bus: Bus; logger: Logger },
+    deps: { clock: Clock; bus: Bus; logger: Logger; audit: AuditRecorder },
   ) {
     this.#store = new RelayStore(db);
+    this.#db = db;
+    this.#audit = deps.audit;
     this.#config = config;
     this.#clock = deps.clock;
     this.#bus = deps.bus;
@@ -226,15 +231,28 @@ export class RelayDirectory {
     const conflict = new AppError('conflict', `a relay at ${address} is already registered`);
     if (this.#staticAddresses.has(address)) throw conflict;
     const token = newToken('relayNode');
-    const record = await this.#store.insert({
-      id: newId('relay'),
-      region,
-      host,
-      port,
-      tokenHash: hashToken(token),
-      createdAt: this.#clock.now(),
+    // The relay and its relay.register event commit together (audit or refuse).
+    const record = await this.#db.transaction().execute(async (trx: Kysely<IssuerDatabase>) => {
+      const inserted = await new RelayStore(trx).insert({
+        id: newId('relay'),
+        region,
+        host,
+        port,
+        tokenHash: hashToken(token),
+        createdAt: this.#clock.now(),
+      });
+      if (inserted) {
+        await this.#audit.enqueue(trx, {
+          action: 'relay.register',
+          tenantId: null,
+          target: { type: 'relay', id: inserted.id },
+          details: { region, host, port },
+        });
+      }
+      return inserted;
     });
     if (!record) throw conflict;
+    this.#audit.kick();
     await this.#serialize('add', async () => () => this.#put(record.id, record));
     await this.#announce(record.id);
     this.#logger.info({ relayId: record.id, region, address }, 'relay registered');
@@ -255,7 +273,17 @@ export class RelayDirectory {
   async remove(id: string): Promise<void> {
     if (this.#static.has(id)) throw new AppError('invalid_request', STATIC_RELAY_MESSAGE);
     if (!isId('relay', id)) throw new AppError('not_found', RELAY_NOT_FOUND);
-    if (!(await this.#store.remove(id, this.#clock.now()))) throw new AppError('not_found', RELAY_NOT_FOUND);
+    const removed = await this.#db.transaction().execute(async (trx: Kysely<IssuerDatabase>) => {
+      if (!(await new RelayStore(trx).remove(id, this.#clock.now()))) return false;
+      await this.#audit.enqueue(trx, {
+        action: 'relay.delete',
+        tenantId: null,
+        target: { type: 'relay', id },
+      });
+      return true;
+    });
+    if (!removed) throw new AppError('not_found', RELAY_NOT_FOUND);
+    this.#audit.kick();
     await this.#serialize('remove', async () => () => this.#put(id, undefined));
     await this.#announce(id);
     this.#logger.info({ relayId: id }, 'relay removed');

@@ -35,9 +35,15 @@ export class CredentialStore {
   /**
    * Revokes `jti` of `tenantId` at `now`; undefined when the tenant has no such credential.
    * Idempotent: a revoked credential answers its first `revoked_at`. A new revocation is
-   * appended to the feed in the same transaction.
+   * appended to the feed in the same transaction, and `audit` (the audit outbox's event) runs
+   * in it too: if it throws, nothing is revoked.
    */
-  async revoke(tenantId: string, jti: string, now: Date): Promise<RevokeResult | undefined> {
+  async revoke(
+    tenantId: string,
+    jti: string,
+    now: Date,
+    audit?: (trx: Kysely<IssuerDatabase>) => Promise<unknown>,
+  ): Promise<RevokeResult | undefined> {
     return this.#db.transaction().execute(async (tx) => {
       const updated = await tx
         .updateTable('credentials')
@@ -63,6 +69,7 @@ export class CredentialStore {
         .values({ jti, tenant_id: tenantId, revoked_at: now, expires_at: updated.expires_at })
         .returning(['sequence'])
         .executeTakeFirstOrThrow();
+      await audit?.(tx);
       return {
         jti,
         revokedAt: now,

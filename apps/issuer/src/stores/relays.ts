@@ -28,11 +28,6 @@ function toRecord(row: RecordRow): RelayRecord {
   };
 }
 
-function isUniqueViolation(err: unknown, constraint: string): boolean {
-  const e = err as { code?: string; constraint?: string; message?: string };
-  return e?.code === '23505' && (e.constraint === constraint || (e.message ?? '').includes(constraint));
-}
-
 export class RelayStore {
   readonly #db: Kysely<IssuerDatabase>;
 
@@ -71,27 +66,25 @@ export class RelayStore {
     tokenHash: string;
     createdAt: Date;
   }): Promise<RelayRecord | undefined> {
-    try {
-      const row = await this.#db
-        .insertInto('relays')
-        .values({
-          id: relay.id,
-          region: relay.region,
-          host: relay.host,
-          port: relay.port,
-          token_hash: relay.tokenHash,
-          load: 0,
-          last_heartbeat_at: null,
-          created_at: relay.createdAt,
-          deleted_at: null,
-        })
-        .returning(COLUMNS)
-        .executeTakeFirstOrThrow();
-      return toRecord(row);
-    } catch (err) {
-      if (isUniqueViolation(err, 'relays_live_address')) return undefined;
-      throw err;
-    }
+    // `do nothing` rather than catching the violation: the insert runs inside the transaction
+    // that also writes its audit event, which a failed statement would abort.
+    const row = await this.#db
+      .insertInto('relays')
+      .values({
+        id: relay.id,
+        region: relay.region,
+        host: relay.host,
+        port: relay.port,
+        token_hash: relay.tokenHash,
+        load: 0,
+        last_heartbeat_at: null,
+        created_at: relay.createdAt,
+        deleted_at: null,
+      })
+      .onConflict((oc) => oc.doNothing())
+      .returning(COLUMNS)
+      .executeTakeFirst();
+    return row && toRecord(row);
   }
 
   /** Soft-deletes a live relay; false when there was none. */

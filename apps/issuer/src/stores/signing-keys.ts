@@ -60,10 +60,10 @@ export class SigningKeyStore {
    * Runs `fn` in one transaction holding the maintenance advisory lock, so replicas
    * ticking at the same moment take turns and each sees the other's result.
    */
-  async locked<T>(fn: (store: SigningKeyStore) => Promise<T>): Promise<T> {
+  async locked<T>(fn: (store: SigningKeyStore, trx: Kysely<IssuerDatabase>) => Promise<T>): Promise<T> {
     return this.#db.transaction().execute(async (trx) => {
       await sql`select pg_advisory_xact_lock(${MAINTENANCE_LOCK})`.execute(trx);
-      return fn(new SigningKeyStore(trx));
+      return fn(new SigningKeyStore(trx), trx);
     });
   }
 

@@ -11,6 +11,7 @@ import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AUDIT_UNAVAILABLE_MESSAGE } from '../src/audit/trail.ts';
 import { SAME_PASSWORD_MESSAGE, WRONG_CURRENT_PASSWORD_MESSAGE } from '../src/grpc/change-password.ts';
 import { INVALID_CREDENTIALS_MESSAGE } from '../src/grpc/login.ts';
 import { SESSION_NOT_FOUND_MESSAGE, USER_SESSION_NEEDED_MESSAGE } from '../src/grpc/sessions.ts';
@@ -417,6 +418,259 @@ describe('sessions a user controls, over gRPC (real PostgreSQL, real billing)', 
       requestedAt: startedAt,
       requestedIp: SCRIPT.clientIp,
       requestedUserAgent: SCRIPT.userAgent,
+    });
+  });
+  describe('audit events, each in the same transaction as its change', () => {
+    interface Row {
+      tenant_id: string | null;
+      actor_type: string;
+      actor_id: string;
+      action: string;
+      target_type: string;
+      target_id: string;
+      outcome: string;
+      ip: string | null;
+      user_agent: string | null;
+      details: Record<string, unknown>;
+    }
+
+    /** The events of `action` that name `targetId`, oldest first. */
+    async function events(action: string, targetId: string): Promise<Row[]> {
+      const { rows } = await sql<Row>`
+        select tenant_id, actor_type, actor_id, action, target_type, target_id, outcome, ip, user_agent, details
+        from admin.audit_events where action = ${action} and target_id = ${targetId} order by seq
+      `.execute(admin.database.db);
+      return rows;
+    }
+
+    async function userOf(email: string) {
+      const { rows } = await sql<{ user_id: string; tenant_id: string }>`
+        select u.id as user_id, m.tenant_id from admin.users u join admin.memberships m on m.user_id = u.id
+        where u.email = ${email}
+      `.execute(admin.database.db);
+      if (!rows[0]) throw new Error(`no user ${email}`);
+      return { userId: rows[0].user_id, tenantId: rows[0].tenant_id };
+    }
+
+    it('session.login: one event per login, by the user, naming the session, with IP and user agent', async () => {
+      const { email } = await newUser();
+      const { userId, tenantId } = await userOf(email);
+      const s = await login(email, LAPTOP);
+      expect(await events('session.login', s.id)).toEqual([
+        {
+          tenant_id: tenantId,
+          actor_type: 'user',
+          actor_id: userId,
+          action: 'session.login',
+          target_type: 'session',
+          target_id: s.id,
+          outcome: 'success',
+          ip: LAPTOP.clientIp,
+          user_agent: LAPTOP.userAgent,
+          details: { email },
+        },
+      ]);
+    });
+
+    it('session.login_failed: wrong password (failure, the account), unknown email (no tenant), throttled (denied)', async () => {
+      const { email } = await newUser();
+      const { userId, tenantId } = await userOf(email);
+      await expectAppError(
+        from(PHONE, () => client.login({ email, password: 'not the password', clientIp: PHONE.clientIp })),
+        'unauthenticated',
+      );
+      expect(await events('session.login_failed', userId)).toEqual([
+        {
+          tenant_id: tenantId,
+          actor_type: 'anonymous',
+          actor_id: '',
+          action: 'session.login_failed',
+          target_type: 'user',
+          target_id: userId,
+          outcome: 'failure',
+          ip: PHONE.clientIp,
+          user_agent: PHONE.userAgent,
+          details: { reason: 'wrong_password', email },
+        },
+      ]);
+
+      const unknown = `nobody${++seq}@example.com`;
+      const before = await events('session.login_failed', '');
+      await expectAppError(
+        from(SCRIPT, () =>
+          client.login({ email: unknown, password: 'whatever it is', clientIp: SCRIPT.clientIp }),
+        ),
+        'unauthenticated',
+      );
+      const after = await events('session.login_failed', '');
+      expect(after.slice(before.length)).toEqual([
+        {
+          tenant_id: null,
+          actor_type: 'anonymous',
+          actor_id: '',
+          action: 'session.login_failed',
+          target_type: 'user',
+          target_id: '',
+          outcome: 'failure',
+          ip: SCRIPT.clientIp,
+          user_agent: SCRIPT.userAgent,
+          details: { reason: 'unknown_email' },
+        },
+      ]);
+
+      // Over the per-account limit: refused without a password check, recorded as denied.
+      for (let i = 0; i < 12; i++) {
+        await client.login({ email, password: `wrong ${i}`, clientIp: '' }).catch(() => undefined);
+      }
+      const outcomes = (await events('session.login_failed', userId)).map((e) => [
+        e.outcome,
+        e.details.reason,
+      ]);
+      expect(outcomes).toContainEqual(['denied', 'throttled']);
+      expect(
+        outcomes.filter(([o]) => o === 'failure').length + outcomes.filter(([o]) => o === 'denied').length,
+      ).toBe(13);
+    });
+
+    it('session.logout, session.revoke (one, and others with the count), user.password_change (count), device.token_issue', async () => {
+      const { email } = await newUser();
+      const { userId, tenantId } = await userOf(email);
+      const current = await login(email, LAPTOP);
+      const one = await login(email, PHONE);
+      const cli = await cliToken(current, SCRIPT);
+      const cliId = (await list(current.principal)).find((x) => x.kind === 'cli')?.id ?? '';
+      expect(await events('device.token_issue', cliId)).toEqual([
+        {
+          tenant_id: tenantId,
+          actor_type: 'cli',
+          actor_id: userId,
+          action: 'device.token_issue',
+          target_type: 'session',
+          target_id: cliId,
+          outcome: 'success',
+          ip: SCRIPT.clientIp,
+          user_agent: SCRIPT.userAgent,
+          details: { client_id: CLIENT, expires_at: expect.any(String) },
+        },
+      ]);
+
+      await from(LAPTOP, () => client.revokeSession({ principal: current.principal, sessionId: one.id }));
+      expect(await events('session.revoke', one.id)).toEqual([
+        expect.objectContaining({
+          tenant_id: tenantId,
+          actor_type: 'user',
+          actor_id: userId,
+          target_type: 'session',
+          outcome: 'success',
+          ip: LAPTOP.clientIp,
+          details: { scope: 'one', current: false },
+        }),
+      ]);
+
+      const extra = await login(email, PHONE);
+      await client.revokeOtherSessions({ principal: current.principal });
+      expect(await events('session.revoke', userId)).toEqual([
+        expect.objectContaining({
+          tenant_id: tenantId,
+          actor_type: 'user',
+          actor_id: userId,
+          target_type: 'user',
+          details: { scope: 'others', revoked: 2, kept_session_id: current.id },
+        }),
+      ]);
+      await expectAppError(client.authenticate({ token: extra.token }), 'unauthenticated');
+      await expectAppError(client.authenticate({ token: cli.token }), 'unauthenticated');
+
+      const another = await login(email, PHONE);
+      await client
+        .changePassword({
+          principal: current.principal,
+          currentPassword: 'wrong password here',
+          newPassword: NEW_PASSWORD,
+        })
+        .catch(() => undefined);
+      await client.changePassword({
+        principal: current.principal,
+        currentPassword: PASSWORD,
+        newPassword: NEW_PASSWORD,
+      });
+      expect(await events('user.password_change', userId)).toEqual([
+        expect.objectContaining({
+          tenant_id: tenantId,
+          actor_type: 'user',
+          outcome: 'failure',
+          details: { reason: 'wrong_current_password' },
+        }),
+        expect.objectContaining({
+          tenant_id: tenantId,
+          actor_type: 'user',
+          actor_id: userId,
+          target_type: 'user',
+          outcome: 'success',
+          details: { revoked_sessions: 1, kept_session_id: current.id },
+        }),
+      ]);
+      await expectAppError(client.authenticate({ token: another.token }), 'unauthenticated');
+
+      await client.logout({ principal: current.principal });
+      expect(await events('session.logout', current.id)).toEqual([
+        expect.objectContaining({
+          tenant_id: tenantId,
+          actor_type: 'user',
+          actor_id: userId,
+          outcome: 'success',
+        }),
+      ]);
+
+      // No event holds a password or a token.
+      const { rows } = await sql<{ dump: string }>`
+        select coalesce(string_agg(t::text, '|'), '') as dump from admin.audit_events t
+      `.execute(admin.database.db);
+      for (const secret of [
+        PASSWORD,
+        NEW_PASSWORD,
+        current.token,
+        one.token,
+        cli.token,
+        extra.token,
+        another.token,
+      ]) {
+        expect(rows[0]?.dump).not.toContain(secret);
+      }
+    });
+
+    it('audit or refuse: when the event cannot be written, nothing is revoked and the password is unchanged', async () => {
+      const { email } = await newUser();
+      const current = await login(email, LAPTOP);
+      const other = await login(email, PHONE);
+      const db = admin.database.db;
+      await sql`create or replace function sessions_audit_refuse() returns trigger language plpgsql as $$
+        begin raise exception 'audit write refused by the test'; end $$`.execute(db);
+      await sql`create trigger sessions_audit_refuse before insert on admin.audit_events
+        for each row execute function sessions_audit_refuse()`.execute(db);
+      try {
+        for (const call of [
+          () => client.revokeSession({ principal: current.principal, sessionId: other.id }),
+          () => client.revokeOtherSessions({ principal: current.principal }),
+          () =>
+            client.changePassword({
+              principal: current.principal,
+              currentPassword: PASSWORD,
+              newPassword: NEW_PASSWORD,
+            }),
+          () => client.logout({ principal: current.principal }),
+          () => client.login({ email, password: PASSWORD, clientIp: '' }),
+        ]) {
+          await expectAppError(call(), 'unavailable', AUDIT_UNAVAILABLE_MESSAGE);
+        }
+      } finally {
+        await sql`drop trigger sessions_audit_refuse on admin.audit_events`.execute(db);
+      }
+      for (const s of [current, other]) {
+        expect((await client.authenticate({ token: s.token })).principal?.sessionId).toBe(s.id);
+      }
+      expect((await list(current.principal)).length).toBe(2);
+      expect((await client.login({ email, password: PASSWORD, clientIp: '' })).token).toMatch(/^rpu_/);
     });
   });
 });

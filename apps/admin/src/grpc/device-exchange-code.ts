@@ -28,31 +28,45 @@ export function exchangeDeviceCode(deps: AdminDeps): ServiceImpl<typeof AdminSer
       throw new AppError('invalid_request', 'invalid_grant');
     const now = deps.clock.now();
     const ttlSeconds = deps.deviceFlow.tokenTtlSeconds;
-    const polled = await deps.deviceGrants.poll<Exchanged>(hashCode(req.deviceCode), (grant) => {
-      // A device code issued to another client (RFC 6749 §5.2): the grant is left untouched.
-      if (grant.clientId !== req.clientId) return { update: undefined, result: { outcome: 'invalid_grant' } };
-      const decision = decidePoll(grant, now);
-      const update = { intervalSeconds: decision.intervalSeconds, lastPolledAt: now };
-      if (decision.outcome !== 'issue' || !grant.userId || !grant.tenantId) {
-        return {
-          update,
-          result: { outcome: decision.outcome === 'issue' ? 'invalid_grant' : decision.outcome },
+    const polled = await deps.deviceGrants.poll<Exchanged>(
+      hashCode(req.deviceCode),
+      (grant) => {
+        // A device code issued to another client (RFC 6749 §5.2): the grant is left untouched.
+        if (grant.clientId !== req.clientId)
+          return { update: undefined, result: { outcome: 'invalid_grant' } };
+        const decision = decidePoll(grant, now);
+        const update = { intervalSeconds: decision.intervalSeconds, lastPolledAt: now };
+        if (decision.outcome !== 'issue' || !grant.userId || !grant.tenantId) {
+          return {
+            update,
+            result: { outcome: decision.outcome === 'issue' ? 'invalid_grant' : decision.outcome },
+          };
+        }
+        const token = newToken('cli');
+        const sessionId = newId('session');
+        const consume = {
+          id: sessionId,
+          tokenHash: hashToken(token),
+          userId: grant.userId,
+          tenantId: grant.tenantId,
+          createdAt: now,
+          expiresAt: new Date(now.getTime() + ttlSeconds * 1000),
+          // The device redeeming the code: where the CLI token is used from.
+          ...clientOrigin(),
         };
-      }
-      const token = newToken('cli');
-      const sessionId = newId('session');
-      const consume = {
-        id: sessionId,
-        tokenHash: hashToken(token),
-        userId: grant.userId,
-        tenantId: grant.tenantId,
-        createdAt: now,
-        expiresAt: new Date(now.getTime() + ttlSeconds * 1000),
-        // The device redeeming the code: where the CLI token is used from.
-        ...clientOrigin(),
-      };
-      return { update: { ...update, consume }, result: { outcome: 'issue', token, sessionId } };
-    });
+        return { update: { ...update, consume }, result: { outcome: 'issue', token, sessionId } };
+      },
+      (trx, { grant, session }) =>
+        // The CLI token (a session) and its event commit together; the actor is the device,
+        // acting as the user who approved it.
+        deps.audit.record(trx, {
+          action: 'device.token_issue',
+          tenantId: session.tenantId,
+          actor: { type: 'cli', id: session.userId },
+          target: { type: 'session', id: session.id },
+          details: { client_id: grant.clientId, expires_at: session.expiresAt.toISOString() },
+        }),
+    );
     if (!polled) throw new AppError('invalid_request', 'invalid_grant');
     const { grant, result } = polled;
     if (result.outcome !== 'issue' || result.token === undefined) {

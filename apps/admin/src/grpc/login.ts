@@ -46,22 +46,56 @@ export function login(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
   };
 }
 
+/** Why a login was refused, in its `session.login_failed` event. */
+type LoginRefusal = 'unknown_email' | 'wrong_password' | 'no_membership' | 'throttled';
+
+/**
+ * Records a refused login (`session.login_failed`; throttled: outcome `denied`, else
+ * `failure`) on its own: the actor is anonymous, the target the account when it exists (in the
+ * chain of its first tenant), else no tenant and no id. The typed email of an unknown account is
+ * not recorded: people type passwords into email fields.
+ */
+async function recordRefusal(deps: AdminDeps, email: string, reason: LoginRefusal): Promise<void> {
+  const user = reason === 'unknown_email' ? undefined : await deps.accounts.findUserByEmail(email);
+  const membership = user ? await deps.accounts.firstMembership(user.id) : undefined;
+  await deps.audit.recordAlone({
+    action: 'session.login_failed',
+    tenantId: membership?.tenant.id ?? null,
+    actor: { type: 'anonymous', id: '' },
+    target: { type: 'user', id: user?.id ?? '' },
+    outcome: reason === 'throttled' ? 'denied' : 'failure',
+    details: user ? { reason, email: user.email } : { reason },
+  });
+}
+
 function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'] {
   return async (req) => {
     if (req.email.trim() === '' || req.password === '') {
       throw new AppError('invalid_request', 'email and password are required');
     }
     const email = normaliseEmail(req.email);
-    await countAttempt(deps, email, req.clientIp.trim());
+    try {
+      await countAttempt(deps, email, req.clientIp.trim());
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'rate_limited')
+        await recordRefusal(deps, email, 'throttled');
+      throw err;
+    }
     const user = await deps.accounts.findUserByEmail(email);
     const verified = user
       ? await deps.passwords.verify(user.passwordHash, req.password)
       : await deps.passwords.verifyNobody(req.password);
-    if (!user || !verified) throw new AppError('unauthenticated', INVALID_CREDENTIALS_MESSAGE);
+    if (!user || !verified) {
+      await recordRefusal(deps, email, user ? 'wrong_password' : 'unknown_email');
+      throw new AppError('unauthenticated', INVALID_CREDENTIALS_MESSAGE);
+    }
 
     // A user removed from every tenant has nowhere to act; same answer as a wrong password.
     const membership = await deps.accounts.firstMembership(user.id);
-    if (!membership) throw new AppError('unauthenticated', INVALID_CREDENTIALS_MESSAGE);
+    if (!membership) {
+      await recordRefusal(deps, email, 'no_membership');
+      throw new AppError('unauthenticated', INVALID_CREDENTIALS_MESSAGE);
+    }
 
     const token = newToken('userSession');
     const now = deps.clock.now();
@@ -74,15 +108,26 @@ function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
       tenant: membership.tenant,
       role: membership.role,
     };
-    await deps.sessions.create({
-      id: session.id,
-      tokenHash: hashToken(token),
-      userId: user.id,
-      tenantId: membership.tenant.id,
-      createdAt: session.createdAt,
-      expiresAt: session.expiresAt,
-      ...clientOrigin(req.clientIp),
-    });
+    // The session and its event commit together.
+    await deps.sessions.create(
+      {
+        id: session.id,
+        tokenHash: hashToken(token),
+        userId: user.id,
+        tenantId: membership.tenant.id,
+        createdAt: session.createdAt,
+        expiresAt: session.expiresAt,
+        ...clientOrigin(req.clientIp),
+      },
+      (trx) =>
+        deps.audit.record(trx, {
+          action: 'session.login',
+          tenantId: membership.tenant.id,
+          actor: { type: 'user', id: user.id },
+          target: { type: 'session', id: session.id },
+          details: { email: user.email },
+        }),
+    );
     await deps.loginThrottle.clear(throttleKeys.loginAccount(email));
     deps.logger.info({ userId: user.id, sessionId: session.id, clientIp: req.clientIp }, 'user logged in');
     return { token, session: sessionMessage(session) };

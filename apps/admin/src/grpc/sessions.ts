@@ -11,6 +11,7 @@ import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { sessionActor } from '../audit/actor.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { SessionInfoRecord } from '../stores/sessions.ts';
 import type { AdminDeps } from './deps.ts';
@@ -68,7 +69,16 @@ export function revokeSession(deps: AdminDeps): ServiceImpl<typeof AdminService>
   return async (req) => {
     const session = await requireOwnSession(deps, req.principal);
     if (!isId('session', req.sessionId)) throw new AppError('not_found', SESSION_NOT_FOUND_MESSAGE);
-    const deleted = await deps.sessions.delete(req.sessionId, session.user.id);
+    // The revocation and its event commit together.
+    const deleted = await deps.sessions.delete(req.sessionId, session.user.id, (trx) =>
+      deps.audit.record(trx, {
+        action: 'session.revoke',
+        tenantId: session.tenant.id,
+        actor: sessionActor(session),
+        target: { type: 'session', id: req.sessionId },
+        details: { scope: 'one', current: req.sessionId === session.id },
+      }),
+    );
     if (!deleted) throw new AppError('not_found', SESSION_NOT_FOUND_MESSAGE);
     deps.logger.info(
       { userId: session.user.id, sessionId: req.sessionId, current: req.sessionId === session.id },
@@ -84,7 +94,16 @@ export function revokeOtherSessions(
 ): ServiceImpl<typeof AdminService>['revokeOtherSessions'] {
   return async (req) => {
     const session = await requireOwnSession(deps, req.principal);
-    const revoked = await deps.sessions.deleteOthers(session.user.id, session.id);
+    // One event for all of them, with the count, in the same transaction.
+    const revoked = await deps.sessions.deleteOthers(session.user.id, session.id, (trx, count) =>
+      deps.audit.record(trx, {
+        action: 'session.revoke',
+        tenantId: session.tenant.id,
+        actor: sessionActor(session),
+        target: { type: 'user', id: session.user.id },
+        details: { scope: 'others', revoked: count, kept_session_id: session.id },
+      }),
+    );
     deps.logger.info({ userId: session.user.id, sessionId: session.id, revoked }, 'other sessions revoked');
     return { revoked };
   };

@@ -6,7 +6,7 @@ import type { Kysely } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import type { DeviceGrantStatus, PolledGrant } from '../domain/device-codes.ts';
 import { isUniqueViolation } from './records.ts';
-import { type NewSession, SessionStore } from './sessions.ts';
+import { type InTransaction, type NewSession, SessionStore } from './sessions.ts';
 
 export interface NewDeviceGrant {
   deviceCodeHash: string;
@@ -139,6 +139,8 @@ export class DeviceGrantStore {
   async poll<T>(
     deviceCodeHash: string,
     decide: (grant: DeviceGrantRecord) => { update: PollUpdate | undefined; result: T },
+    /** Runs in the same transaction once a CLI session was created (its audit event). */
+    consumed?: InTransaction<{ grant: DeviceGrantRecord; session: NewSession }>,
   ): Promise<{ grant: DeviceGrantRecord; result: T } | undefined> {
     return this.#db.transaction().execute(async (trx) => {
       const row = await trx
@@ -167,7 +169,10 @@ export class DeviceGrantStore {
       };
       const { update, result } = decide(grant);
       if (!update) return { grant, result };
-      if (update.consume) await new SessionStore(trx).create({ ...update.consume, kind: 'cli' });
+      if (update.consume) {
+        await new SessionStore(trx).create({ ...update.consume, kind: 'cli' });
+        if (consumed) await consumed(trx, { grant, session: update.consume });
+      }
       await trx
         .updateTable('device_grants')
         .set({

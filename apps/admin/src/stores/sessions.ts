@@ -7,7 +7,7 @@ import type { SessionKind, SessionRecord } from './records.ts';
  * Work done in the same transaction as a session change (its audit event): when it throws,
  * the change is rolled back.
  */
-export type InTransaction<T> = (trx: Transaction<AdminDatabase>, outcome: T) => Promise<void>;
+export type InTransaction<T> = (trx: Transaction<AdminDatabase>, outcome: T) => Promise<unknown>;
 
 /** A session as its user sees it listed: never its token (only the hash is stored). */
 export interface SessionInfoRecord {

@@ -1,6 +1,10 @@
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
-import { AuditOutbox, type AuditOutboxDatabase } from '@relayplane/shared/audit-outbox';
+import {
+  type AuditAdminClient,
+  AuditOutbox,
+  type AuditOutboxDatabase,
+} from '@relayplane/shared/audit-outbox';
 import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
@@ -55,7 +59,7 @@ export interface IssuerOverrides {
   /** Replaces the JWT signer (fault-injection tests). */
   sign?: typeof signCredential;
   /** An admin client instead of connecting to `config.adminAddress` (not closed by destroy). */
-  admin?: ServiceClient<typeof AdminRpc>;
+  admin?: AuditAdminClient;
 }
 
 /** Redis as this service uses it; undefined in embedded mode. */
@@ -85,8 +89,8 @@ export class IssuerService {
   readonly relays: RelayDirectory;
   /** Audit events of this service's changes, delivered to admin (docs/audit.md). */
   readonly audit: AuditOutbox;
-  readonly #admin: ServiceClient<typeof AdminRpc>;
-  readonly #ownsAdmin: boolean;
+  /** Closed by destroy; undefined when the caller passed its own (`overrides.admin`). */
+  readonly #ownAdmin: ServiceClient<typeof AdminRpc> | undefined;
   readonly #redis: RedisSetup | undefined;
   readonly #ownsBus: boolean;
   readonly #serving: Serving;
@@ -103,7 +107,7 @@ export class IssuerService {
     redis: RedisSetup | undefined;
     slotStore: SlotStore | undefined;
     sign: typeof signCredential | undefined;
-    admin: ServiceClient<typeof AdminRpc> | undefined;
+    admin: AuditAdminClient | undefined;
   }) {
     const { config, logger, clock, database, redis } = deps;
     this.config = config;
@@ -115,12 +119,15 @@ export class IssuerService {
     this.#redis = redis;
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     const metrics = new IssuerMetrics(this.metrics);
-    this.#ownsAdmin = deps.admin === undefined;
-    this.#admin = deps.admin ?? connect(AdminRpc, config.adminAddress);
+    let admin = deps.admin;
+    if (!admin) {
+      this.#ownAdmin = connect(AdminRpc, config.adminAddress);
+      admin = this.#ownAdmin;
+    }
     this.audit = new AuditOutbox({
       db: database.db as unknown as Kysely<AuditOutboxDatabase>,
       source: SERVICES.issuer,
-      admin: this.#admin,
+      admin,
       logger,
       metrics: this.metrics,
     });
@@ -154,7 +161,7 @@ export class IssuerService {
       slots: this.slots,
       marks: redis ? new RedisRevocationMarks(redis.requestPath, redis.keys) : null,
       writer: this.credentialWriter,
-      store: new CredentialStore(database.db),
+      store: new CredentialStore(database.db, database.schema),
       keys: this.keys.ring,
       relays: this.relays,
       sign: deps.sign,
@@ -290,7 +297,7 @@ export class IssuerService {
     await this.relays.stop();
     // Rows it did not deliver stay in the outbox for another replica or the next start.
     await this.audit.stop();
-    if (this.#ownsAdmin) this.#admin.close();
+    this.#ownAdmin?.close();
     await this.slots.close().catch(() => {});
     if (this.#ownsBus) await this.bus.close();
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();

@@ -75,12 +75,15 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
           a.service.database.db,
         )
       ).rows.map((r) => r.indexname);
-    // jti lookups (revocation, introspection), the day windows of usage summaries, and a
-    // tenant's live credentials (rebuilding its slots after Redis lost them).
+    // jti lookups (revocation, introspection), the day windows of usage summaries, a tenant's
+    // live credentials (rebuilding its slots after Redis lost them; bulk revocation), and a
+    // project's credentials newest first (ListCredentials; its cost on issuance is measured in
+    // docs/credentials.md, "Containment").
     expect(await indexes()).toEqual([
       'credentials_expires_at',
       'credentials_issued_at',
       'credentials_pkey',
+      'credentials_project_issued',
       'credentials_tenant_live',
     ]);
     // The down migration restores what the up migration dropped.

@@ -87,8 +87,11 @@ export interface Database<DB> {
   /**
    * PostgreSQL only (undefined on PGlite): runs `text` as a named prepared statement, parsed and
    * planned once per pooled connection instead of once per call. For the few hot statements.
+   * Answers the rows the statement affected (`rowCount`, as the driver reports it).
    */
-  readonly prepared: ((name: string, text: string, values: unknown[]) => Promise<void>) | undefined;
+  readonly prepared:
+    | ((name: string, text: string, values: unknown[]) => Promise<{ rowCount: number | null }>)
+    | undefined;
   destroy(): Promise<void>;
 }
 
@@ -106,7 +109,8 @@ export async function createDatabase<DB>(
     const pool = postgresPool(config, schema, logger, 'requests');
     root = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
     prepared = async (name, text, values) => {
-      await pool.query({ name, text, values });
+      const { rowCount } = await pool.query({ name, text, values });
+      return { rowCount };
     };
   } else {
     mkdirSync(config.dataDir, { recursive: true });

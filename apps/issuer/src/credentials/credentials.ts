@@ -27,8 +27,13 @@ import { type IssueInput, issueRequest, requestedRegion } from '../domain/creden
 import type { ActiveSigningKey } from '../keys/key-ring.ts';
 import type { IssuerMetrics } from '../metrics.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
-import type { CredentialWriter } from '../stores/credential-writer.ts';
-import type { CredentialStore, RevocationEntry } from '../stores/credentials.ts';
+import { ApiKeyRevokedError, type CredentialWriter } from '../stores/credential-writer.ts';
+import type {
+  CredentialListing,
+  CredentialStore,
+  RevocationEntry,
+  WatermarkEntry,
+} from '../stores/credentials.ts';
 import type { RedisRevocationMarks } from '../stores/revocation-marks.ts';
 import { SlotLedgerUnavailableError, type SlotStore } from '../stores/slot-store.ts';
 import { type CredentialClaims, isJti, newJti, signCredential, verifyCredential } from './jwt.ts';
@@ -62,7 +67,31 @@ export interface RevokedCredential {
 export interface RevocationPage {
   revocations: RevocationEntry[];
   nextCursor: bigint;
+  /** Project watermarks in force (docs/credentials.md, "Containment"). */
+  watermarks: WatermarkEntry[];
 }
+
+/** RevokeCredentials: a project's credentials by API key and/or issue time (at least one). */
+export interface BulkRevokeInput {
+  tenantId: string;
+  projectId: string;
+  /** Empty: any key. */
+  apiKeyId: string;
+  issuedBefore?: Date;
+}
+
+export interface CredentialPage {
+  credentials: CredentialListing[];
+  /** Empty on the last page. */
+  nextCursor: string;
+}
+
+const DEFAULT_CREDENTIALS_LIMIT = 50;
+const MAX_CREDENTIALS_LIMIT = 200;
+/** Redis follow-ups of a bulk revocation run this many at once (marks, then slot releases). */
+const FOLLOW_UP_CHUNK = 256;
+/** A watermark is sent in the feed this long past its instant: every credential it refuses has expired by then (plus leeway). */
+const WATERMARK_SLACK_MS = 60_000;
 
 export interface CredentialDeps {
   config: CredentialsConfig;
@@ -190,6 +219,11 @@ export class Credentials {
         expiresAt,
       });
     } catch (err) {
+      if (err instanceof ApiKeyRevokedError) {
+        // Revoked with its credentials (a gateway still trusted it from its cache): as a revoked key.
+        await this.#release(req.tenantId, jti, 'API key revoked');
+        throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      }
       await this.#release(req.tenantId, jti, 'recording failed');
       throw new AppError('unavailable', RECORD_UNAVAILABLE_MESSAGE, { retryAfterSeconds: 1, cause: err });
     }
@@ -269,31 +303,149 @@ export class Credentials {
     );
     if (!result) throw new AppError('not_found', CREDENTIAL_NOT_FOUND_MESSAGE);
     if (result.newly) this.#d.audit.kick();
-    const redis = await Promise.allSettled([
-      this.#d.marks?.mark(jti, result.expiresAt.getTime()),
-      this.#d.slots.release(tenantId, jti),
-    ]);
-    for (const r of redis) {
-      if (r.status === 'rejected') {
-        this.#d.logger.warn(
-          { err: { message: (r.reason as Error).message }, jti },
-          'revocation recorded, but Redis could not be updated; Postgres answers until a retry succeeds',
-        );
-      }
-    }
-    if (result.newly) {
-      this.#d.metrics?.revoked.inc();
-      this.#wake();
-      await this.#d.bus
-        .publish(BUS_CHANNELS.credentialsRevoked, JSON.stringify({ jti, sequence: String(result.sequence) }))
-        .catch((err: unknown) => {
-          this.#d.logger.warn(
-            { err: { message: (err as Error).message } },
-            'could not announce a revocation; long-polls of other replicas notice it within a second',
-          );
-        });
-    }
+    await this.#afterRevocation(
+      tenantId,
+      [{ jti, expiresAt: result.expiresAt }],
+      result.newly ? { count: 1, sequence: result.sequence, message: { jti } } : undefined,
+    );
     return { jti, revokedAt: result.revokedAt };
+  }
+
+  /**
+   * RevokeCredentials: every unexpired, unrevoked credential of the project matching the API
+   * key and/or `issuedBefore`, in one PostgreSQL transaction with its feed entries, the revoked
+   * key's record, the raised watermark and the `credentials.bulk_revoke` audit event; then the
+   * follow-ups of a single revocation for each. Answers how many this call revoked.
+   * `issuedBefore` is rounded up to a whole second (`iat` is in seconds) and may not be later
+   * than now.
+   */
+  async revokeMany(input: BulkRevokeInput): Promise<number> {
+    const { tenantId, projectId, apiKeyId } = input;
+    if (!isId('tenant', tenantId))
+      throw new AppError('invalid_request', 'tenant_id must be a tenant id (ten_…)');
+    if (!isId('project', projectId))
+      throw new AppError('invalid_request', 'project_id must be a project id (prj_…)');
+    if (apiKeyId && !isId('apiKey', apiKeyId))
+      throw new AppError('invalid_request', 'api_key_id must be an API key id (key_…)');
+    if (!apiKeyId && !input.issuedBefore)
+      throw new AppError('invalid_request', 'give api_key_id, issued_before or both');
+    const now = this.#d.clock.now();
+    let issuedBefore: Date | undefined;
+    if (input.issuedBefore) {
+      const ms = input.issuedBefore.getTime();
+      if (!Number.isFinite(ms)) throw new AppError('invalid_request', 'issued_before must be an instant');
+      if (ms > now.getTime())
+        throw new AppError('invalid_request', 'issued_before must not be in the future');
+      issuedBefore = new Date(Math.ceil(ms / 1000) * 1000);
+    }
+    const result = await this.#d.store.revokeMatching(
+      { tenantId, projectId, apiKeyId: apiKeyId || undefined, issuedBefore },
+      now,
+      (trx, revoked) =>
+        this.#d.audit.enqueue(trx, {
+          action: 'credentials.bulk_revoke',
+          tenantId,
+          target: { type: 'project', id: projectId },
+          details: {
+            api_key_id: apiKeyId || null,
+            issued_before: issuedBefore?.toISOString() ?? null,
+            revoked,
+          },
+        }),
+    );
+    this.#d.audit.kick();
+    const last = [result.watermarkSequence, result.revoked.at(-1)?.sequence]
+      .filter((s) => s !== undefined)
+      .reduce<bigint | undefined>((a, b) => (a === undefined || b > a ? b : a), undefined);
+    await this.#afterRevocation(
+      tenantId,
+      result.revoked,
+      last === undefined
+        ? undefined
+        : { count: result.revoked.length, sequence: last, message: { projectId } },
+    );
+    return result.revoked.length;
+  }
+
+  /**
+   * After revocations committed: Redis marks and slot releases (FOLLOW_UP_CHUNK at a time),
+   * then, when something new was committed, the metrics, the local long-polls and one bus
+   * message for every replica. Redis failures are logged: Postgres stays the truth, and a
+   * retry of the call repeats these steps.
+   */
+  async #afterRevocation(
+    tenantId: string,
+    revoked: readonly { jti: string; expiresAt: Date }[],
+    announce: { count: number; sequence: bigint | undefined; message: Record<string, string> } | undefined,
+  ): Promise<void> {
+    let failure: unknown;
+    for (let i = 0; i < revoked.length; i += FOLLOW_UP_CHUNK) {
+      const chunk = revoked.slice(i, i + FOLLOW_UP_CHUNK);
+      const redis = await Promise.allSettled(
+        chunk.flatMap(({ jti, expiresAt }) => [
+          this.#d.marks?.mark(jti, expiresAt.getTime()),
+          this.#d.slots.release(tenantId, jti),
+        ]),
+      );
+      failure ??= redis.find((r) => r.status === 'rejected')?.reason;
+    }
+    if (failure !== undefined) {
+      this.#d.logger.warn(
+        { err: { message: (failure as Error).message }, tenantId, count: revoked.length },
+        'revocation recorded, but Redis could not be updated; Postgres answers until a retry succeeds',
+      );
+    }
+    if (!announce) return;
+    this.#d.metrics?.revoked.inc(announce.count);
+    this.#wake();
+    await this.#d.bus
+      .publish(
+        BUS_CHANNELS.credentialsRevoked,
+        JSON.stringify({ ...announce.message, sequence: String(announce.sequence) }),
+      )
+      .catch((err: unknown) => {
+        this.#d.logger.warn(
+          { err: { message: (err as Error).message } },
+          'could not announce a revocation; long-polls of other replicas notice it within a second',
+        );
+      });
+  }
+
+  /**
+   * ListCredentials: a project's credentials, newest first, `limit` (1..200, 0: 50) per page;
+   * `cursor` is the opaque `nextCursor` of the previous page.
+   */
+  async list(input: {
+    tenantId: string;
+    projectId: string;
+    apiKeyId: string;
+    active: boolean;
+    limit: number;
+    cursor: string;
+  }): Promise<CredentialPage> {
+    if (!isId('tenant', input.tenantId))
+      throw new AppError('invalid_request', 'tenant_id must be a tenant id (ten_…)');
+    if (!Number.isInteger(input.limit) || input.limit < 0 || input.limit > MAX_CREDENTIALS_LIMIT) {
+      throw new AppError('invalid_request', `limit must be between 1 and ${MAX_CREDENTIALS_LIMIT}`);
+    }
+    const limit = input.limit || DEFAULT_CREDENTIALS_LIMIT;
+    const after = input.cursor ? decodeListCursor(input.cursor) : undefined;
+    // An id of another kind matches nothing: an empty page, as for a key without credentials.
+    const credentials = await this.#d.store.list(
+      {
+        tenantId: input.tenantId,
+        projectId: input.projectId,
+        apiKeyId: input.apiKeyId || undefined,
+        active: input.active,
+        limit: limit + 1,
+        after,
+      },
+      this.#d.clock.now(),
+    );
+    const more = credentials.length > limit;
+    const page = more ? credentials.slice(0, limit) : credentials;
+    const last = page.at(-1);
+    return { credentials: page, nextCursor: more && last ? encodeListCursor(last) : '' };
   }
 
   // ------------------------------------------------------------ verification
@@ -307,18 +459,19 @@ export class Credentials {
       keyFor: (kid) => this.#d.keys.verificationKey(kid),
     });
     if (!claims) return undefined;
-    return (await this.#isRevoked(claims.jti)) ? undefined : claims;
+    return (await this.#isRevoked(claims)) ? undefined : claims;
   }
 
-  async #isRevoked(jti: string): Promise<boolean> {
+  /** Revoked (Redis mark, else Postgres), or issued before its project's watermark (Postgres). */
+  async #isRevoked(claims: CredentialClaims): Promise<boolean> {
     if (this.#d.marks) {
       try {
-        if (await this.#d.marks.isMarked(jti)) return true;
+        if (await this.#d.marks.isMarked(claims.jti)) return true;
       } catch {
         // Redis is away: Postgres decides.
       }
     }
-    return this.#d.store.isRevoked(jti);
+    return this.#d.store.isRevoked(claims.jti, { projectId: claims.pid, iat: claims.iat });
   }
 
   /** Fresh relays for the holder of a valid credential (region: asked, else the credential's). */
@@ -355,12 +508,21 @@ export class Credentials {
     for (;;) {
       // Armed before the read: a revocation committed meanwhile still wakes us.
       const woken = this.#nextWake();
+      // Watermarks first: every revocation before the newest watermark's sequence has
+      // committed by then (one lock orders both), so the read after it cannot miss one.
+      const since = new Date(
+        this.#d.clock.now().getTime() - this.#d.maxTtlSeconds * 1000 - WATERMARK_SLACK_MS,
+      );
+      const watermarks = await this.#d.store.watermarksSince(since);
       const revocations = await this.#d.store.revocationsAfter(cursor, pageSize);
+      const raised = watermarks.reduce((max, w) => (w.sequence > max ? w.sequence : max), cursor);
       const remaining = deadline - performance.now();
-      if (revocations.length || remaining <= 0 || signal?.aborted || this.#stopped) {
+      if (revocations.length || raised > cursor || remaining <= 0 || signal?.aborted || this.#stopped) {
         woken.cancel();
-        const last = revocations.at(-1);
-        return { revocations, nextCursor: last ? last.sequence : cursor };
+        const last = revocations.at(-1)?.sequence ?? cursor;
+        // A full page may have more revocations before the watermark's position: stop at the page.
+        const nextCursor = revocations.length === pageSize || raised < last ? last : raised;
+        return { revocations, nextCursor, watermarks };
       }
       await woken.wait(Math.min(remaining, FEED_RECHECK_MS), signal);
     }
@@ -401,6 +563,23 @@ export class Credentials {
       },
     };
   }
+}
+
+/** The opaque ListCredentials cursor: base64url of the last row's issued_at (ms) and jti. */
+function encodeListCursor(last: CredentialListing): string {
+  return Buffer.from(JSON.stringify([last.issuedAt.getTime(), last.jti])).toString('base64url');
+}
+
+function decodeListCursor(cursor: string): { issuedAt: Date; jti: string } {
+  try {
+    const [ms, jti] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown[];
+    if (typeof ms === 'number' && Number.isSafeInteger(ms) && typeof jti === 'string' && isJti(jti)) {
+      return { issuedAt: new Date(ms), jti };
+    }
+  } catch {
+    // fall through
+  }
+  throw new AppError('invalid_request', 'cursor is not one this API returned');
 }
 
 /** The refusal of a tenant at its cap, whether decided at reservation or at confirmation. */

@@ -37,8 +37,28 @@ export interface IssuerDatabase {
   credentials: CredentialsTable;
   revocations: RevocationsTable;
   relays: RelaysTable;
+  project_watermarks: ProjectWatermarksTable;
+  revoked_api_keys: RevokedApiKeysTable;
   /** Audit events not yet delivered to admin (@relayplane/shared/audit-outbox). */
   audit_outbox: AuditOutboxTable;
+}
+
+/** Per project: its credentials issued before `issued_before` are refused (only raised). */
+export interface ProjectWatermarksTable {
+  project_id: string;
+  tenant_id: string;
+  issued_before: Date;
+  /** The revocation feed position it was last raised at (int8: a string from pg). */
+  sequence: ColumnType<string | number | bigint, string, string>;
+  updated_at: Date;
+}
+
+/** API keys revoked with their credentials: no credential of theirs is recorded afterwards. */
+export interface RevokedApiKeysTable {
+  api_key_id: string;
+  tenant_id: string;
+  project_id: string;
+  revoked_at: Date;
 }
 
 /** Registered relays (static ones live in configuration). Soft-deleted rows stay for audit. */

@@ -9,11 +9,13 @@ import { heartbeat } from './heartbeat.ts';
 import { introspectCredential } from './introspect-credential.ts';
 import { issueCredential } from './issue-credential.ts';
 import { issueCredentialBatches, issueCredentials } from './issue-credential-streams.ts';
+import { listCredentials } from './list-credentials.ts';
 import { listRelays } from './list-relays.ts';
 import { listRevocations } from './list-revocations.ts';
 import { listSigningKeys } from './list-signing-keys.ts';
 import { registerRelay } from './register-relay.ts';
 import { revokeCredential } from './revoke-credential.ts';
+import { revokeCredentials } from './revoke-credentials.ts';
 import { rotateSigningKeys } from './rotate-signing-keys.ts';
 import { summarizeUsage } from './summarize-usage.ts';
 
@@ -26,6 +28,8 @@ export function issuerHandlers(deps: IssuerDeps): ServiceImpl<typeof IssuerServi
     issueCredentials: issueCredentials(deps),
     issueCredentialBatches: issueCredentialBatches(deps),
     revokeCredential: revokeCredential(deps),
+    revokeCredentials: revokeCredentials(deps),
+    listCredentials: listCredentials(deps),
     introspectCredential: introspectCredential(deps),
     listRevocations: listRevocations(deps),
     assignRelays: assignRelays(deps),

@@ -17,6 +17,10 @@ export function listRevocations({
         expiresAt: timestampFromDate(r.expiresAt),
       })),
       nextCursor: page.nextCursor,
+      watermarks: page.watermarks.map((w) => ({
+        projectId: w.projectId,
+        issuedBefore: timestampFromDate(w.issuedBefore),
+      })),
     };
   };
 }

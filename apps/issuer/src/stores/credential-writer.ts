@@ -7,6 +7,13 @@
  * arrive while all are busy go out together when one ends (no timer). Each caller's promise
  * settles when the statement holding its row has committed (or failed): a credential is
  * answered only after its jti is stored.
+ *
+ * A row of an API key recorded in `revoked_api_keys` (its credentials were revoked with it,
+ * docs/credentials.md "Containment") is not stored: the statement skips it, and its caller is
+ * rejected with `ApiKeyRevokedError`. The bulk revocation locks the table against these inserts
+ * while it records the key and revokes its credentials, so a credential is either stored before
+ * it (and revoked by it) or refused after it — a gateway still trusting the key from its cache
+ * cannot get one through.
  */
 import type { KeyMode } from '@relayplane/shared/contract';
 import type { Database } from '@relayplane/shared/db';
@@ -26,6 +33,16 @@ export interface CredentialRow {
   expiresAt: Date;
 }
 
+/** The row's API key was revoked with its credentials: the credential must not be answered. */
+export class ApiKeyRevokedError extends Error {
+  readonly apiKeyId: string;
+  constructor(apiKeyId: string) {
+    super('the API key was revoked');
+    this.name = 'ApiKeyRevokedError';
+    this.apiKeyId = apiKeyId;
+  }
+}
+
 interface Pending {
   row: CredentialRow;
   resolve: () => void;
@@ -38,6 +55,7 @@ const MAX_CREDENTIAL_STATEMENTS = 2;
 
 export class CredentialWriter {
   readonly #db: Kysely<IssuerDatabase>;
+  readonly #schema: string;
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
   #queue: Pending[] = [];
@@ -57,6 +75,7 @@ export class CredentialWriter {
     options: { maxBatch?: number; maxInFlight?: number } = {},
   ) {
     this.#db = database.db;
+    this.#schema = database.schema;
     this.#maxBatch = options.maxBatch ?? MAX_CREDENTIAL_BATCH;
     this.#maxInFlight = options.maxInFlight ?? MAX_CREDENTIAL_STATEMENTS;
     this.#prepared = database.prepared && {
@@ -64,7 +83,9 @@ export class CredentialWriter {
       text: `insert into "${database.schema}".credentials
         (jti, tenant_id, project_id, api_key_id, kid, mode, scopes, issued_at, expires_at)
         select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-          $7::text[], $8::timestamptz[], $9::timestamptz[])`,
+          $7::text[], $8::timestamptz[], $9::timestamptz[])
+          as u(jti, tenant_id, project_id, api_key_id, kid, mode, scopes, issued_at, expires_at)
+        where not exists (select 1 from "${database.schema}".revoked_api_keys r where r.api_key_id = u.api_key_id)`,
     };
   }
 
@@ -105,15 +126,21 @@ export class CredentialWriter {
 
   async #write(batch: Pending[]): Promise<void> {
     try {
-      await this.insert(batch.map((p) => p.row));
-      for (const p of batch) p.resolve();
+      const refused = (await this.insert(batch.map((p) => p.row))) || undefined;
+      for (const p of batch) {
+        if (refused?.has(p.row.jti)) p.reject(new ApiKeyRevokedError(p.row.apiKeyId));
+        else p.resolve();
+      }
     } catch (err) {
       for (const p of batch) p.reject(err);
     }
   }
 
-  /** One statement for the whole batch (public so fault-injection tests can replace it). */
-  async insert(rows: readonly CredentialRow[]): Promise<void> {
+  /**
+   * One statement for the whole batch (public so fault-injection tests can replace it).
+   * Answers the jtis it refused (their API key is revoked); nothing when it stored every row.
+   */
+  async insert(rows: readonly CredentialRow[]): Promise<ReadonlySet<string> | undefined> {
     this.statements++;
     const col = <K extends keyof CredentialRow>(k: K) => rows.map((r) => r[k]);
     // Rows of a batch mostly share their times (same second, same ttl): format each once.
@@ -130,7 +157,7 @@ export class CredentialWriter {
       });
     };
     if (this.#prepared) {
-      await this.#prepared.run('relayplane_insert_credentials', this.#prepared.text, [
+      const { rowCount } = await this.#prepared.run('relayplane_insert_credentials', this.#prepared.text, [
         col('jti'),
         col('tenantId'),
         col('projectId'),
@@ -141,9 +168,9 @@ export class CredentialWriter {
         iso('issuedAt'),
         iso('expiresAt'),
       ]);
-      return;
+      return rowCount === rows.length ? undefined : this.#refused(rows);
     }
-    await this.#db
+    const [result] = await this.#db
       .insertInto('credentials')
       .columns([
         'jti',
@@ -161,8 +188,27 @@ export class CredentialWriter {
           ${col('jti')}::text[], ${col('tenantId')}::text[], ${col('projectId')}::text[],
           ${col('apiKeyId')}::text[], ${col('kid')}::text[], ${col('mode')}::text[],
           ${col('scopes')}::text[], ${iso('issuedAt')}::timestamptz[], ${iso('expiresAt')}::timestamptz[]
+        ) as u(jti, tenant_id, project_id, api_key_id, kid, mode, scopes, issued_at, expires_at)
+        where not exists (
+          select 1 from ${sql.id(this.#schema, 'revoked_api_keys')} r where r.api_key_id = u.api_key_id
         )`,
       )
       .execute();
+    return Number(result?.numInsertedOrUpdatedRows ?? 0) === rows.length ? undefined : this.#refused(rows);
+  }
+
+  /** The rows of a batch the statement skipped (rare: only rows of a revoked API key). */
+  async #refused(rows: readonly CredentialRow[]): Promise<ReadonlySet<string>> {
+    const stored = await this.#db
+      .selectFrom('credentials')
+      .select('jti')
+      .where(
+        'jti',
+        'in',
+        rows.map((r) => r.jti),
+      )
+      .execute();
+    const kept = new Set(stored.map((r) => r.jti));
+    return new Set(rows.filter((r) => !kept.has(r.jti)).map((r) => r.jti));
   }
 }

@@ -21,15 +21,56 @@ export interface RevokeResult {
   sequence?: bigint;
 }
 
+/** What a bulk revocation (RevokeCredentials) matches within one project of one tenant. */
+export interface BulkRevokeFilter {
+  tenantId: string;
+  projectId: string;
+  /** Only this key's credentials; the key is also recorded in `revoked_api_keys`. */
+  apiKeyId?: string;
+  /** Only credentials issued before it; it also raises the project's watermark. Whole seconds. */
+  issuedBefore?: Date;
+}
+
+export interface BulkRevokeResult {
+  /** The credentials this call revoked, with their feed positions. */
+  revoked: { jti: string; expiresAt: Date; sequence: bigint }[];
+  /** Feed position of the raised watermark; undefined when it was not raised. */
+  watermarkSequence?: bigint;
+}
+
+export interface WatermarkEntry {
+  projectId: string;
+  tenantId: string;
+  issuedBefore: Date;
+  sequence: bigint;
+}
+
+export interface CredentialListing {
+  jti: string;
+  apiKeyId: string;
+  issuedAt: Date;
+  expiresAt: Date;
+  revokedAt: Date | null;
+}
+
+/** A page position: the last row of the previous page (newest first: issued_at desc, jti desc). */
+export interface CredentialListPosition {
+  issuedAt: Date;
+  jti: string;
+}
+
 // Revocations take this transaction-scoped advisory lock, so feed sequences become visible
 // in the order they were taken: a reader past sequence n never misses a later commit of n-1.
 const REVOCATION_FEED_LOCK = 0x72706376; // "rpcv"
 
 export class CredentialStore {
   readonly #db: Kysely<IssuerDatabase>;
+  readonly #schema: string;
 
-  constructor(db: Kysely<IssuerDatabase>) {
+  /** `schema`: the issuer's PostgreSQL schema (the bulk revocation names its table in raw SQL). */
+  constructor(db: Kysely<IssuerDatabase>, schema = 'issuer') {
     this.#db = db;
+    this.#schema = schema;
   }
 
   /**
@@ -81,6 +122,153 @@ export class CredentialStore {
   }
 
   /**
+   * Revokes every unexpired, unrevoked credential of the project matching `filter`, in one
+   * transaction, each with its feed entry; records the API key as revoked (the writer refuses
+   * its credentials from then on) and raises the project's watermark (never lowers it).
+   * `inTransaction` runs last in the same transaction (the audit outbox row): if it throws,
+   * nothing changed.
+   *
+   * The transaction first locks `credentials` in SHARE ROW EXCLUSIVE mode: it waits for the
+   * inserts under way (so its update sees their rows) and holds new ones back until it commits
+   * (so they see the revoked key). Issuance pauses for the length of this transaction — one
+   * update and one insert of N rows over the tenant's live credentials (at most its cap).
+   */
+  async revokeMatching(
+    filter: BulkRevokeFilter,
+    now: Date,
+    inTransaction?: (tx: Kysely<IssuerDatabase>, revoked: number) => Promise<unknown>,
+  ): Promise<BulkRevokeResult> {
+    const { tenantId, projectId, apiKeyId, issuedBefore } = filter;
+    return this.#db.transaction().execute(async (tx) => {
+      await sql`lock table ${sql.id(this.#schema, 'credentials')} in share row exclusive mode`.execute(tx);
+      await sql`select pg_advisory_xact_lock(${REVOCATION_FEED_LOCK})`.execute(tx);
+      if (apiKeyId) {
+        await tx
+          .insertInto('revoked_api_keys')
+          .values({ api_key_id: apiKeyId, tenant_id: tenantId, project_id: projectId, revoked_at: now })
+          .onConflict((oc) => oc.column('api_key_id').doNothing())
+          .execute();
+      }
+      // The range of credentials_tenant_live: at most the tenant's cap of rows.
+      let update = tx
+        .updateTable('credentials')
+        .set({ revoked_at: now })
+        .where('tenant_id', '=', tenantId)
+        .where('revoked_at', 'is', null)
+        .where('expires_at', '>', now)
+        .where('project_id', '=', projectId);
+      if (apiKeyId) update = update.where('api_key_id', '=', apiKeyId);
+      if (issuedBefore) update = update.where('issued_at', '<', issuedBefore);
+      const updated = await update.returning(['jti', 'expires_at']).execute();
+      const revoked: BulkRevokeResult['revoked'] = [];
+      if (updated.length > 0) {
+        const rows = await tx
+          .insertInto('revocations')
+          .columns(['jti', 'tenant_id', 'revoked_at', 'expires_at'])
+          .expression(
+            sql`select jti, ${tenantId}, ${now}::timestamptz, expires_at
+              from unnest(${updated.map((u) => u.jti)}::text[], ${updated.map((u) => u.expires_at.toISOString())}::timestamptz[])
+              as u(jti, expires_at)`,
+          )
+          .returning(['sequence', 'jti', 'expires_at'])
+          .execute();
+        for (const r of rows)
+          revoked.push({ jti: r.jti, expiresAt: r.expires_at, sequence: BigInt(r.sequence) });
+      }
+      let watermarkSequence: bigint | undefined;
+      if (issuedBefore) {
+        // Same sequence as the feed (taken under its lock): raising a watermark moves the cursor.
+        const next = sql<string>`nextval(pg_get_serial_sequence(${`"${this.#schema}".revocations`}, 'sequence'))`;
+        const raised = await tx
+          .insertInto('project_watermarks')
+          .values({
+            project_id: projectId,
+            tenant_id: tenantId,
+            issued_before: issuedBefore,
+            sequence: next as unknown as string,
+            updated_at: now,
+          })
+          .onConflict((oc) =>
+            oc
+              .column('project_id')
+              .doUpdateSet({
+                issued_before: (eb) => eb.ref('excluded.issued_before'),
+                sequence: (eb) => eb.ref('excluded.sequence'),
+                updated_at: (eb) => eb.ref('excluded.updated_at'),
+              })
+              .where('project_watermarks.issued_before', '<', (eb) => eb.ref('excluded.issued_before')),
+          )
+          .returning('sequence')
+          .executeTakeFirst();
+        if (raised) watermarkSequence = BigInt(raised.sequence);
+      }
+      await inTransaction?.(tx, revoked.length);
+      return { revoked, watermarkSequence };
+    });
+  }
+
+  /**
+   * A project's credentials, newest first (issued_at, then jti, descending), after `after`,
+   * at most `limit`. `active`: only unexpired, unrevoked ones at `now`.
+   */
+  async list(
+    query: {
+      tenantId: string;
+      projectId: string;
+      apiKeyId?: string;
+      active: boolean;
+      limit: number;
+      after?: CredentialListPosition;
+    },
+    now: Date,
+  ): Promise<CredentialListing[]> {
+    let select = this.#db
+      .selectFrom('credentials')
+      .select(['jti', 'api_key_id', 'issued_at', 'expires_at', 'revoked_at'])
+      .where('tenant_id', '=', query.tenantId)
+      .where('project_id', '=', query.projectId);
+    if (query.apiKeyId) select = select.where('api_key_id', '=', query.apiKeyId);
+    if (query.active) select = select.where('revoked_at', 'is', null).where('expires_at', '>', now);
+    const after = query.after;
+    if (after) {
+      select = select.where((eb) =>
+        eb.or([
+          eb('issued_at', '<', after.issuedAt),
+          eb.and([eb('issued_at', '=', after.issuedAt), eb('jti', '<', after.jti)]),
+        ]),
+      );
+    }
+    const rows = await select
+      .orderBy('issued_at', 'desc')
+      .orderBy('jti', 'desc')
+      .limit(query.limit)
+      .execute();
+    return rows.map((r) => ({
+      jti: r.jti,
+      apiKeyId: r.api_key_id,
+      issuedAt: r.issued_at,
+      expiresAt: r.expires_at,
+      revokedAt: r.revoked_at,
+    }));
+  }
+
+  /** Watermarks whose `issued_before` is after `since` (older ones no longer refuse anything live). */
+  async watermarksSince(since: Date): Promise<WatermarkEntry[]> {
+    const rows = await this.#db
+      .selectFrom('project_watermarks')
+      .select(['project_id', 'tenant_id', 'issued_before', 'sequence'])
+      .where('issued_before', '>', since)
+      .orderBy('sequence')
+      .execute();
+    return rows.map((r) => ({
+      projectId: r.project_id,
+      tenantId: r.tenant_id,
+      issuedBefore: r.issued_before,
+      sequence: BigInt(r.sequence),
+    }));
+  }
+
+  /**
    * Marks a recorded credential that was never handed out as revoked (its issuance was refused
    * after the row committed), so no rebuild of its tenant's slots counts it. Not in the feed:
    * nobody ever held the token. Idempotent.
@@ -111,14 +299,43 @@ export class CredentialStore {
     return rows.map((r) => ({ jti: r.jti, expiresAtMs: r.expires_at.getTime() }));
   }
 
-  /** True when `jti` is recorded as revoked (false when unknown or not revoked). */
-  async isRevoked(jti: string): Promise<boolean> {
-    const row = await this.#db
-      .selectFrom('credentials')
-      .select('revoked_at')
-      .where('jti', '=', jti)
-      .executeTakeFirst();
-    return row?.revoked_at != null;
+  /**
+   * True when `jti` is recorded as revoked (false when unknown or not revoked), or — given its
+   * project and `iat` (seconds) — issued before its project's watermark, row or no row. One
+   * round trip either way.
+   */
+  async isRevoked(jti: string, issued?: { projectId: string; iat: number }): Promise<boolean> {
+    if (!issued) {
+      const row = await this.#db
+        .selectFrom('credentials')
+        .select('revoked_at')
+        .where('jti', '=', jti)
+        .executeTakeFirst();
+      return row?.revoked_at != null;
+    }
+    const { refused } = await this.#db
+      .selectNoFrom((eb) => [
+        eb
+          .or([
+            eb.exists(
+              eb
+                .selectFrom('credentials')
+                .select('jti')
+                .where('jti', '=', jti)
+                .where('revoked_at', 'is not', null),
+            ),
+            eb.exists(
+              eb
+                .selectFrom('project_watermarks')
+                .select('project_id')
+                .where('project_id', '=', issued.projectId)
+                .where('issued_before', '>', new Date(issued.iat * 1000)),
+            ),
+          ])
+          .as('refused'),
+      ])
+      .executeTakeFirstOrThrow();
+    return refused === true;
   }
 
   /** True when a row exists for `jti` (tests: no credential is ever answered without one). */

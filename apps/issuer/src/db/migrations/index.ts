@@ -5,6 +5,7 @@ import * as credentials from './20261122T2200-credentials.ts';
 import * as credentialsIssuedAt from './20261123T1000-credentials-issued-at.ts';
 import * as dropCredentialsTenantIssued from './20261125T1600-drop-credentials-tenant-issued.ts';
 import * as credentialsTenantLive from './20261127T1000-credentials-tenant-live.ts';
+import * as credentialContainment from './20261128T2000-credential-containment.ts';
 import * as auditOutbox from './20261129T1000-audit-outbox.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
@@ -15,5 +16,6 @@ export const migrations: Record<string, Migration> = {
   '20261123T1000-credentials-issued-at': credentialsIssuedAt,
   '20261125T1600-drop-credentials-tenant-issued': dropCredentialsTenantIssued,
   '20261127T1000-credentials-tenant-live': credentialsTenantLive,
+  '20261128T2000-credential-containment': credentialContainment,
   '20261129T1000-audit-outbox': auditOutbox,
 };

@@ -1,0 +1,329 @@
+import { timestampDate, timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { ManualClock } from '@relayplane/shared/clock';
+import { newId } from '@relayplane/shared/ids';
+import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
+import { Redis } from 'ioredis';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redisKeys } from '../src/redis/keys.ts';
+import { issueRequest, newKek, type RunningIssuer, rejection, startIssuer } from './support/harness.ts';
+
+/**
+ * Containment of a leaked API key (docs/credentials.md, "Containment"): RevokeCredentials,
+ * the project watermark, the revoked-key refusal at issuance, ListCredentials. Two issuer
+ * replicas on one PostgreSQL database and one Redis, over real gRPC.
+ */
+describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)', () => {
+  const redis = createTestRedis('issuer_containment');
+  const keys = redisKeys(redis.prefix);
+  const admin = new Redis(redis.url);
+  let database: TestDatabase;
+  let a: RunningIssuer;
+  let b: RunningIssuer;
+  const clock = new ManualClock(Date.now());
+
+  const slotsOf = (tenantId: string) => admin.zrange(keys.slots(tenantId), '0', '-1');
+  const scope = () => ({ tenantId: newId('tenant'), projectId: newId('project'), apiKeyId: newId('apiKey') });
+  type Scope = ReturnType<typeof scope>;
+  const issue = async (s: Scope, n: number, cap = 100) => {
+    const issued = [];
+    for (let i = 0; i < n; i++) {
+      issued.push(await a.client.issueCredential(issueRequest(s, { maxConcurrentConnections: cap })));
+    }
+    return issued;
+  };
+  const active = async (token: string) => (await b.client.introspectCredential({ token })).active;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('issuer_containment');
+    const kek = newKek();
+    a = await startIssuer({ databaseUrl: database.url, clock, kek, redis });
+    b = await startIssuer({ databaseUrl: database.url, clock, kek, redis });
+  });
+
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    admin.disconnect();
+    await database?.drop();
+    await redis.clean();
+  });
+
+  it("revokes an API key's live credentials at once: inactive, refused at assignment, in the feed, slots freed, key refused after", async () => {
+    const s = scope();
+    const other = { ...s, apiKeyId: newId('apiKey') };
+    const elsewhere = { ...s, projectId: newId('project'), apiKeyId: newId('apiKey') };
+    const leaked = await issue(s, 5);
+    const kept = await issue(other, 2);
+    const unrelated = await issue(elsewhere, 1);
+    expect((await slotsOf(s.tenantId)).length).toBe(8);
+    const before = await b.client.listRevocations({ cursor: 0n, limit: 1000 });
+    let cursor = before.nextCursor;
+    for (;;) {
+      const page = await b.client.listRevocations({ cursor, limit: 1000 });
+      if (page.revocations.length === 0) break;
+      cursor = page.nextCursor;
+    }
+
+    const res = await a.client.revokeCredentials({
+      tenantId: s.tenantId,
+      projectId: s.projectId,
+      apiKeyId: s.apiKeyId,
+    });
+    expect(res.revoked).toBe(5);
+
+    for (const c of leaked) {
+      expect(await active(c.token)).toBe(false);
+      expect((await rejection(b.client.assignRelays({ token: c.token, region: '' }))).code).toBe(
+        'unauthenticated',
+      );
+    }
+    for (const c of [...kept, ...unrelated]) expect(await active(c.token)).toBe(true);
+    expect((await slotsOf(s.tenantId)).sort()).toEqual([...kept, ...unrelated].map((c) => c.jti).sort());
+    const feed = await b.client.listRevocations({ cursor, limit: 1000 });
+    expect(feed.revocations.map((r) => r.jti).sort()).toEqual(leaked.map((c) => c.jti).sort());
+    for (const c of leaked) expect(await admin.exists(keys.revoked(c.jti))).toBe(1);
+
+    // A repeat revokes nothing more; the key can no longer get a credential on any replica.
+    expect(
+      (
+        await b.client.revokeCredentials({
+          tenantId: s.tenantId,
+          projectId: s.projectId,
+          apiKeyId: s.apiKeyId,
+        })
+      ).revoked,
+    ).toBe(0);
+    for (const issuer of [a, b]) {
+      const err = await rejection(
+        issuer.client.issueCredential(issueRequest(s, { maxConcurrentConnections: 100 })),
+      );
+      expect(err.code).toBe('unauthenticated');
+      expect(err.message).toBe('invalid or expired token');
+    }
+    const rows = await sql<{
+      n: string;
+    }>`select count(*) as n from issuer.credentials where api_key_id = ${s.apiKeyId}`.execute(
+      a.service.database.db,
+    );
+    expect(Number(rows.rows[0]?.n)).toBe(5);
+    expect((await slotsOf(s.tenantId)).length).toBe(3);
+    // The other key of the project still issues.
+    expect(
+      (await a.client.issueCredential(issueRequest(other, { maxConcurrentConnections: 100 }))).token,
+    ).toMatch(/^ey/);
+  });
+
+  it('records the bulk revocation as credentials.bulk_revoke in the audit outbox, without any token', async () => {
+    const s = scope();
+    const issued = await issue(s, 3);
+    await a.client.revokeCredentials({ tenantId: s.tenantId, projectId: s.projectId, apiKeyId: s.apiKeyId });
+    const rows = await sql<{
+      action: string;
+      target_type: string;
+      target_id: string;
+      details: unknown;
+      tenant_id: string;
+    }>`
+      select action, target_type, target_id, details, tenant_id from issuer.audit_outbox
+      where tenant_id = ${s.tenantId}`.execute(a.service.database.db);
+    expect(
+      rows.rows.map((r) => ({
+        ...r,
+        details: typeof r.details === 'string' ? JSON.parse(r.details) : r.details,
+      })),
+    ).toEqual([
+      {
+        action: 'credentials.bulk_revoke',
+        tenant_id: s.tenantId,
+        target_type: 'project',
+        target_id: s.projectId,
+        details: { api_key_id: s.apiKeyId, issued_before: null, revoked: 3 },
+      },
+    ]);
+    const text = JSON.stringify(rows.rows);
+    for (const c of issued) expect(text).not.toContain(c.token.split('.')[2]);
+  });
+
+  it('leaves no credential of a key live when issuance races its bulk revocation', async () => {
+    const s = scope();
+    const racing = Array.from({ length: 150 }, (_, i) =>
+      (i % 2 ? a : b).client.issueCredential(issueRequest(s, { maxConcurrentConnections: 1000 })).then(
+        (r) => ({ ok: true as const, jti: r.jti, token: r.token }),
+        (err: { code?: string }) => ({ ok: false as const, code: err.code }),
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const revoked = await a.client.revokeCredentials({
+      tenantId: s.tenantId,
+      projectId: s.projectId,
+      apiKeyId: s.apiKeyId,
+    });
+    const outcomes = await Promise.all(racing);
+    const answered = outcomes.filter((o) => o.ok);
+    const refused = outcomes.filter((o) => !o.ok);
+    // Every answered credential was recorded before the revocation, so it revoked it.
+    expect(answered.length).toBe(revoked.revoked);
+    for (const o of refused) expect(o.code).toBe('unauthenticated');
+    const live = await sql<{ jti: string }>`select jti from issuer.credentials
+      where api_key_id = ${s.apiKeyId} and revoked_at is null`.execute(a.service.database.db);
+    expect(live.rows).toEqual([]);
+    for (const o of answered) expect(await active(o.token)).toBe(false);
+    expect(await slotsOf(s.tenantId)).toEqual([]);
+    console.log(`race: ${answered.length} answered (all revoked), ${refused.length} refused`);
+  });
+
+  it('issued_before revokes older credentials and sets a watermark the feed carries and introspection applies', async () => {
+    const s = scope();
+    const old = await issue(s, 3);
+    clock.advance(10_000);
+    const fresh = await issue({ ...s, apiKeyId: newId('apiKey') }, 2);
+    const cut = clock.now().getTime() - 5_500;
+
+    // A held poll wakes for the watermark.
+    const head = await a.client.listRevocations({ cursor: 0n, limit: 1 });
+    let cursor = head.nextCursor;
+    for (;;) {
+      const page = await a.client.listRevocations({ cursor, limit: 1000 });
+      if (page.revocations.length === 0) break;
+      cursor = page.nextCursor;
+    }
+    const started = performance.now();
+    const held = b.client.listRevocations({ cursor, limit: 1000, waitMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const res = await a.client.revokeCredentials({
+      tenantId: s.tenantId,
+      projectId: s.projectId,
+      issuedBefore: timestampFromMs(cut),
+    });
+    expect(res.revoked).toBe(3);
+    const woke = await held;
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(woke.revocations.map((r) => r.jti).sort()).toEqual(old.map((c) => c.jti).sort());
+    const mark = woke.watermarks.find((w) => w.projectId === s.projectId);
+    // Rounded up to a whole second (iat is in seconds).
+    expect(mark?.issuedBefore && timestampDate(mark.issuedBefore).getTime()).toBe(Math.ceil(cut / 1000) * 1000);
+    expect(woke.nextCursor).toBeGreaterThan(woke.revocations.at(-1)?.sequence ?? 0n);
+    for (const c of old) expect(await active(c.token)).toBe(false);
+    for (const c of fresh) expect(await active(c.token)).toBe(true);
+
+    // The watermark refuses an old credential even without its revocation (row and mark undone).
+    const victim = old[0] as (typeof old)[number];
+    await sql`update issuer.credentials set revoked_at = null where jti = ${victim.jti}`.execute(
+      a.service.database.db,
+    );
+    await admin.del(keys.revoked(victim.jti));
+    expect(await active(victim.token)).toBe(false);
+    expect((await rejection(a.client.assignRelays({ token: victim.token, region: '' }))).code).toBe(
+      'unauthenticated',
+    );
+
+    // Only raised: an earlier instant changes nothing and wakes nobody.
+    const after = await b.client.listRevocations({ cursor: woke.nextCursor, limit: 1000 });
+    expect(after.nextCursor).toBe(woke.nextCursor);
+    await a.client.revokeCredentials({
+      tenantId: s.tenantId,
+      projectId: s.projectId,
+      issuedBefore: timestampFromMs(cut - 60_000),
+    });
+    const still = await b.client.listRevocations({ cursor: woke.nextCursor, limit: 1000 });
+    expect(still.nextCursor).toBe(woke.nextCursor);
+    expect(still.watermarks.find((w) => w.projectId === s.projectId)?.issuedBefore).toEqual(
+      mark?.issuedBefore,
+    );
+  });
+
+  it('refuses a bulk revocation without a filter, with a future issued_before, or with malformed ids', async () => {
+    const s = scope();
+    const cases = [
+      [{ tenantId: s.tenantId, projectId: s.projectId }, /api_key_id, issued_before or both/],
+      [{ ...s, issuedBefore: timestampFromMs(clock.now().getTime() + 60_000) }, /must not be in the future/],
+      [{ ...s, tenantId: 'nope' }, /tenant_id/],
+      [{ ...s, projectId: 'key_x' }, /project_id/],
+      [{ ...s, apiKeyId: 'prj_x' }, /api_key_id/],
+    ] as const;
+    for (const [req, message] of cases) {
+      const err = await rejection(a.client.revokeCredentials(req));
+      expect(err.code).toBe('invalid_request');
+      expect(err.message).toMatch(message);
+    }
+  });
+
+  it('lists credentials newest first, filtered by key and activity, page by page with an opaque cursor', async () => {
+    const s = scope();
+    const k2 = { ...s, apiKeyId: newId('apiKey') };
+    const issued: { jti: string; apiKeyId: string }[] = [];
+    for (let i = 0; i < 7; i++) {
+      const key = i % 3 === 0 ? k2 : s;
+      const [c] = await issue(key, 1);
+      issued.push({ jti: c?.jti ?? '', apiKeyId: key.apiKeyId });
+      clock.advance(1_000);
+    }
+    await a.client.revokeCredential({ tenantId: s.tenantId, jti: issued[1]?.jti });
+    // Another tenant's credentials of the same project id never show.
+    await issue({ ...s, tenantId: newId('tenant') }, 1);
+
+    const pages: string[][] = [];
+    let cursor = '';
+    do {
+      const page = await b.client.listCredentials({
+        tenantId: s.tenantId,
+        projectId: s.projectId,
+        limit: 3,
+        cursor,
+      });
+      pages.push(page.credentials.map((c) => c.jti));
+      for (const c of page.credentials) {
+        expect(c.expiresAt && c.issuedAt && timestampDate(c.expiresAt) > timestampDate(c.issuedAt)).toBe(
+          true,
+        );
+        expect(Object.keys(c)).not.toContain('token');
+      }
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(pages.map((p) => p.length)).toEqual([3, 3, 1]);
+    expect(pages.flat()).toEqual(issued.map((c) => c.jti).reverse());
+
+    const all = await a.client.listCredentials({ tenantId: s.tenantId, projectId: s.projectId });
+    expect(all.nextCursor).toBe('');
+    expect(all.credentials.find((c) => c.jti === issued[1]?.jti)?.revokedAt).toBeDefined();
+    expect(all.credentials.find((c) => c.jti === issued[2]?.jti)?.revokedAt).toBeUndefined();
+
+    const byKey = await a.client.listCredentials({
+      tenantId: s.tenantId,
+      projectId: s.projectId,
+      apiKeyId: k2.apiKeyId,
+    });
+    expect(byKey.credentials.map((c) => c.jti)).toEqual(
+      issued
+        .filter((c) => c.apiKeyId === k2.apiKeyId)
+        .map((c) => c.jti)
+        .reverse(),
+    );
+    expect(byKey.credentials.every((c) => c.apiKeyId === k2.apiKeyId)).toBe(true);
+
+    const live = await a.client.listCredentials({
+      tenantId: s.tenantId,
+      projectId: s.projectId,
+      active: true,
+    });
+    expect(live.credentials.map((c) => c.jti)).toEqual(
+      issued
+        .filter((_, i) => i !== 1)
+        .map((c) => c.jti)
+        .reverse(),
+    );
+
+    for (const [req, message] of [
+      [{ limit: 201 }, /limit/],
+      [{ cursor: 'not-a-cursor' }, /cursor/],
+      [{ cursor: Buffer.from('[1,"x"]').toString('base64url') }, /cursor/],
+    ] as const) {
+      const err = await rejection(
+        a.client.listCredentials({ tenantId: s.tenantId, projectId: s.projectId, ...req }),
+      );
+      expect(err.code).toBe('invalid_request');
+      expect(err.message).toMatch(message);
+    }
+  });
+});

@@ -22,11 +22,14 @@ export interface RevocationFeedOptions {
 
 /**
  * Follows `GET /v1/credentials/revocations` (docs/credentials.md, "Revocation feed") in a
- * long-poll loop and keeps jti → the instant it can be forgotten.
+ * long-poll loop and keeps jti → the instant it can be forgotten, and project → its watermark
+ * (the `watermarks` of each answer: credentials of that project issued before it are refused).
  */
 export class RevocationFeed {
   readonly #options: RevocationFeedOptions;
   readonly #revoked = new Map<string, number>();
+  /** project id → `issued_before` (ms): only ever raised, never forgotten (one entry per project). */
+  readonly #watermarks = new Map<string, number>();
   #cursor = 0;
   #caughtUp = false;
   #loop: Promise<void> | undefined;
@@ -57,6 +60,15 @@ export class RevocationFeed {
       return false;
     }
     return true;
+  }
+
+  /**
+   * Whether a credential of `projectId` issued at `iatSeconds` is before the project's
+   * watermark (a bulk revocation with `issued_before`), whether or not its jti was listed.
+   */
+  isBeforeWatermark(projectId: string, iatSeconds: number): boolean {
+    const watermark = this.#watermarks.get(projectId);
+    return watermark !== undefined && iatSeconds * 1000 < watermark;
   }
 
   async #run(): Promise<void> {
@@ -112,6 +124,13 @@ export class RevocationFeed {
       const forgetAt = expiresAtMs + this.#options.retainAfterExpiryMs;
       if (forgetAt > now) this.#revoked.set(jti, forgetAt);
     }
+    // Merged, never replaced: an answer cut short (shutdown) carries none, and a watermark the
+    // feed stops sending refuses only credentials that have expired by then.
+    for (const { projectId, issuedBeforeMs } of page.watermarks) {
+      if (issuedBeforeMs > (this.#watermarks.get(projectId) ?? Number.NEGATIVE_INFINITY)) {
+        this.#watermarks.set(projectId, issuedBeforeMs);
+      }
+    }
     this.#cursor = page.nextCursor;
     for (const [jti, forgetAt] of this.#revoked) {
       if (forgetAt <= now) this.#revoked.delete(jti);
@@ -123,11 +142,16 @@ export class RevocationFeed {
 interface FeedPage {
   revocations: { jti: string; expiresAtMs: number }[];
   nextCursor: number;
+  watermarks: { projectId: string; issuedBeforeMs: number }[];
 }
 
 function parsePage(body: unknown): FeedPage {
   if (typeof body !== 'object' || body === null) throw new Error('feed answer is not an object');
-  const { revocations, next_cursor } = body as { revocations?: unknown; next_cursor?: unknown };
+  const { revocations, next_cursor, watermarks } = body as {
+    revocations?: unknown;
+    next_cursor?: unknown;
+    watermarks?: unknown;
+  };
   if (!Array.isArray(revocations)) throw new Error('feed answer has no "revocations" array');
   const nextCursor = typeof next_cursor === 'string' ? Number(next_cursor) : next_cursor;
   if (typeof nextCursor !== 'number' || !Number.isSafeInteger(nextCursor) || nextCursor < 0) {
@@ -140,7 +164,16 @@ function parsePage(body: unknown): FeedPage {
     if (typeof jti !== 'string' || jti === '') continue;
     entries.push({ jti, expiresAtMs: parseInstant(expires_at) });
   }
-  return { revocations: entries, nextCursor };
+  // Absent from control planes that predate watermarks: none.
+  const marks: FeedPage['watermarks'] = [];
+  for (const entry of Array.isArray(watermarks) ? watermarks : []) {
+    if (typeof entry !== 'object' || entry === null) continue;
+    const { project_id, issued_before } = entry as { project_id?: unknown; issued_before?: unknown };
+    if (typeof project_id !== 'string' || project_id === '') continue;
+    // An instant that cannot be read refuses every credential of the project (fail closed).
+    marks.push({ projectId: project_id, issuedBeforeMs: parseInstant(issued_before) });
+  }
+  return { revocations: entries, nextCursor, watermarks: marks };
 }
 
 /** RFC 3339 string or seconds since the epoch; anything else is kept forever (fail closed). */

@@ -189,6 +189,12 @@ export function createVerifier(options: VerifierOptions): Verifier {
     if (feed?.isRevoked(credential.jti)) {
       throw new VerificationError('revoked', 'the credential has been revoked');
     }
+    if (feed?.isBeforeWatermark(credential.pid, credential.iat)) {
+      throw new VerificationError(
+        'revoked',
+        "the credential was issued before its project's revocation watermark",
+      );
+    }
     return credential;
   };
 

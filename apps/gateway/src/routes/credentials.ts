@@ -153,7 +153,11 @@ export function registerCredentials(
         description:
           'Revocations after `cursor` (start at 0), oldest first. With `wait` (seconds, 0..30) the request is held ' +
           'until one exists or the wait ends (long-poll), so a relay looping on it learns of a revocation within ' +
-          'a round trip. Pass `next_cursor` as the next `cursor`. Entries may be forgotten after their `expires_at`.',
+          'a round trip. Pass `next_cursor` as the next `cursor`. Entries may be forgotten after their `expires_at`. ' +
+          '`watermarks` lists every project watermark in force (set by a bulk revocation with `issued_before`, ' +
+          'docs/credentials.md "Containment"): refuse that project\'s credentials whose `iat` is before ' +
+          '`issued_before`, whether or not their `jti` is listed. Each answer carries the full list; raising a ' +
+          'watermark moves `next_cursor` and wakes a held poll like a revocation. Older clients may ignore it.',
         tags: ['relays'],
         querystring: {
           type: 'object',
@@ -181,6 +185,17 @@ export function registerCredentials(
               },
             },
             next_cursor: { type: 'integer' },
+            watermarks: {
+              type: 'array',
+              items: object({
+                project_id: { type: 'string' },
+                issued_before: {
+                  type: 'string',
+                  format: 'date-time',
+                  description: "Refuse this project's credentials with `iat` (as an instant) before it.",
+                },
+              }),
+            },
           }),
         },
       },
@@ -195,8 +210,15 @@ export function registerCredentials(
         ),
       );
       // A poll cut short by its client or by shutdown: nothing new.
-      if (!res) return { revocations: [], next_cursor: Number(cursor) };
-      return { revocations: res.revocations.map(presentRevocation), next_cursor: Number(res.nextCursor) };
+      if (!res) return { revocations: [], next_cursor: Number(cursor), watermarks: [] };
+      return {
+        revocations: res.revocations.map(presentRevocation),
+        next_cursor: Number(res.nextCursor),
+        watermarks: res.watermarks.map((w) => ({
+          project_id: w.projectId,
+          issued_before: iso(w.issuedBefore),
+        })),
+      };
     },
   );
 }

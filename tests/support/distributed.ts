@@ -102,6 +102,8 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     ...systemEnv(o, { billing: billingPorts[0] ?? 0, admin: adminPorts[0] ?? 0 }),
     ADMIN_BILLING_ADDRESS: every(billingPorts),
     BILLING_ISSUER_ADDRESS: every(issuerPorts),
+    BILLING_ADMIN_ADDRESS: every(adminPorts),
+    ISSUER_ADMIN_ADDRESS: every(adminPorts),
     GATEWAY_ADMIN_ADDRESS: every(adminPorts),
     GATEWAY_BILLING_ADDRESS: every(billingPorts),
     GATEWAY_ISSUER_ADDRESS: every(issuerPorts),

@@ -111,6 +111,9 @@ export function systemEnv(
     ADMIN_BILLING_ADDRESS: `127.0.0.1:${ports.billing}`,
     GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${ports.admin}`,
     GATEWAY_BILLING_ADDRESS: `127.0.0.1:${ports.billing}`,
+    // Where issuer and billing deliver their audit outboxes.
+    ISSUER_ADMIN_ADDRESS: `127.0.0.1:${ports.admin}`,
+    BILLING_ADMIN_ADDRESS: `127.0.0.1:${ports.admin}`,
     HOST: '127.0.0.1',
     ...o.extraEnv,
   };

@@ -1,7 +1,11 @@
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
-import { AuditOutbox, type AuditOutboxDatabase } from '@relayplane/shared/audit-outbox';
+import {
+  type AuditAdminClient,
+  AuditOutbox,
+  type AuditOutboxDatabase,
+} from '@relayplane/shared/audit-outbox';
 import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
@@ -46,7 +50,7 @@ export interface BillingOverrides {
   /** An issuer client instead of connecting to `config.issuerAddress` (not closed by destroy). */
   issuer?: ServiceClient<typeof IssuerRpc>;
   /** An admin client instead of connecting to `config.adminAddress` (not closed by destroy). */
-  admin?: ServiceClient<typeof AdminRpc>;
+  admin?: AuditAdminClient;
 }
 
 /** Redis as this service uses it; undefined without `BILLING_REDIS_URL`. */
@@ -74,8 +78,8 @@ export class BillingService {
   readonly checkoutThrottle: RateLimiter;
   /** Audit events of this service's changes, delivered to admin (docs/audit.md). */
   readonly audit: AuditOutbox;
-  readonly #admin: ServiceClient<typeof AdminRpc>;
-  readonly #ownsAdmin: boolean;
+  /** Closed by destroy; undefined when the caller passed its own (`overrides.admin`). */
+  readonly #ownAdmin: ServiceClient<typeof AdminRpc> | undefined;
   readonly #ownsBus: boolean;
   readonly #redis: RedisSetup | undefined;
   readonly #issuer: ServiceClient<typeof IssuerRpc>;
@@ -92,7 +96,7 @@ export class BillingService {
     scheduler: Scheduler;
     redis: RedisSetup | undefined;
     issuer: ServiceClient<typeof IssuerRpc> | undefined;
-    admin: ServiceClient<typeof AdminRpc> | undefined;
+    admin: AuditAdminClient | undefined;
   }) {
     const { config, logger, database, clock, redis } = deps;
     const db = database.db;
@@ -106,12 +110,15 @@ export class BillingService {
     this.#ownsIssuer = deps.issuer === undefined;
     this.#issuer = deps.issuer ?? connect(IssuerRpc, config.issuerAddress);
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
-    this.#ownsAdmin = deps.admin === undefined;
-    this.#admin = deps.admin ?? connect(AdminRpc, config.adminAddress);
+    let admin = deps.admin;
+    if (!admin) {
+      this.#ownAdmin = connect(AdminRpc, config.adminAddress);
+      admin = this.#ownAdmin;
+    }
     this.audit = new AuditOutbox({
       db: db as unknown as Kysely<AuditOutboxDatabase>,
       source: SERVICES.billing,
-      admin: this.#admin,
+      admin,
       logger,
       metrics: this.metrics,
     });
@@ -276,7 +283,7 @@ export class BillingService {
     await this.scheduler.close();
     // Rows it did not deliver stay in the outbox for another replica or the next start.
     await this.audit.stop();
-    if (this.#ownsAdmin) this.#admin.close();
+    this.#ownAdmin?.close();
     if (this.#ownsIssuer) this.#issuer.close();
     if (this.#ownsBus) await this.bus.close();
     for (const connection of this.#redis?.connections ?? []) connection.disconnect();

@@ -10,6 +10,7 @@ import { AdminService, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
 import { DEMO_RELAYS, IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
+import { DeferredAuditAdmin } from '@relayplane/shared/audit-outbox';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { EnvReader, LOG_LEVELS } from '@relayplane/shared/config';
 import { SERVICES } from '@relayplane/shared/contract';
@@ -70,6 +71,9 @@ export class Embedded {
 
     const kek = r.has('RELAYPLANE_KEK') ? undefined : loadOrCreateKek(join(dataDir, SERVICES.issuer));
     const bus = new MemoryBus();
+    // Issuer and billing deliver their audit events to admin, which starts after them (it needs
+    // billing, billing needs the issuer): their outboxes keep the events until it listens.
+    const auditAdmin = new DeferredAuditAdmin();
     const started: { destroy(): Promise<void> }[] = [];
     try {
       const issuerLogger = createLogger({ level: logLevel, service: SERVICES.issuer });
@@ -83,7 +87,7 @@ export class Embedded {
           ...(r.has('RELAYPLANE_RELAYS_FILE') ? {} : { relays: DEMO_RELAYS }),
           logLevel,
         }),
-        { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger) },
+        { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger), admin: auditAdmin },
       );
       await issuer.start();
       started.push(issuer);
@@ -98,7 +102,7 @@ export class Embedded {
           issuerAddress: `127.0.0.1:${issuer.port}`,
           logLevel,
         }),
-        { logger: billingLogger, bus, scheduler: new MemoryScheduler(billingLogger) },
+        { logger: billingLogger, bus, scheduler: new MemoryScheduler(billingLogger), admin: auditAdmin },
       );
       await billing.start();
       started.push(billing);
@@ -115,6 +119,11 @@ export class Embedded {
       );
       await admin.start();
       started.push(admin);
+      auditAdmin.connectTo(`127.0.0.1:${admin.port}`);
+      // Last to stop: the services' outboxes may still deliver while they drain.
+      started.unshift({ destroy: async () => auditAdmin.close() });
+      issuer.audit.kick();
+      billing.audit.kick();
 
       const gateway = await GatewayService.create(
         readGatewayConfig(env, {
@@ -146,6 +155,7 @@ export class Embedded {
       });
     } catch (err) {
       for (const s of started.reverse()) await s.destroy().catch(() => {});
+      auditAdmin.close();
       await bus.close();
       throw err;
     }

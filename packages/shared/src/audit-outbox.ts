@@ -49,7 +49,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { AdminService, AuditEventSchema } from '@relayplane/proto/admin';
+import { AdminService, type AuditEventSchema } from '@relayplane/proto/admin';
 import type { ServiceClient } from '@relayplane/proto/grpc';
 import { type Kysely, sql } from 'kysely';
 import type { AuditAction, AuditOutcome } from './contract.ts';
@@ -57,6 +57,7 @@ import { AppError, type ErrorCode, errorSummary, toAppError } from './errors.ts'
 import type { Logger } from './logger.ts';
 import { type Counter, counter, type Gauge, gauge, type Registry } from './metrics.ts';
 import { type AuditActorRef, currentRequestContext } from './request-context.ts';
+import { connect } from './rpc.ts';
 
 /** The `audit_outbox` table, as each service's migration creates it. */
 export interface AuditOutboxTable {
@@ -198,7 +199,33 @@ export interface AuditRecorder {
   kick(): void;
 }
 
-type AdminClient = Pick<ServiceClient<typeof AdminService>, 'recordAuditEvents'>;
+/** What the deliverer calls: admin's RecordAuditEvents. */
+export type AuditAdminClient = Pick<ServiceClient<typeof AdminService>, 'recordAuditEvents'>;
+type AdminClient = AuditAdminClient;
+
+/**
+ * An admin client for a composition root that starts admin after the services whose outboxes
+ * deliver to it (embedded mode: issuer and billing start first). Until `connectTo`, a delivery
+ * fails as unavailable and the outbox keeps its rows and retries.
+ */
+export class DeferredAuditAdmin implements AuditAdminClient {
+  #client: ServiceClient<typeof AdminService> | undefined;
+
+  connectTo(address: string): void {
+    this.#client?.close();
+    this.#client = connect(AdminService, address);
+  }
+
+  recordAuditEvents: AuditAdminClient['recordAuditEvents'] = (req, opts) => {
+    if (!this.#client) return Promise.reject(new AppError('unavailable', 'admin is not started yet'));
+    return this.#client.recordAuditEvents(req, opts);
+  };
+
+  close(): void {
+    this.#client?.close();
+    this.#client = undefined;
+  }
+}
 
 export interface AuditOutboxOptions {
   /** The service's database (its schema holds `audit_outbox`). */

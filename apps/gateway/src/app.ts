@@ -22,6 +22,7 @@ import { acceptForms } from './plugins/forms.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
+import { registerAudit } from './routes/audit.ts';
 import { registerAuth } from './routes/auth.ts';
 import { registerBilling } from './routes/billing.ts';
 import { registerBots } from './routes/bots.ts';
@@ -260,6 +261,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerIdentityTokens(app, routeDeps);
   registerCredentials(app, routeDeps);
   registerCredentialContainment(app, routeDeps);
+  registerAudit(app, routeDeps);
   registerRelays(app, routeDeps);
   registerBilling(app, routeDeps);
   registerMemberships(app, routeDeps);

@@ -1,0 +1,200 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { AuditEvent } from '@relayplane/proto/admin';
+import {
+  AUDIT_ACTOR_TYPES,
+  AUDIT_LIST_LIMIT,
+  AUDIT_OUTCOMES,
+  DEFAULT_AUDIT_RETENTION_DAYS,
+} from '@relayplane/shared/contract';
+import { AppError } from '@relayplane/shared/errors';
+import type { FastifyInstance } from 'fastify';
+import { principalOf } from '../plugins/auth.ts';
+import { iso, required } from '../present.ts';
+import { errorResponse, object } from '../schemas.ts';
+import type { RouteDeps } from './deps.ts';
+
+/** RFC 3339 with a time zone (Date.parse alone would take `2026-01-01` or `Jan 1 2026`). */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+const nullableString = { type: ['string', 'null'] } as const;
+
+const AUDIT_EVENT = object({
+  id: { type: 'string', description: 'A UUIDv7 (time-ordered).' },
+  occurred_at: { type: 'string', format: 'date-time' },
+  tenant_id: { ...nullableString, description: 'Null: an event tied to no tenant (platform chain).' },
+  actor: object({
+    type: { type: 'string', enum: [...AUDIT_ACTOR_TYPES] },
+    id: {
+      type: 'string',
+      description: 'A user, bot or identity token id; the job for `system`; empty for `anonymous`.',
+    },
+  }),
+  action: { type: 'string', description: '`<resource>.<verb>`; docs/audit.md lists every action.' },
+  target: object({ type: { type: 'string' }, id: { type: 'string' } }),
+  outcome: { type: 'string', enum: [...AUDIT_OUTCOMES] },
+  ip: nullableString,
+  user_agent: nullableString,
+  request_id: nullableString,
+  details: {
+    type: 'object',
+    additionalProperties: true,
+    description: 'What the action changed (docs/audit.md, per action). Never a secret.',
+  },
+});
+
+interface ListQuery {
+  action?: string;
+  actor_id?: string;
+  target_id?: string;
+  since?: string;
+  until?: string;
+  limit?: string;
+  cursor?: string;
+  tenant_id?: string;
+}
+
+/** A `since`/`until` query value: RFC 3339 with a zone, else 400 naming the parameter. */
+function instant(name: string, value: string | undefined) {
+  if (value === undefined) return undefined;
+  const ms = RFC3339.test(value) ? Date.parse(value) : Number.NaN;
+  if (Number.isNaN(ms)) {
+    throw new AppError('invalid_request', `${name} must be an RFC 3339 date-time, e.g. 2026-11-25T12:00:00Z`);
+  }
+  return timestampFromDate(new Date(ms));
+}
+
+function presentAuditEvent(e: AuditEvent) {
+  let details: unknown;
+  try {
+    details = JSON.parse(e.detailsJson || '{}');
+  } catch {
+    throw new AppError('internal', 'audit event details are not JSON');
+  }
+  const actor = required(e.actor, 'audit event actor');
+  const target = required(e.target, 'audit event target');
+  return {
+    id: e.id,
+    occurred_at: required(iso(e.occurredAt), 'audit event occurred_at'),
+    tenant_id: e.tenantId || null,
+    actor: { type: actor.type, id: actor.id },
+    action: e.action,
+    target: { type: target.type, id: target.id },
+    outcome: e.outcome,
+    ip: e.ip || null,
+    user_agent: e.userAgent || null,
+    request_id: e.requestId || null,
+    details,
+  };
+}
+
+const TENANT_ID = {
+  type: 'string',
+  maxLength: 64,
+  description:
+    'Platform administrators only: the tenant whose trail to read (`platform`: the events tied to no tenant, ' +
+    'such as a failed login for an unknown email). Anyone else naming another tenant: 403.',
+} as const;
+
+export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+  app.get<{ Querystring: ListQuery }>(
+    '/admin/v1/audit-events',
+    {
+      onRequest: guards.allow('audit:read'),
+      schema: {
+        operationId: 'listAuditEvents',
+        summary: "List the tenant's audit events",
+        description:
+          'Every state change made through the API and every login, logout and session revocation leaves an event ' +
+          '(docs/audit.md lists the actions, their targets and details). Newest first (by position in the ' +
+          "tenant's chain). Filters: `action` (e.g. `api_key.revoke`), `actor_id`, `target_id` (exact), `since` " +
+          '(inclusive) and `until` (exclusive), both RFC 3339. `limit` 1..' +
+          `${AUDIT_LIST_LIMIT.max} (default ${AUDIT_LIST_LIMIT.default}); pass \`next_cursor\` as \`cursor\` for the ` +
+          'next page (`null`: the last page). An event is listed as soon as its change commits (events of the issuer ' +
+          'and billing: once delivered, within about a second). Events older than `RELAYPLANE_AUDIT_RETENTION_DAYS` ' +
+          `(default ${DEFAULT_AUDIT_RETENTION_DAYS}) are pruned. Permission \`audit:read\` (owners and admins).`,
+        tags: ['audit'],
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            action: { type: 'string', maxLength: 81 },
+            actor_id: { type: 'string', maxLength: 128 },
+            target_id: { type: 'string', maxLength: 128 },
+            since: { type: 'string', maxLength: 64, description: 'RFC 3339.' },
+            until: { type: 'string', maxLength: 64, description: 'RFC 3339.' },
+            limit: { type: 'string', pattern: '^[0-9]{1,6}$', description: `1..${AUDIT_LIST_LIMIT.max}` },
+            cursor: { type: 'string', maxLength: 256 },
+            tenant_id: TENANT_ID,
+          },
+        },
+        response: {
+          200: object({
+            events: { type: 'array', items: AUDIT_EVENT },
+            next_cursor: { ...nullableString, description: 'Null on the last page.' },
+          }),
+          400: errorResponse(
+            `A malformed query parameter: \`limit\` outside 1..${AUDIT_LIST_LIMIT.max}, \`since\`/\`until\` not ` +
+              'RFC 3339 or `since` after `until`, or a `cursor` this API did not return.',
+          ),
+        },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const limit = q.limit === undefined ? 0 : Number(q.limit);
+      if (q.limit !== undefined && (limit < 1 || limit > AUDIT_LIST_LIMIT.max)) {
+        throw new AppError('invalid_request', `limit must be between 1 and ${AUDIT_LIST_LIMIT.max}`);
+      }
+      const since = instant('since', q.since);
+      const until = instant('until', q.until);
+      const res = await clients.admin.listAuditEvents({
+        principal: principalOf(request),
+        tenantId: q.tenant_id ?? '',
+        action: q.action ?? '',
+        actorId: q.actor_id ?? '',
+        targetId: q.target_id ?? '',
+        ...(since ? { since } : {}),
+        ...(until ? { until } : {}),
+        limit,
+        cursor: q.cursor ?? '',
+      });
+      return { events: res.events.map(presentAuditEvent), next_cursor: res.nextCursor || null };
+    },
+  );
+
+  app.get<{ Querystring: { tenant_id?: string } }>(
+    '/admin/v1/audit-events/verify',
+    {
+      onRequest: guards.allow('audit:read'),
+      schema: {
+        operationId: 'verifyAuditEvents',
+        summary: "Verify the tenant's audit chain",
+        description:
+          "Recomputes the SHA-256 of every stored event of the tenant's chain and checks that each names the " +
+          'previous one (docs/audit.md, "The chain"), from the anchor pruning left. `ok: false` when an event was ' +
+          'edited or removed: `first_bad_id` is the first event that does not hold (when the newest events were ' +
+          'removed, the last one remaining; null when none remains). `events_checked` counts the events read up ' +
+          'to and including that one. Permission `audit:read`.',
+        tags: ['audit'],
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { tenant_id: TENANT_ID },
+        },
+        response: {
+          200: object({
+            ok: { type: 'boolean' },
+            events_checked: { type: 'integer' },
+            first_bad_id: nullableString,
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.verifyAuditEvents({
+        principal: principalOf(request),
+        tenantId: request.query.tenant_id ?? '',
+      });
+      return { ok: res.ok, events_checked: Number(res.eventsChecked), first_bad_id: res.firstBadId || null };
+    },
+  );
+}

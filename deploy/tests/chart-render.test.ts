@@ -253,6 +253,12 @@ describe('service wiring', () => {
     expect(billing.get('BILLING_ISSUER_ADDRESS')?.value).toBe(
       'dns:///rp-relayplane-issuer-headless.relay.svc.cluster.local:50051',
     );
+    // Issuer and billing deliver their audit outboxes to every admin replica.
+    for (const component of ['issuer', 'billing'] as const) {
+      expect(envOf(container(component)).get(`${component.toUpperCase()}_ADMIN_ADDRESS`)?.value).toBe(
+        'dns:///rp-relayplane-admin-headless.relay.svc.cluster.local:50052',
+      );
+    }
     // Redis for the plan-change bus, the checkout throttle and the usage jobs: the shared URL and prefix.
     expect(billing.get('BILLING_REDIS_URL')).toEqual({
       name: 'BILLING_REDIS_URL',
@@ -498,7 +504,7 @@ describe('availability objects', () => {
     expect(billing?.spec?.replicas).toBe(2);
   });
 
-  it('NetworkPolicy lets only the gateway (and admin, for billing) reach the gRPC services', async () => {
+  it('NetworkPolicy lets only the gateway (and admin, for billing; issuer and billing, for audit events to admin) reach the gRPC services', async () => {
     const objects = await renderExample('minimal.yaml');
     const policies = byKind(objects, 'NetworkPolicy');
     expect(policies).toHaveLength(6);
@@ -531,7 +537,8 @@ describe('availability objects', () => {
       );
     };
     expect(callers('issuer')).toEqual(['gateway', 'billing']);
-    expect(callers('admin')).toEqual(['gateway']);
+    // Issuer and billing deliver their audit outboxes to admin.
+    expect(callers('admin')).toEqual(['gateway', 'issuer', 'billing']);
     expect(callers('billing')).toEqual(['gateway', 'admin']);
     const migrate = named(policies, 'NetworkPolicy', 'rp-relayplane-migrate');
     expect((migrate.spec as { ingress: unknown[] }).ingress).toEqual([]);
@@ -545,11 +552,21 @@ describe('availability objects', () => {
         .flatMap((r) => r.ports.map((p) => p.port))
         .sort((a, b) => a - b);
     // DNS everywhere; gateway → the three gRPC ports and Redis; services → PostgreSQL and Redis;
-    // billing → issuer. No HTTPS (443) with the built-in billing provider.
+    // billing → issuer; issuer and billing → admin (audit events). No HTTPS (443) with the
+    // built-in billing provider.
     expect(egressPorts('gateway')).toEqual([53, 53, 6379, 50051, 50052, 50053]);
-    expect(egressPorts('issuer')).toEqual([53, 53, 5432, 6379]);
+    expect(egressPorts('issuer')).toEqual([53, 53, 5432, 6379, 50052]);
     expect(egressPorts('admin')).toEqual([53, 53, 5432, 6379, 50053]);
-    expect(egressPorts('billing')).toEqual([53, 53, 5432, 6379, 50051]);
+    expect(egressPorts('billing')).toEqual([53, 53, 5432, 6379, 50051, 50052]);
+    for (const component of ['issuer', 'billing']) {
+      const toAdmin = (
+        named(policies, 'NetworkPolicy', `rp-relayplane-${component}`).spec as { egress: Egress[] }
+      ).egress.find((r) => r.ports.some((p) => p.port === 50052));
+      expect(
+        toAdmin?.to?.map((t) => t.podSelector?.matchLabels['app.kubernetes.io/component']),
+        component,
+      ).toEqual(['admin']);
+    }
     const billingToIssuer = (
       named(policies, 'NetworkPolicy', 'rp-relayplane-billing').spec as { egress: Egress[] }
     ).egress.find((r) => r.ports.some((p) => p.port === 50051));

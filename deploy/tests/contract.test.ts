@@ -134,6 +134,7 @@ describe('chart ↔ apps contract', () => {
         'BILLING_REDIS_PREFIX',
         'BILLING_REDIS_COMMAND_TIMEOUT_MS',
         'BILLING_ISSUER_ADDRESS',
+        'BILLING_ADMIN_ADDRESS',
         'BILLING_PROVIDER',
         'STRIPE_SECRET_KEY',
         'STRIPE_WEBHOOK_SECRET',

@@ -290,6 +290,8 @@ round_robin balancer connects to every replica the name resolves to.
       key: {{ include "relayplane.redisSecretKey" $root }}
 - name: ISSUER_REDIS_PREFIX
   value: {{ $v.redis.prefix | quote }}
+- name: ISSUER_ADMIN_ADDRESS
+  value: {{ include "relayplane.address" (dict "root" $root "component" "admin") | quote }}
 - name: RELAYPLANE_KEK
   valueFrom:
     secretKeyRef:
@@ -362,6 +364,8 @@ round_robin balancer connects to every replica the name resolves to.
 {{- end }}
 - name: BILLING_ISSUER_ADDRESS
   value: {{ include "relayplane.address" (dict "root" $root "component" "issuer") | quote }}
+- name: BILLING_ADMIN_ADDRESS
+  value: {{ include "relayplane.address" (dict "root" $root "component" "admin") | quote }}
 {{- with $c.checkout }}
 {{- with .maxPerWindow }}
 - name: BILLING_CHECKOUT_MAX_PER_WINDOW

@@ -2,11 +2,13 @@
 import { readFileSync } from 'node:fs';
 import type { CommandSpec, Context, Values } from './command.ts';
 import { API_KEY_COMMANDS } from './commands/api-keys.ts';
+import { AUDIT_COMMANDS } from './commands/audit.ts';
 import { AUTH_COMMANDS } from './commands/auth.ts';
 import { BOT_COMMANDS } from './commands/bots.ts';
 import { CREDENTIAL_COMMANDS } from './commands/credentials.ts';
 import { PLATFORM_COMMANDS } from './commands/platform.ts';
 import { PROJECT_COMMANDS } from './commands/projects.ts';
+import { SESSION_COMMANDS } from './commands/sessions.ts';
 import { ConfigStore, type SavedConfig } from './config.ts';
 import { CliError, EXIT, type ExitCode, UsageError } from './errors.ts';
 import { commandHelp, groupHelp, topHelp, usageLine } from './help.ts';
@@ -19,10 +21,12 @@ const DEFAULT_API_URL = 'http://127.0.0.1:8080';
 
 export const COMMANDS: readonly CommandSpec[] = [
   ...AUTH_COMMANDS,
+  ...SESSION_COMMANDS,
   ...PROJECT_COMMANDS,
   ...API_KEY_COMMANDS,
   ...BOT_COMMANDS,
   ...CREDENTIAL_COMMANDS,
+  ...AUDIT_COMMANDS,
   ...PLATFORM_COMMANDS,
 ];
 

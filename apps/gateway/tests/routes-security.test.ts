@@ -146,6 +146,7 @@ describe('gateway routes: authentication and authorization', () => {
           .replace(/ten_0+/, ':tenant_id')
           .replace(/usr_0+/, ':user_id')
           .replace(/cks_0+/, ':id')
+          .replace(/ses_0+/, ':id')
           .replace(/webhooks\/stripe$/, 'webhooks/:provider')
           .replace(/\?.*$/, '')}`,
     );

@@ -4,9 +4,14 @@
  * change, CSRF with the session cookie, machine tokens refused, and the approval page telling
  * where and when a device asked.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { testLogger } from '@relayplane/testing/logger';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run as relayplane } from '../../cli/src/cli.ts';
+import { EXIT } from '../../cli/src/errors.ts';
 import { buildApp } from '../src/app.ts';
 import { csrfTokenFor } from '../src/plugins/csrf.ts';
 import { type Stack, startStack } from './support/stack.ts';
@@ -388,5 +393,102 @@ describe('sessions a user controls, over HTTP', () => {
     expect(Date.parse(at)).toBeLessThanOrEqual(after + 1000);
     expect(page.body).toContain('<b>Approving gives that device your access</b>');
     expect(page.body).toContain(`you can do in tenant <b>sessions ${seq}</b>`);
+  });
+  describe('relayplane sessions (the CLI, in-process, against this gateway over HTTP)', () => {
+    let apiUrl: string;
+    let home: string;
+    beforeAll(async () => {
+      apiUrl = await stack.app.listen({ host: '127.0.0.1', port: 0 });
+      home = mkdtempSync(join(tmpdir(), 'relayplane-sessions-cli-'));
+    });
+    afterAll(() => {
+      if (home) rmSync(home, { recursive: true, force: true });
+    });
+
+    async function cli(argv: string[], token: string) {
+      let stdout = '';
+      let stderr = '';
+      const code = await relayplane(argv, {
+        env: { RELAYPLANE_API_URL: apiUrl, RELAYPLANE_TOKEN: token, NO_COLOR: '1' },
+        stdout: { write: (t: string) => (stdout += t), isTTY: false },
+        stderr: { write: (t: string) => (stderr += t), isTTY: false },
+        fetch: (input, init) => fetch(input, init),
+        sleep: async () => {},
+        now: () => Date.now(),
+        configPath: join(home, 'relayplane', 'config.json'),
+        readStdin: async () => '',
+      });
+      return { code, stdout, stderr };
+    }
+
+    it('sessions list: --json is the API body as is; the table marks the current session', async () => {
+      const owner = await user();
+      const other = await login(owner.email, 'curl/8.5.0', '198.51.100.9');
+      const json = await cli(['sessions', 'list', '--json'], owner.token);
+      expect(json.code).toBe(EXIT.ok);
+      const api = await stack.app.inject({
+        method: 'GET',
+        url: '/admin/v1/auth/sessions',
+        headers: owner.auth,
+      });
+      expect(JSON.parse(json.stdout)).toEqual(api.json());
+      const human = await cli(['sessions', 'list'], owner.token);
+      expect(human.code).toBe(EXIT.ok);
+      const lines = human.stdout.trimEnd().split('\n');
+      expect(lines[0]).toMatch(/^ID\s+KIND\s+CURRENT\s+CREATED\s+LAST USED\s+EXPIRES\s+IP\s+CLIENT$/);
+      expect(lines[1]).toMatch(
+        new RegExp(`^${other.id}\\s+bearer\\s+no\\s+.*198\\.51\\.100\\.9\\s+curl/8\\.5\\.0$`),
+      );
+      expect(lines[2]).toMatch(/^ses_[0-9a-z]{20}\s+bearer\s+yes\s/);
+      expect(lines).toHaveLength(3);
+      for (const out of [json.stdout, human.stdout]) {
+        expect(out).not.toContain(owner.token);
+        expect(out).not.toContain(other.token);
+      }
+    });
+
+    it('sessions revoke <id> ends it (401 after); an id that is not yours exits 5', async () => {
+      const owner = await user();
+      const other = await login(owner.email, 'other');
+      const res = await cli(['sessions', 'revoke', other.id], owner.token);
+      expect(res).toEqual({ code: EXIT.ok, stdout: `Ended session ${other.id}.\n`, stderr: '' });
+      expect((await whoami(second, other.bearer)).statusCode).toBe(401);
+      const missing = await cli(['sessions', 'revoke', other.id], owner.token);
+      expect(missing.code).toBe(EXIT.notFound);
+      expect(missing.stdout).toBe('');
+      expect(missing.stderr).toContain('session not found');
+      const usage = await cli(['sessions', 'revoke'], owner.token);
+      expect(usage.code).toBe(EXIT.usage);
+    });
+
+    it('sessions revoke-others ends the rest and keeps the CLI logged in', async () => {
+      const owner = await user();
+      const others = [await login(owner.email, 'a'), await login(owner.email, 'b')];
+      const res = await cli(['sessions', 'revoke-others'], owner.token);
+      expect(res).toEqual({
+        code: EXIT.ok,
+        stdout: 'Ended 2 other sessions; this one is still logged in.\n',
+        stderr: '',
+      });
+      for (const o of others) expect((await whoami(second, o.bearer)).statusCode).toBe(401);
+      expect(await cli(['sessions', 'revoke-others', '--json'], owner.token)).toEqual({
+        code: EXIT.ok,
+        stdout: '{\n  "revoked": 0\n}\n',
+        stderr: '',
+      });
+      expect((await whoami(stack.app, owner.auth)).statusCode).toBe(200);
+    });
+
+    it('sessions --help lists the three commands; a revoked token exits 3', async () => {
+      const owner = await user();
+      const help = await cli(['sessions', '--help'], owner.token);
+      expect(help.code).toBe(EXIT.ok);
+      expect(help.stdout).toMatch(/sessions list\s+List your login sessions and CLI tokens/);
+      expect(help.stdout).toMatch(/sessions revoke <id>\s+End one of your sessions or CLI tokens/);
+      expect(help.stdout).toMatch(/sessions revoke-others\s+End every session and CLI token but the one/);
+      const own = (await listed(owner.auth))[0]?.id as string;
+      expect((await cli(['sessions', 'revoke', own], owner.token)).code).toBe(EXIT.ok);
+      expect((await cli(['sessions', 'list'], owner.token)).code).toBe(EXIT.unauthenticated);
+    });
   });
 });

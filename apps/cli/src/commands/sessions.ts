@@ -1,0 +1,86 @@
+/** sessions list, sessions revoke <id>, sessions revoke-others: the logged-in user's sessions and CLI tokens. */
+import type { CommandSpec } from '../command.ts';
+import { apiPath } from '../http.ts';
+import { renderTable } from '../output.ts';
+import { idArg } from '../parse.ts';
+
+/** One session as `GET /admin/v1/auth/sessions` lists it (never a token). */
+export interface SessionInfo {
+  id: string;
+  kind: 'browser' | 'bearer' | 'cli';
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string;
+  ip: string | null;
+  user_agent: string | null;
+  current: boolean;
+}
+
+const list: CommandSpec = {
+  path: ['sessions', 'list'],
+  summary: 'List your login sessions and CLI tokens',
+  description:
+    'Every unexpired session of your user, newest first: browser (the session cookie), bearer (a login\n' +
+    'token used as a bearer) or cli (a `relayplane login` token), where it came from (IP address and\n' +
+    'client), when it was last used (to about a minute) and when it expires. `current` marks the token\n' +
+    'this command used. No token is ever shown.',
+  examples: ['relayplane sessions list', 'relayplane sessions list --json'],
+  async run(ctx) {
+    const { body } = await ctx.api.request<{ sessions: SessionInfo[] }>('GET', '/admin/v1/auth/sessions', {
+      auth: ctx.bearer(),
+    });
+    ctx.print(body, () =>
+      renderTable(
+        ['id', 'kind', 'current', 'created', 'last used', 'expires', 'ip', 'client'],
+        body.sessions.map((s) => [
+          s.id,
+          s.kind,
+          s.current,
+          s.created_at,
+          s.last_used_at,
+          s.expires_at,
+          s.ip,
+          s.user_agent,
+        ]),
+        ctx.style,
+      ),
+    );
+  },
+};
+
+const revoke: CommandSpec = {
+  path: ['sessions', 'revoke'],
+  summary: 'End one of your sessions or CLI tokens',
+  description:
+    'Its token stops working at once, on every gateway. Ending the session this command uses logs this\n' +
+    'CLI out (prefer `relayplane logout`). An id that is not one of your sessions: exit 5 (not found).',
+  positionals: [{ name: 'id' }],
+  examples: ['relayplane sessions revoke ses_0123456789abcdefghij'],
+  async run(ctx, { positionals }) {
+    const id = idArg(positionals[0] ?? '', 'id', this.path);
+    await ctx.api.request('DELETE', apiPath`/admin/v1/auth/sessions/${id}`, { auth: ctx.bearer() });
+    if (!ctx.json) ctx.out(`Ended session ${id}.\n`);
+  },
+};
+
+const revokeOthers: CommandSpec = {
+  path: ['sessions', 'revoke-others'],
+  summary: 'End every session and CLI token but the one this command uses',
+  description: 'Their tokens stop working at once, on every gateway. With --json: {"revoked": N}.',
+  async run(ctx) {
+    const { body } = await ctx.api.request<{ revoked: number }>(
+      'POST',
+      '/admin/v1/auth/sessions/revoke-others',
+      {
+        auth: ctx.bearer(),
+      },
+    );
+    ctx.print(
+      body,
+      () =>
+        `Ended ${body.revoked} other session${body.revoked === 1 ? '' : 's'}; this one is still logged in.\n`,
+    );
+  },
+};
+
+export const SESSION_COMMANDS: readonly CommandSpec[] = [list, revoke, revokeOthers];

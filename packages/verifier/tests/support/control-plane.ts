@@ -47,6 +47,8 @@ export class FakeControlPlane {
   feedFailuresRemaining = 0;
   /** Feed polls whose client went away before they were answered. */
   abandonedPolls = 0;
+  /** Sent as `watermarks` in every feed answer; undefined: omitted (a control plane before them). */
+  watermarks: { project_id: unknown; issued_before: unknown }[] | undefined;
   readonly #revocations: Revocation[] = [];
   readonly #held = new Set<HeldPoll>();
   #server: Server | undefined;
@@ -211,8 +213,12 @@ export class FakeControlPlane {
     }
     const revocations = this.#revocations.filter((r) => r.sequence > cursor);
     const nextCursor = revocations.at(-1)?.sequence ?? cursor;
-    res
-      .writeHead(200, { 'content-type': 'application/json' })
-      .end(JSON.stringify({ revocations, next_cursor: nextCursor }));
+    res.writeHead(200, { 'content-type': 'application/json' }).end(
+      JSON.stringify({
+        revocations,
+        next_cursor: nextCursor,
+        ...(this.watermarks === undefined ? {} : { watermarks: this.watermarks }),
+      }),
+    );
   }
 }

@@ -6,7 +6,6 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
-import { machineCpu } from '../support/machine.ts';
 import { type Metrics, metricValue, parsePrometheus } from './prometheus.ts';
 import type { ProcessSample } from './sample.ts';
 
@@ -100,6 +99,8 @@ export function processSample(
     name,
     rssBytes: rssBytes(pid),
     heapUsedBytes: read('nodejs_heap_size_used_bytes'),
+    heapTotalBytes: read('nodejs_heap_size_total_bytes'),
+    externalBytes: read('nodejs_external_memory_bytes'),
     loopDelayP99Seconds: read('nodejs_eventloop_lag_p99_seconds'),
     activeHandles: read('nodejs_active_handles_total'),
     ...(cpuCores === undefined ? {} : { cpuCores }),

@@ -11,6 +11,12 @@ export function clock(seconds: number): string {
 
 const percent = (share: number) => `${Math.round(share * 100)} %`;
 
+/** The CPU the soak caused over a sample's interval (cores): apps, load generator, its PostgreSQL backends, Redis. */
+const soakCores = (s: Sample) =>
+  s.processes.reduce((sum, p) => sum + (p.cpuCores ?? 0), 0) +
+  (s.cpu?.loadGeneratorCores ?? 0) +
+  (s.cpu?.dependencyCores ?? 0);
+
 const total = (byStatus: Record<string, number>, keep: (status: string) => boolean) =>
   Object.entries(byStatus).reduce((sum, [status, n]) => sum + (keep(status) ? n : 0), 0);
 
@@ -39,7 +45,7 @@ export function sampleBlock(sample: Sample, previous: Sample | undefined): strin
     )
     .join('');
   const cpu = sample.cpu
-    ? ` · machine ${percent(sample.cpu.machineBusy)} busy, load generator ${percent(sample.cpu.loadGeneratorCores)} of a core`
+    ? ` · machine ${percent(sample.cpu.machineBusy)} busy, the soak ${soakCores(sample).toFixed(2)} cores (load generator ${percent(sample.cpu.loadGeneratorCores)} of a core, PostgreSQL + Redis ${percent(sample.cpu.dependencyCores ?? 0)})`
     : '';
   const a = answersBetween(previous, sample);
   const answers = a
@@ -47,10 +53,10 @@ export function sampleBlock(sample: Sample, previous: Sample | undefined): strin
     : '';
   const lines = [
     `── ${clock(sample.elapsedSeconds)}${cpu}${answers}${streams}`,
-    `   ${'process'.padEnd(10)} ${'RSS MiB'.padStart(8)} ${'heap MiB'.padStart(9)} ${'loop p99 ms'.padStart(12)} ${'handles'.padStart(8)} ${'CPU'.padStart(6)}`,
+    `   ${'process'.padEnd(10)} ${'RSS MiB'.padStart(8)} ${'heap MiB'.padStart(9)} ${'heap total'.padStart(11)} ${'external'.padStart(9)} ${'loop p99 ms'.padStart(12)} ${'handles'.padStart(8)} ${'CPU'.padStart(6)}`,
     ...sample.processes.map(
       (p) =>
-        `   ${p.name.padEnd(10)} ${(p.rssBytes / MiB).toFixed(1).padStart(8)} ${(p.heapUsedBytes / MiB).toFixed(1).padStart(9)} ${(p.loopDelayP99Seconds * 1000).toFixed(1).padStart(12)} ${String(p.activeHandles).padStart(8)} ${(p.cpuCores === undefined ? '' : percent(p.cpuCores)).padStart(6)}`,
+        `   ${p.name.padEnd(10)} ${(p.rssBytes / MiB).toFixed(1).padStart(8)} ${(p.heapUsedBytes / MiB).toFixed(1).padStart(9)} ${(p.heapTotalBytes / MiB).toFixed(1).padStart(11)} ${(p.externalBytes / MiB).toFixed(1).padStart(9)} ${(p.loopDelayP99Seconds * 1000).toFixed(1).padStart(12)} ${String(p.activeHandles).padStart(8)} ${(p.cpuCores === undefined ? '' : percent(p.cpuCores)).padStart(6)}`,
     ),
     `   PostgreSQL ${sample.postgres.connections} connections (${Object.entries(sample.postgres.byApplication)
       .map(([app, n]) => `${app.replace(/^relayplane-/, '')} ${n}`)
@@ -90,11 +96,29 @@ export function samplesTable(samples: readonly Sample[]): string {
       a ? a.rate.toLocaleString('en-US') : '',
       a ? String(a.unavailable) : '',
       s.cpu ? percent(s.cpu.machineBusy) : '',
-      s.cpu
-        ? (s.processes.reduce((sum, p) => sum + (p.cpuCores ?? 0), 0) + s.cpu.loadGeneratorCores).toFixed(2)
-        : '',
+      s.cpu ? soakCores(s).toFixed(2) : '',
     ];
   });
+  return markdown(header, rows);
+}
+
+/**
+ * Where each app's RSS sits, every sample: V8's heap (`heap total`, what V8 reserved) and the
+ * rest (RSS − heap total: native memory — malloc arenas, thread stacks, code — and Buffers),
+ * so that a rise of RSS shows on which side it is.
+ */
+export function memoryTable(samples: readonly Sample[]): string {
+  const names = samples[0]?.processes.map((p) => p.name) ?? [];
+  const header = ['t', ...names.map((n) => `${n} heap total / rest MiB`)];
+  const rows = samples.map((s) => [
+    clock(s.elapsedSeconds),
+    ...names.map((n) => {
+      const p = s.processes.find((q) => q.name === n);
+      return p
+        ? `${(p.heapTotalBytes / MiB).toFixed(1)} / ${((p.rssBytes - p.heapTotalBytes) / MiB).toFixed(1)}`
+        : '';
+    }),
+  ]);
   return markdown(header, rows);
 }
 

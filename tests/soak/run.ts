@@ -24,17 +24,28 @@ import { type Distributed, startDistributed } from '../support/distributed.ts';
 import { waitFor } from '../support/ports.ts';
 import { ROOT } from '../support/processes.ts';
 import {
+  CALIBRATION_SCALES,
+  CALIBRATION_SECONDS,
+  type CalibrationPoint,
+  cpuBetween,
+  fitScale,
+  machineCores,
+  readCpu,
+  scaleRates,
+  TARGET_SHARE,
+} from './calibrate.ts';
+import {
   type Fixtures,
-  MACHINE_SHARE_PACED,
   measureCapacity,
   mixRates,
   pacedWindow,
   type Rates,
+  STREAM_SHARES,
   setUpFixtures,
   startFlows,
 } from './mix.ts';
 import { deleteKeys, findMetricsUrl } from './probes.ts';
-import { clock, sampleBlock, samplesTable, seriesTable } from './report.ts';
+import { clock, memoryTable, sampleBlock, samplesTable, seriesTable } from './report.ts';
 import type { Sample, StreamWindow } from './sample.ts';
 import { createSampler, gatewayAnswers, type Target } from './sampler.ts';
 import { judgeAnswers, judgeSamples, SAMPLE_SECONDS } from './verdict.ts';
@@ -48,7 +59,21 @@ const DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const RESULTS = join(ROOT, 'tests', 'soak', 'results', 'latest.json');
 
+/**
+ * The V8 heap sizes every app runs with in production (the chart's NODE_OPTIONS; see
+ * docs/performance.md, "Soak"): without them V8 sizes its heap from the machine's memory — on
+ * a 24 GiB machine a 4 GiB limit, 64 MiB semi-spaces and an old generation let grow to about
+ * four times its live objects before a full collection — and an app's RSS swung by 100–200
+ * MiB with no leak (admin: heap total 60 ↔ 260 MiB while 35–45 MiB were live). With them its
+ * heap stays within about 40–60 MiB, and a container's memory limit no longer decides it.
+ */
+export const PRODUCTION_NODE_OPTIONS = '--max-old-space-size=256 --max-semi-space-size=8';
+
 const shortName = (procName: string) => procName.replace(/^soak-/, '');
+/** A machine busier than this during the calibration is saturated: the fit means little. */
+const SATURATED = 0.95;
+const describeRates = (r: Rates) =>
+  `issuance ${r.issuance}/s, assignment ${r.assignment}/s, JWKS ${r.jwks}/s`;
 
 async function main(): Promise<number> {
   const dbName = `rp_soak_${randomBytes(4).toString('hex')}`;
@@ -87,6 +112,7 @@ async function main(): Promise<number> {
       logLevel: 'warn',
       replicas: { issuer: 2, gateway: 2 },
       extraEnv: {
+        NODE_OPTIONS: PRODUCTION_NODE_OPTIONS,
         RELAYPLANE_PLANS_FILE: plans,
         // Port 0: every replica gets the same variables; probes.ts finds each one's port.
         GATEWAY_METRICS_ADDRESS: '127.0.0.1:0',
@@ -131,12 +157,49 @@ async function main(): Promise<number> {
       'measuring capacity: each stream alone, closed loop (issuance 10 s, assignment and JWKS 5 s)…',
     );
     const capacity = await measureCapacity(system.baseUrls, fx);
-    const rates = mixRates(capacity.rates);
+    const shareRates = mixRates(capacity.rates);
     const busy = (name: keyof Rates) => `machine ${Math.round(capacity.machineBusy[name] * 100)} % busy`;
     console.log(
       `capacity: issuance ${capacity.rates.issuance}/s (${busy('issuance')}), assignment ${capacity.rates.assignment}/s ` +
-        `(${busy('assignment')}), JWKS ${capacity.rates.jwks}/s (${busy('jwks')}); paced at ${rates.issuance}/s, ` +
-        `${rates.assignment}/s, ${rates.jwks}/s (${Math.round(MACHINE_SHARE_PACED * 100)} % of the capacity, plus the scripted flows)`,
+        `(${busy('assignment')}), JWKS ${capacity.rates.jwks}/s (${busy('jwks')}); the shares ` +
+        `(${STREAM_SHARES}) give ${describeRates(shareRates)}`,
+    );
+
+    const flows = startFlows(apis, fx, stop.signal);
+    const cores = machineCores();
+    console.log(
+      `\ncalibrating with the scripted flows running: the streams ${CALIBRATION_SECONDS} s at each of ` +
+        `${CALIBRATION_SCALES.map((x) => `${x * 100} %`).join(' and ')} of those rates, aiming at ` +
+        `${Math.round(TARGET_SHARE * 100)} % of ${cores} cores…`,
+    );
+    const cpuOptions = { pids: targets.map((t) => t.pid), postgres, database: dbName, redis };
+    const points: CalibrationPoint[] = [];
+    let calibrationErrors = 0;
+    for (const scale of CALIBRATION_SCALES) {
+      const before = await readCpu(cpuOptions);
+      const w = await pacedWindow(system.baseUrls, fx, scaleRates(shareRates, scale), CALIBRATION_SECONDS);
+      const used = cpuBetween(before, await readCpu(cpuOptions));
+      calibrationErrors += Object.values(w).reduce((n, x) => n + x.errors, 0);
+      points.push({ scale, soakCores: used.soakCores, machineBusy: used.machineBusy });
+      console.log(
+        `  at ${scale * 100} % (${describeRates(scaleRates(shareRates, scale))}): the soak used ${used.soakCores} cores ` +
+          `(apps and load generator ${used.appsAndLoadCores}, PostgreSQL and Redis ${used.dependencyCores}); ` +
+          `machine ${Math.round(used.machineBusy * 100)} % busy`,
+      );
+    }
+    const calibration = fitScale(points, cores);
+    const busiest = Math.max(...points.map((p) => p.machineBusy));
+    if (busiest >= SATURATED) {
+      console.log(
+        `  the machine was ${Math.round(busiest * 100)} % busy during the calibration: other work takes CPU ` +
+          'the soak would use, so its share of the machine cannot be measured and answers may come late',
+      );
+    }
+    const rates = scaleRates(shareRates, calibration.scale);
+    console.log(
+      `  fitted: ${calibration.fixedCores} cores + ${calibration.coresPerScale} × the fraction; ` +
+        `${calibration.targetCores} cores at ${Math.round(calibration.scale * 1000) / 10} %` +
+        `${calibration.note ? ` (${calibration.note})` : ''}: paced at ${describeRates(rates)} for the whole run`,
     );
 
     const samples: Sample[] = [];
@@ -148,7 +211,6 @@ async function main(): Promise<number> {
     };
 
     console.log(`\nmixed load for ${MINUTES} minute(s), a sample every ${SAMPLE_SECONDS} s:`);
-    const flows = startFlows(apis, fx, stop.signal);
     const windows = Math.max(1, Math.round((MINUTES * 60) / SAMPLE_SECONDS));
     try {
       await sample();
@@ -178,8 +240,10 @@ async function main(): Promise<number> {
       (sum, s) => sum + Object.values(s.streams ?? {}).reduce((n, w) => n + w.errors, 0),
       0,
     );
-    if (streamErrors)
-      failures.push(`${streamErrors} paced request(s) got no answer (connection lost or 10 s late)`);
+    if (streamErrors + calibrationErrors)
+      failures.push(
+        `${streamErrors + calibrationErrors} paced request(s) got no answer (connection lost or 10 s late)`,
+      );
     failures.push(...judgeAnswers(answers));
     if (flows.tally.failureCount) {
       failures.push(
@@ -188,7 +252,9 @@ async function main(): Promise<number> {
     }
     failures.push(...verdict.failures);
 
-    console.log(`\n## Samples\n\n${samplesTable(samples)}\n\n## Series\n\n${seriesTable(verdict.series)}\n`);
+    console.log(
+      `\n## Samples\n\n${samplesTable(samples)}\n\n## Heap and the rest\n\n${memoryTable(samples)}\n\n## Series\n\n${seriesTable(verdict.series)}\n`,
+    );
     console.log(
       `scripted flows: ${Object.entries(flows.tally.answers)
         .map(
@@ -208,8 +274,11 @@ async function main(): Promise<number> {
           date: new Date().toISOString(),
           commit: execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim(),
           node: process.version,
+          nodeOptions: PRODUCTION_NODE_OPTIONS,
           minutes: MINUTES,
           capacity,
+          shareRates,
+          calibration,
           rates,
           samples,
           answers,

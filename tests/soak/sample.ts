@@ -7,6 +7,14 @@ export interface ProcessSample {
   rssBytes: number;
   /** The app's own `nodejs_heap_size_used_bytes`. */
   heapUsedBytes: number;
+  /**
+   * `nodejs_heap_size_total_bytes`: what V8 has reserved for its heap, live objects and garbage
+   * not yet collected alike. Its new space alone may grow to 128 MiB under Node 24's defaults
+   * (two 64 MiB semi-spaces) and shrink back, which RSS follows and heap used hides.
+   */
+  heapTotalBytes: number;
+  /** `nodejs_external_memory_bytes`: memory of Buffers and other C++ objects tied to JS objects. */
+  externalBytes: number;
   /** `nodejs_eventloop_lag_p99_seconds`: prom-client resets it at each scrape, so it covers the last interval. */
   loopDelayP99Seconds: number;
   /** `nodejs_active_handles_total`: sockets, servers, child pipes (not timers). */
@@ -47,6 +55,11 @@ export interface Sample {
     machineBusy: number;
     /** CPU time of the soak's own process (the load generator) per second (1 = one core). */
     loadGeneratorCores: number;
+    /**
+     * CPU time of the PostgreSQL backends serving the soak's database and of the Redis server
+     * (all of it) per second (calibrate.ts).
+     */
+    dependencyCores?: number;
   };
   /** Answers the gateways counted since they started (`relayplane_http_requests_total`), by status. */
   answersByStatus: Record<string, number>;

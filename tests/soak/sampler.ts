@@ -6,6 +6,7 @@
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { machineCpu } from '../support/machine.ts';
+import { type CpuReading, cpuBetween, readCpu } from './calibrate.ts';
 import { cpuSeconds, postgresConnections, processSample, redisSample, scrape } from './probes.ts';
 import type { Sample, StreamWindow } from './sample.ts';
 import type { RouteAnswers } from './verdict.ts';
@@ -49,9 +50,17 @@ export function createSampler(
 ): (streams?: Record<string, StreamWindow>) => Promise<Sample> {
   const started = performance.now();
   let previous:
-    | { at: number; machine: ReturnType<typeof machineCpu>; self: NodeJS.CpuUsage; apps: number[] }
+    | {
+        at: number;
+        machine: ReturnType<typeof machineCpu>;
+        self: NodeJS.CpuUsage;
+        apps: number[];
+        reading: CpuReading;
+      }
     | undefined;
+  const pids = o.targets.map((t) => t.pid);
   return async (streams) => {
+    const reading = await readCpu({ pids, postgres: o.postgres, database: o.database, redis: o.redis });
     const at = performance.now();
     const machine = machineCpu();
     const self = process.cpuUsage();
@@ -89,12 +98,13 @@ export function createSampler(
               loadGeneratorCores: perSecond(
                 (self.user + self.system - previous.self.user - previous.self.system) / 1e6,
               ),
+              dependencyCores: cpuBetween(previous.reading, reading).dependencyCores,
             },
           }
         : {}),
       ...(streams ? { streams } : {}),
     };
-    previous = { at, machine, self, apps };
+    previous = { at, machine, self, apps, reading };
     return sample;
   };
 }

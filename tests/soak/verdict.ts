@@ -52,6 +52,8 @@ interface SeriesKind {
 const PROCESS_KINDS: (SeriesKind & { read: (p: ProcessSample) => number | undefined })[] = [
   { label: 'RSS', unit: UNITS.mib, absolute: 4 * MiB, read: (p) => p.rssBytes },
   { label: 'heap used', unit: UNITS.mib, absolute: 4 * MiB, read: (p) => p.heapUsedBytes },
+  { label: 'heap total', unit: UNITS.mib, absolute: 4 * MiB, read: (p) => p.heapTotalBytes },
+  { label: 'external', unit: UNITS.mib, absolute: 4 * MiB, read: (p) => p.externalBytes },
   { label: 'loop delay p99', unit: UNITS.ms, absolute: 0.01, read: (p) => p.loopDelayP99Seconds },
   { label: 'handles', unit: UNITS.count, absolute: 5, read: (p) => p.activeHandles },
   { label: 'CPU', unit: UNITS.cores, absolute: 0.05, read: (p) => p.cpuCores },

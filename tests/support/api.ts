@@ -65,7 +65,10 @@ export class Api {
 
   #check(method: string, url: string, status: number, body: unknown, text: string): void {
     const path = url.split('?')[0] ?? url;
-    const template = this.#templates.find((t) => t.regex.test(path));
+    // A static path wins over a template it also matches (as in Fastify's router):
+    // `/admin/v1/auth/sessions/revoke-others` is not `/admin/v1/auth/sessions/{id}`.
+    const template =
+      this.#templates.find((t) => t.path === path) ?? this.#templates.find((t) => t.regex.test(path));
     if (!template) {
       // Unknown routes answer 404 {error}; nothing is documented for them.
       if (status !== 404 || (body as { error?: unknown })?.error === undefined) {

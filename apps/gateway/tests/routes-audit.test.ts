@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run as relayplane } from '../../cli/src/cli.ts';
+import { EXIT } from '../../cli/src/errors.ts';
 import { OWNER, type Stack, startStack } from './support/stack.ts';
 import { tenant } from './support/tenant.ts';
 
@@ -352,5 +357,76 @@ describe('gateway routes: audit events', () => {
       details: { cause: 'bootstrap' },
     });
     expect(JSON.stringify(operator)).not.toContain(OWNER.password);
+  });
+
+  describe('relayplane audit (the CLI, in-process, against this gateway over HTTP)', () => {
+    let apiUrl: string;
+    let home: string;
+    beforeAll(async () => {
+      apiUrl = await stack.app.listen({ host: '127.0.0.1', port: 0 });
+      home = mkdtempSync(join(tmpdir(), 'relayplane-audit-cli-'));
+    });
+    afterAll(() => {
+      if (home) rmSync(home, { recursive: true, force: true });
+    });
+
+    async function cli(argv: string[], token: string) {
+      let stdout = '';
+      let stderr = '';
+      const code = await relayplane(argv, {
+        env: { RELAYPLANE_API_URL: apiUrl, RELAYPLANE_TOKEN: token, NO_COLOR: '1' },
+        stdout: { write: (t: string) => (stdout += t), isTTY: false },
+        stderr: { write: (t: string) => (stderr += t), isTTY: false },
+        fetch: (input, init) => fetch(input, init),
+        sleep: async () => {},
+        now: () => Date.now(),
+        configPath: join(home, 'relayplane', 'config.json'),
+        readStdin: async () => '',
+      });
+      return { code, stdout, stderr };
+    }
+
+    it('audit list --json is the API page as is', async () => {
+      const a = await signup('cli-list');
+      const projectId = await a.project('cli');
+      const json = await cli(['audit', 'list', '--action', 'project.create', '--json'], a.token);
+      expect(json.code, json.stderr).toBe(EXIT.ok);
+      const api = await call('GET', '/admin/v1/audit-events?action=project.create', a.auth);
+      expect(JSON.parse(json.stdout)).toEqual(api.json());
+      expect(JSON.parse(json.stdout).events[0].target).toEqual({ type: 'project', id: projectId });
+    });
+
+    it('audit verify exits 1 naming the first bad event once a row was edited', async () => {
+      const a = await signup('cli-verify');
+      const projectId = await a.project('cli');
+      const intact = await cli(['audit', 'verify'], a.token);
+      expect(intact.code, intact.stderr).toBe(EXIT.ok);
+      expect(intact.stdout).toMatch(/^Intact:\s+yes$/m);
+      const db = stack.admin.database.db;
+      await db
+        .updateTable('audit_events')
+        .set({ details: '{"name":"forged"}' })
+        .where('target_id', '=', projectId)
+        .execute();
+      const row = await db
+        .selectFrom('audit_events')
+        .select('id')
+        .where('target_id', '=', projectId)
+        .executeTakeFirstOrThrow();
+      const broken = await cli(['audit', 'verify'], a.token);
+      expect(broken.code).toBe(EXIT.api);
+      expect(broken.stdout).toMatch(/^Intact:\s+NO$/m);
+      expect(broken.stdout).toMatch(new RegExp(`^First bad event:\\s+${row.id}$`, 'm'));
+      expect(broken.stderr).toBe(
+        `relayplane: the audit trail is not intact: event ${row.id} does not hold\n`,
+      );
+      const json = await cli(['audit', 'verify', '--json'], a.token);
+      expect(json.code).toBe(EXIT.api);
+      expect(JSON.parse(json.stdout)).toEqual({
+        ok: false,
+        events_checked: expect.any(Number),
+        first_bad_id: row.id,
+      });
+    });
   });
 });

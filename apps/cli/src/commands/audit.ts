@@ -1,0 +1,142 @@
+/** audit list, audit verify: the active tenant's audit trail (owners and admins). */
+import { AUDIT_LIST_LIMIT } from '@relayplane/shared/contract';
+import type { CommandSpec } from '../command.ts';
+import { CliError, EXIT, UsageError } from '../errors.ts';
+import { renderFields, renderTable } from '../output.ts';
+import { stringValue } from '../parse.ts';
+
+/** One event as `GET /admin/v1/audit-events` answers it. */
+export interface AuditEventInfo {
+  id: string;
+  occurred_at: string;
+  tenant_id: string | null;
+  actor: { type: string; id: string };
+  action: string;
+  target: { type: string; id: string };
+  outcome: string;
+  ip: string | null;
+  user_agent: string | null;
+  request_id: string | null;
+  details: Record<string, unknown>;
+}
+
+const RELATIVE = /^([1-9][0-9]{0,5})([mhd])$/;
+const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `--since`: an RFC 3339 time as is, or `30m`, `12h`, `7d` before now. */
+function since(value: string | undefined, now: number, path: readonly string[]): string | undefined {
+  if (value === undefined) return undefined;
+  const rel = RELATIVE.exec(value);
+  if (rel) return new Date(now - Number(rel[1]) * UNIT_MS[rel[2] as keyof typeof UNIT_MS]).toISOString();
+  if (!Number.isNaN(Date.parse(value)) && /^\d{4}-\d{2}-\d{2}T/.test(value)) return value;
+  throw new UsageError(
+    `--since must be an RFC 3339 time (2026-11-25T12:00:00Z) or a duration like 30m, 12h, 7d (got "${value}")`,
+    path,
+  );
+}
+
+function limit(value: string | undefined, path: readonly string[]): string | undefined {
+  if (value === undefined) return undefined;
+  const n = /^[0-9]{1,4}$/.test(value) ? Number(value) : Number.NaN;
+  if (!(n >= 1 && n <= AUDIT_LIST_LIMIT.max)) {
+    throw new UsageError(
+      `--limit must be a whole number from 1 to ${AUDIT_LIST_LIMIT.max} (got "${value}")`,
+      path,
+    );
+  }
+  return value;
+}
+
+const list: CommandSpec = {
+  path: ['audit', 'list'],
+  summary: "List the active tenant's audit events, newest first",
+  description:
+    'Every change made through the API and every login, logout and session revocation of the tenant\n' +
+    '(docs/audit.md lists the actions). Filters: --action (e.g. api_key.revoke), --actor (a user, bot\n' +
+    'or identity token id), --target (the id of what was changed), --since (RFC 3339, or 30m, 12h, 7d\n' +
+    `before now). --limit 1..${AUDIT_LIST_LIMIT.max} (default ${AUDIT_LIST_LIMIT.default}); with --json the API's page as is,\n` +
+    'including next_cursor. Needs the audit:read permission (owners and admins).',
+  options: {
+    action: { type: 'string', value: 'action', description: 'only this action, e.g. project.create' },
+    actor: { type: 'string', value: 'id', description: 'only events by this user, bot or identity token' },
+    target: { type: 'string', value: 'id', description: 'only events about this id' },
+    since: {
+      type: 'string',
+      value: 'time',
+      description: 'only events at or after: RFC 3339, or 30m, 12h, 7d',
+    },
+    limit: { type: 'string', value: 'n', description: `at most n events (1..${AUDIT_LIST_LIMIT.max})` },
+  },
+  examples: [
+    'relayplane audit list',
+    'relayplane audit list --action api_key.revoke --since 7d',
+    'relayplane audit list --actor usr_0123456789abcdefghij --json',
+  ],
+  async run(ctx, { values }) {
+    const query = new URLSearchParams();
+    const set = (name: string, value: string | undefined) => {
+      if (value !== undefined) query.set(name, value);
+    };
+    set('action', stringValue(values, 'action'));
+    set('actor_id', stringValue(values, 'actor'));
+    set('target_id', stringValue(values, 'target'));
+    set('since', since(stringValue(values, 'since'), ctx.io.now(), this.path));
+    set('limit', limit(stringValue(values, 'limit'), this.path));
+    const qs = query.toString();
+    const { body } = await ctx.api.request<{ events: AuditEventInfo[]; next_cursor: string | null }>(
+      'GET',
+      `/admin/v1/audit-events${qs === '' ? '' : `?${qs}`}`,
+      { auth: ctx.bearer() },
+    );
+    ctx.print(body, () => {
+      if (body.events.length === 0) return 'No audit events.\n';
+      const table = renderTable(
+        ['time', 'action', 'outcome', 'actor', 'target', 'ip'],
+        body.events.map((e) => [
+          e.occurred_at,
+          e.action,
+          e.outcome,
+          e.actor.id === '' ? e.actor.type : `${e.actor.type}:${e.actor.id}`,
+          `${e.target.type}:${e.target.id}`,
+          e.ip,
+        ]),
+        ctx.style,
+      );
+      return body.next_cursor ? `${table}More events: narrow with --since or raise --limit.\n` : table;
+    });
+  },
+};
+
+const verify: CommandSpec = {
+  path: ['audit', 'verify'],
+  summary: "Check that the tenant's audit trail is intact",
+  description:
+    'The server recomputes the SHA-256 chain of every stored event (docs/audit.md, "The chain"). Exit 0\n' +
+    'when intact; exit 1 and the first event that does not hold when an event was edited or removed.',
+  examples: ['relayplane audit verify', 'relayplane audit verify --json'],
+  async run(ctx) {
+    const { body } = await ctx.api.request<{
+      ok: boolean;
+      events_checked: number;
+      first_bad_id: string | null;
+    }>('GET', '/admin/v1/audit-events/verify', { auth: ctx.bearer() });
+    ctx.print(body, () =>
+      renderFields(
+        [
+          ['Intact', body.ok ? 'yes' : 'NO'],
+          ['Events checked', String(body.events_checked)],
+          ['First bad event', body.first_bad_id],
+        ],
+        ctx.style,
+      ),
+    );
+    if (!body.ok) {
+      throw new CliError(
+        EXIT.api,
+        `the audit trail is not intact: ${body.first_bad_id ? `event ${body.first_bad_id} does not hold` : 'its newest events are missing'}`,
+      );
+    }
+  },
+};
+
+export const AUDIT_COMMANDS: readonly CommandSpec[] = [list, verify];

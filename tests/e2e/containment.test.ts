@@ -107,6 +107,26 @@ describe('containment of a leaked API key across two gateways and two issuers', 
   const introspect = (gw: Api, token: string) =>
     gw.request('POST', '/v1/credentials/introspect', { headers: relayAuth, body: { token } });
 
+  /** The tenant's audit events of `action`, waiting up to 2 s for `count` of them. */
+  async function auditEvents(auth: { authorization: string }, action: string, count: number) {
+    let events: Record<string, unknown>[] = [];
+    const took = await waitFor(
+      async () => {
+        const res = await gateways[1].request('GET', `/admin/v1/audit-events?action=${action}`, {
+          headers: auth,
+        });
+        expect(res.status).toBe(200);
+        events = res.body.events;
+        return events.length >= count;
+      },
+      2_000,
+      `${count} ${action} event(s)`,
+      50,
+    );
+    console.log(`${action} listed ${took} ms after the call`);
+    return events;
+  }
+
   /** The feed's position now (read to its end). */
   async function feedEnd(): Promise<number> {
     let cursor = 0;
@@ -201,6 +221,22 @@ describe('containment of a leaked API key across two gateways and two issuers', 
     expect(again.status).toBe(200);
     expect(again.body.revoked_credentials).toBe(0);
     expect(again.body.revoked_at).toBe(revoked.body.revoked_at);
+
+    // Audited through the issuer's outbox: one event per call, with the caller and no token.
+    const events = await auditEvents(t.auth, 'credentials.bulk_revoke', 2);
+    expect(events).toHaveLength(2);
+    const first = events.find((e) => (e.details as { revoked: number }).revoked === LEAKED);
+    expect(first).toMatchObject({
+      action: 'credentials.bulk_revoke',
+      actor: { type: 'user' },
+      target: { type: 'project', id: t.projectId },
+      outcome: 'success',
+      details: { api_key_id: leaked.id, issued_before: null, revoked: LEAKED },
+    });
+    expect(first?.ip).toEqual(expect.any(String));
+    const text = JSON.stringify(events);
+    for (const r of issued) expect(text).not.toContain(r.body.token);
+    expect(text).not.toContain(leaked.key);
   }, 120_000);
 
   it('the bulk route with issued_before: older credentials revoked, and @relayplane/verifier applies the watermark even without their jti entries', async () => {
@@ -252,6 +288,11 @@ describe('containment of a leaked API key across two gateways and two issuers', 
       expect(mark).toEqual({
         project_id: t.projectId,
         issued_before: new Date(Math.ceil(cut.getTime() / 1000) * 1000).toISOString(),
+      });
+      const [event] = await auditEvents(t.auth, 'credentials.bulk_revoke', 1);
+      expect(event).toMatchObject({
+        target: { type: 'project', id: t.projectId },
+        details: { api_key_id: null, issued_before: mark.issued_before, revoked: 3 },
       });
     } finally {
       await verifier.close();

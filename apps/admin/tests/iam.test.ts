@@ -181,6 +181,8 @@ describe('admin IAM: every permission-checked RPC refuses a principal without th
       (principal) => client.changeMemberRole({ principal, userId: ids.userId, role: TenantRole.ADMIN }),
     ],
     ['RemoveMember', 'members:write', (principal) => client.removeMember({ principal, userId: ids.userId })],
+    ['ListAuditEvents', 'audit:read', (principal) => client.listAuditEvents({ principal })],
+    ['VerifyAuditEvents', 'audit:read', (principal) => client.verifyAuditEvents({ principal })],
   ];
 
   it('covers every permission of the matrix but credentials:revoke and billing (issuer and billing calls)', () => {

@@ -133,6 +133,11 @@ interface World {
   kids: string[];
   /** Credential rows of T before the outage. */
   credentialRows: number;
+  /** Sessions a user controls: one of T's owner's sessions to end. */
+  sessionToRevoke: { id: string; token: string };
+  /** A user (u4) whose other session ends; a user (u5) whose password changes. */
+  u4: { token: string; otherToken: string };
+  u5: { email: string; token: string; otherToken: string };
 }
 
 /** One documented operation's request during an outage, and how to see afterwards whether it took effect. */
@@ -290,8 +295,28 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       devicePolled,
       kids: keysBefore,
       credentialRows: await credentialRows(t.tenantId),
+      sessionToRevoke: await sessionToRevoke(t.email),
+      u4: await twoSessions(`${tag}-u4`),
+      u5: await twoSessions(`${tag}-u5`),
     };
   }
+
+  /** A fresh session of `email`, with its id. */
+  async function sessionToRevoke(email: string): Promise<{ id: string; token: string }> {
+    const { token } = await login(email);
+    const res = await ok(send('GET', '/admin/v1/auth/session', { headers: bearer(token) }), 200, 'session');
+    return { id: res.body.id, token };
+  }
+
+  /** A new user with two sessions. */
+  async function twoSessions(label: string): Promise<{ email: string; token: string; otherToken: string }> {
+    const { email } = await signup(label);
+    return { email, token: (await login(email)).token, otherToken: (await login(email)).token };
+  }
+
+  /** Whether `token` is refused (401) now. */
+  const refused = async (token: string) =>
+    (await send('GET', '/admin/v1/auth/session', { headers: bearer(token) })).status === 401;
 
   /** Lists through T's owner, for the effect probes. */
   const list = async (path: string, key: string, w: World) =>
@@ -337,6 +362,24 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       headers: (w) => bearer(w.logoutToken),
       effect: async (w) =>
         (await send('GET', '/admin/v1/auth/session', { headers: bearer(w.logoutToken) })).status === 401,
+    },
+    // The audit trail's reads (owner: audit:read).
+    listAuditEvents: { headers: own },
+    verifyAuditEvents: { headers: own },
+    listSessions: { headers: own },
+    revokeSession: {
+      headers: own,
+      params: (w) => ({ id: w.sessionToRevoke.id }),
+      effect: (w) => refused(w.sessionToRevoke.token),
+    },
+    revokeOtherSessions: {
+      headers: (w) => bearer(w.u4.token),
+      effect: (w) => refused(w.u4.otherToken),
+    },
+    changePassword: {
+      headers: (w) => bearer(w.u5.token),
+      body: () => ({ current_password: PASSWORD, new_password: `${PASSWORD} changed` }),
+      effect: (w) => refused(w.u5.otherToken),
     },
     switchTenant: {
       headers: (w) => bearer(w.u1.token),

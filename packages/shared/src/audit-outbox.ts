@@ -199,6 +199,8 @@ export interface AuditRecorder {
   kick(): void;
 }
 
+const ADMIN_NOT_STARTED_MESSAGE = 'admin is not started yet';
+
 /** What the deliverer calls: admin's RecordAuditEvents. */
 export type AuditAdminClient = Pick<ServiceClient<typeof AdminService>, 'recordAuditEvents'>;
 type AdminClient = AuditAdminClient;
@@ -217,7 +219,7 @@ export class DeferredAuditAdmin implements AuditAdminClient {
   }
 
   recordAuditEvents: AuditAdminClient['recordAuditEvents'] = (req, opts) => {
-    if (!this.#client) return Promise.reject(new AppError('unavailable', 'admin is not started yet'));
+    if (!this.#client) return Promise.reject(new AppError('unavailable', ADMIN_NOT_STARTED_MESSAGE));
     return this.#client.recordAuditEvents(req, opts);
   };
 
@@ -372,9 +374,13 @@ export class AuditOutbox implements AuditRecorder {
     this.#metrics?.failures.inc();
     this.#failures += 1;
     if (this.#failures === 1) {
-      this.#logger.warn(
+      // Expected while an embedded start brings admin up after this service: not a warning.
+      const waiting = err instanceof AppError && err.message === ADMIN_NOT_STARTED_MESSAGE;
+      this.#logger[waiting ? 'info' : 'warn'](
         { source: this.#source, err: errorSummary(err) },
-        'audit outbox: delivery failed; the events stay and are sent again',
+        waiting
+          ? 'audit outbox: admin is not started yet; the events wait for it'
+          : 'audit outbox: delivery failed; the events stay and are sent again',
       );
     }
     if (this.#stopped) return;

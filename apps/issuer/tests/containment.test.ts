@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { timestampDate, timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { ManualClock } from '@relayplane/shared/clock';
 import { newId } from '@relayplane/shared/ids';
@@ -6,6 +9,7 @@ import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisKeys } from '../src/redis/keys.ts';
+import { DEMO_RELAYS } from '../src/relays/relay-config.ts';
 import { issueRequest, newKek, type RunningIssuer, rejection, startIssuer } from './support/harness.ts';
 
 /**
@@ -202,7 +206,9 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     expect(woke.revocations.map((r) => r.jti).sort()).toEqual(old.map((c) => c.jti).sort());
     const mark = woke.watermarks.find((w) => w.projectId === s.projectId);
     // Rounded up to a whole second (iat is in seconds).
-    expect(mark?.issuedBefore && timestampDate(mark.issuedBefore).getTime()).toBe(Math.ceil(cut / 1000) * 1000);
+    expect(mark?.issuedBefore && timestampDate(mark.issuedBefore).getTime()).toBe(
+      Math.ceil(cut / 1000) * 1000,
+    );
     expect(woke.nextCursor).toBeGreaterThan(woke.revocations.at(-1)?.sequence ?? 0n);
     for (const c of old) expect(await active(c.token)).toBe(false);
     for (const c of fresh) expect(await active(c.token)).toBe(true);
@@ -325,5 +331,69 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
       expect(err.code).toBe('invalid_request');
       expect(err.message).toMatch(message);
     }
+  });
+});
+
+/** The same calls in embedded mode: PGlite, no Redis (in-memory slots, in-process bus). */
+describe('credential containment in embedded mode (PGlite, no Redis)', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'issuer-embedded-containment-'));
+  const clock = new ManualClock(Date.now());
+  let issuer: RunningIssuer;
+
+  beforeAll(async () => {
+    issuer = await startIssuer({
+      databaseUrl: 'postgres://unused.invalid/none',
+      clock,
+      kek: newKek(),
+      config: { database: { kind: 'pglite', dataDir }, relays: DEMO_RELAYS },
+    });
+  });
+
+  afterAll(async () => {
+    await issuer?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('revokes by key and by watermark, refuses the revoked key, frees slots and lists', async () => {
+    const s = { tenantId: newId('tenant'), projectId: newId('project'), apiKeyId: newId('apiKey') };
+    const req = (over: Partial<typeof s> = {}) =>
+      issueRequest({ ...s, ...over }, { maxConcurrentConnections: 3 });
+    const leaked = [await issuer.client.issueCredential(req()), await issuer.client.issueCredential(req())];
+    const otherKey = newId('apiKey');
+    const kept = await issuer.client.issueCredential(req({ apiKeyId: otherKey }));
+    expect((await rejection(issuer.client.issueCredential(req()))).code).toBe('payment_required');
+
+    const { nextCursor } = await issuer.client.listRevocations({ cursor: 0n });
+    const poll = issuer.client.listRevocations({ cursor: nextCursor, waitMs: 10_000 });
+    expect(
+      (
+        await issuer.client.revokeCredentials({
+          tenantId: s.tenantId,
+          projectId: s.projectId,
+          apiKeyId: s.apiKeyId,
+        })
+      ).revoked,
+    ).toBe(2);
+    expect((await poll).revocations.map((r) => r.jti).sort()).toEqual(leaked.map((c) => c.jti).sort());
+    for (const c of leaked)
+      expect((await issuer.client.introspectCredential({ token: c.token })).active).toBe(false);
+    expect((await rejection(issuer.client.issueCredential(req()))).code).toBe('unauthenticated');
+    // Their slots are free: the other key takes two more (cap 3).
+    await issuer.client.issueCredential(req({ apiKeyId: otherKey }));
+    await issuer.client.issueCredential(req({ apiKeyId: otherKey }));
+
+    clock.advance(2_000);
+    const res = await issuer.client.revokeCredentials({
+      tenantId: s.tenantId,
+      projectId: s.projectId,
+      issuedBefore: timestampFromMs(clock.now().getTime()),
+    });
+    expect(res.revoked).toBe(3);
+    expect((await issuer.client.introspectCredential({ token: kept.token })).active).toBe(false);
+    const feed = await issuer.client.listRevocations({ cursor: 0n, limit: 1000 });
+    expect(feed.watermarks.map((w) => w.projectId)).toEqual([s.projectId]);
+    const listed = await issuer.client.listCredentials({ tenantId: s.tenantId, projectId: s.projectId });
+    expect(listed.credentials).toHaveLength(5);
+    expect(listed.credentials.every((c) => c.revokedAt !== undefined)).toBe(true);
   });
 });

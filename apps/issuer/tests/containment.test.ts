@@ -239,6 +239,39 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     );
   });
 
+  it('audit or refuse: when the outbox row cannot be written, nothing is revoked, recorded or raised (503)', async () => {
+    const s = scope();
+    const issued = await issue(s, 2);
+    const db = a.service.database.db;
+    await sql`create function issuer.refuse_bulk_audit() returns trigger language plpgsql as $$
+      begin if new.action = 'credentials.bulk_revoke' then raise exception 'audit outbox refused (test)'; end if;
+      return new; end $$`.execute(db);
+    await sql`create trigger refuse_bulk_audit before insert on issuer.audit_outbox
+      for each row execute function issuer.refuse_bulk_audit()`.execute(db);
+    try {
+      const err = await rejection(
+        a.client.revokeCredentials({ ...s, issuedBefore: timestampFromMs(clock.now().getTime()) }),
+      );
+      expect(err.code).toBe('unavailable');
+      expect(err.retryAfterSeconds).toBeGreaterThan(0);
+    } finally {
+      await sql`drop trigger refuse_bulk_audit on issuer.audit_outbox`.execute(db);
+      await sql`drop function issuer.refuse_bulk_audit()`.execute(db);
+    }
+    for (const c of issued) expect(await active(c.token)).toBe(true);
+    const marks =
+      await sql`select 1 from issuer.project_watermarks where project_id = ${s.projectId}`.execute(db);
+    expect(marks.rows).toEqual([]);
+    const keys = await sql`select 1 from issuer.revoked_api_keys where api_key_id = ${s.apiKeyId}`.execute(
+      db,
+    );
+    expect(keys.rows).toEqual([]);
+    expect((await slotsOf(s.tenantId)).length).toBe(2);
+    expect(
+      (await a.client.issueCredential(issueRequest(s, { maxConcurrentConnections: 100 }))).token,
+    ).toMatch(/^ey/);
+  });
+
   it('refuses a bulk revocation without a filter, with a future issued_before, or with malformed ids', async () => {
     const s = scope();
     const cases = [

@@ -7,6 +7,7 @@ import * as deviceGrants from './20261126T1000-device-grants.ts';
 import * as identityTokens from './20261126T1100-identity-tokens.ts';
 import * as auditEvents from './20261127T1000-audit-events.ts';
 import * as sessionDetails from './20261128T1100-session-details.ts';
+import * as auditEventFilters from './20261129T1100-audit-event-filters.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '20261126T1100-identity-tokens': identityTokens,
   '20261127T1000-audit-events': auditEvents,
   '20261128T1100-session-details': sessionDetails,
+  '20261129T1100-audit-event-filters': auditEventFilters,
 };

@@ -251,7 +251,14 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
 
     expect(await admin.pruneAuditEvents()).toBeGreaterThanOrEqual(keepFrom);
     const after = await rows(tenantId);
-    expect(after.map((r) => r.id)).toEqual(before.slice(keepFrom).map((r) => r.id));
+    // What was kept, then the pruning's own event (by the job, saying what went).
+    expect(after.slice(0, -1).map((r) => r.id)).toEqual(before.slice(keepFrom).map((r) => r.id));
+    expect(after.at(-1)).toMatchObject({
+      action: 'audit.prune',
+      actor_type: 'system',
+      actor_id: 'audit-prune',
+      details: { deleted: keepFrom, anchor_seq: Number(before[keepFrom - 1]?.seq) },
+    });
     const head = await admin.database.db
       .selectFrom('audit_chain_heads')
       .selectAll()

@@ -36,6 +36,7 @@ import {
   isEventId,
   type JsonValue,
   newEventId,
+  PLATFORM_CHAIN,
   secretIn,
 } from './canonical.ts';
 
@@ -343,7 +344,26 @@ export class AuditTrail {
           .set({ anchor_seq: String(anchor.seq), anchor_hash: anchor.hash })
           .where('chain_key', '=', chainKey)
           .execute();
-        return Number(res.numDeletedRows);
+        const deleted = Number(res.numDeletedRows);
+        // The pruning itself stays in the chain: a gap at its start is explained, not silent.
+        await append(
+          trx,
+          this.#complete({
+            action: 'audit.prune',
+            tenantId: chainKey === PLATFORM_CHAIN ? null : chainKey,
+            actor: { type: 'system', id: 'audit-prune' },
+            target: { type: 'audit_chain', id: chainKey },
+            details: {
+              deleted,
+              before: cutoff.toISOString(),
+              anchor_seq: Number(anchor.seq),
+              anchor_hash: anchor.hash,
+            },
+          }),
+          'admin',
+          false,
+        );
+        return deleted;
       });
     }
     return deleted;

@@ -277,6 +277,11 @@ export class AdminService {
     });
   }
 
+  /** Admin's maintenance jobs (`audit-prune`): bullmq with Redis, timers without. */
+  get scheduler(): Scheduler {
+    return this.#busSetup.scheduler;
+  }
+
   /** Deletes the audit events past `RELAYPLANE_AUDIT_RETENTION_DAYS` now (a job also does, hourly). */
   pruneAuditEvents(): Promise<number> {
     return pruneAuditEvents({

@@ -7,11 +7,13 @@ import { createDatabase, type Database } from '@relayplane/shared/db';
 import { AppError } from '@relayplane/shared/errors';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import { testLogger } from '@relayplane/testing/logger';
+import { createTestRedis } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventHash, GENESIS_HASH, newEventId } from '../src/audit/canonical.ts';
 import { AUDIT_UNAVAILABLE_MESSAGE, AuditTrail } from '../src/audit/trail.ts';
 import type { AdminDatabase } from '../src/db/schema.ts';
+import { AUDIT_PRUNE_JOB } from '../src/jobs/prune-audit.ts';
 import type { AdminService } from '../src/service.ts';
 import {
   type AdminRig,
@@ -519,5 +521,50 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
       expect(JSON.parse(events[0]?.detailsJson ?? '')).toEqual({ from: 'viewer', to: 'admin' });
       expect(events[1]).toMatchObject({ actor: { type: 'user', id: member.userId } });
     });
+  });
+});
+
+describe('the audit retention job on bullmq (real Redis)', () => {
+  it('runs audit-prune from admin’s queue: old events go, the chain still verifies', async () => {
+    const redis = createTestRedis('audit_prune_job');
+    const clock = new ManualClock(Date.parse('2026-11-25T12:00:00Z'));
+    const rig = await startAdminRig(
+      'audit_prune_job',
+      { ADMIN_REDIS_URL: redis.url, ADMIN_REDIS_PREFIX: redis.prefix, RELAYPLANE_AUDIT_RETENTION_DAYS: '1' },
+      { clock },
+    );
+    try {
+      const signedUp = await rig.client.signup({
+        email: 'job@example.com',
+        password: PASSWORD,
+        tenantName: 'job',
+      });
+      const tenantId = signedUp.tenant?.id ?? '';
+      const count = async () =>
+        (
+          await rig.admin.database.db
+            .selectFrom('audit_events')
+            .select('action')
+            .where('chain_key', '=', tenantId)
+            .execute()
+        ).map((r) => r.action);
+      expect(await count()).toContain('tenant.create');
+      clock.advance(2 * DAY_MS);
+      await rig.admin.scheduler.trigger(AUDIT_PRUNE_JOB);
+      const deadline = Date.now() + 10_000;
+      while (!(await count()).includes('audit.prune')) {
+        if (Date.now() > deadline) throw new Error('the audit-prune job did not run within 10 s');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(await count()).toEqual(['audit.prune']);
+      const principal = await principalFor(rig.client, 'job@example.com', PASSWORD);
+      await expect(rig.client.verifyAuditEvents({ principal })).resolves.toMatchObject({
+        ok: true,
+        firstBadId: '',
+      });
+    } finally {
+      await rig.close();
+      await redis.clean();
+    }
   });
 });

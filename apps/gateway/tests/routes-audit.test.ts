@@ -211,6 +211,45 @@ describe('gateway routes: audit events', () => {
     });
   });
 
+  it('names a bot or an identity token as the actor when one made the change', async () => {
+    const a = await signup('machine-actor');
+    const p = await a.project('machines');
+    const bot = (
+      await call('POST', `/admin/v1/projects/${p}/bots`, a.auth, { name: 'ci', role: 'developer' })
+    ).json();
+    const botKey = (await call('POST', `/admin/v1/projects/${p}/bots/${bot.id}/keys`, a.auth, {})).json();
+    const byBot = await call(
+      'POST',
+      `/admin/v1/projects/${p}/api-keys`,
+      { authorization: `Bearer ${botKey.token}` },
+      {
+        name: 'from-bot',
+      },
+    );
+    expect(byBot.statusCode, byBot.body).toBe(201);
+    const identity = (
+      await call('POST', `/v1/projects/${p}/identities/${bot.id}/tokens`, a.auth, {
+        scopes: ['allowlist:write'],
+      })
+    ).json();
+    const byIdentity = await call(
+      'POST',
+      `/admin/v1/projects/${p}/allowlist`,
+      { authorization: `Bearer ${identity.value}` },
+      { cidr: '192.0.2.0/24' },
+    );
+    expect(byIdentity.statusCode, byIdentity.body).toBe(201);
+
+    const [keyEvent] = await events(a.auth, `&target_id=${byBot.json().api_key.id}`);
+    expect(keyEvent).toMatchObject({ action: 'api_key.create', actor: { type: 'bot', id: bot.id } });
+    const [entryEvent] = await events(a.auth, `&target_id=${byIdentity.json().id}`);
+    expect(entryEvent).toMatchObject({
+      action: 'allowlist.create',
+      actor: { type: 'identity_token', id: identity.id },
+    });
+    expect((await events(a.auth, `&actor_id=${bot.id}`)).map((e) => e.action)).toEqual(['api_key.create']);
+  });
+
   it('keeps tenants apart: another tenant sees none of the events and may not name the tenant', async () => {
     const a = await signup('iso-a');
     const b = await signup('iso-b');

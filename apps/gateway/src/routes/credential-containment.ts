@@ -76,11 +76,12 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
     },
     async (request) => {
       const body = request.body ?? {};
-      // The project first: another tenant's answers 404 whatever the body, like a missing one.
-      await requireKeyOf(request, undefined);
+      // A body without either field is malformed (400, like any missing field, before the project is looked
+      // up); then the project: another tenant's answers 404 whatever else the body says, like a missing one.
       if (body.api_key_id === undefined && body.issued_before === undefined) {
-        throw new AppError('invalid_request', 'give api_key_id, issued_before or both');
+        throw new AppError('invalid_request', 'missing required field: give "api_key_id", "issued_before" or both');
       }
+      await requireKeyOf(request, undefined);
       let issuedBefore: number | undefined;
       if (body.issued_before !== undefined) {
         issuedBefore = RFC3339.test(body.issued_before) ? Date.parse(body.issued_before) : Number.NaN;

@@ -79,7 +79,7 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
       // A body without either field is malformed (400, like any missing field, before the project is looked
       // up); then the project: another tenant's answers 404 whatever else the body says, like a missing one.
       if (body.api_key_id === undefined && body.issued_before === undefined) {
-        throw new AppError('invalid_request', 'missing required field: give "api_key_id", "issued_before" or both');
+        throw new AppError('invalid_request', 'missing required field: give api_key_id, issued_before or both');
       }
       await requireKeyOf(request, undefined);
       let issuedBefore: number | undefined;

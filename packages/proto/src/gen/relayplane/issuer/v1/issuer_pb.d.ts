@@ -774,7 +774,7 @@ export declare type RevokeCredentialsRequest = Message<"relayplane.issuer.v1.Rev
   projectId: string;
 
   /**
-   * Optional: only credentials requested with this API key (and the key is recorded as revoked).
+   * Optional: only credentials requested with this API key.
    *
    * @generated from field: string api_key_id = 3;
    */
@@ -787,6 +787,16 @@ export declare type RevokeCredentialsRequest = Message<"relayplane.issuer.v1.Rev
    * @generated from field: google.protobuf.Timestamp issued_before = 4;
    */
   issuedBefore?: Timestamp | undefined;
+
+  /**
+   * The API key itself is being revoked (the gateway's DELETE of the key, before admin revokes
+   * it): requires api_key_id; the key is recorded as revoked, and no credential of it is
+   * recorded afterwards, even one requested through a gateway that still trusts the key from
+   * its cache. Without it the key stays usable (only its current credentials are revoked).
+   *
+   * @generated from field: bool api_key_revoked = 5;
+   */
+  apiKeyRevoked: boolean;
 };
 
 /**
@@ -1344,8 +1354,9 @@ export declare const IssuerService: GenService<{
   /**
    * RevokeCredentials revokes every unexpired, unrevoked credential of a project that matches
    * api_key_id and/or issued_before (at least one), in one transaction, with the follow-ups of
-   * RevokeCredential (Redis marks, slot release, feed entries, bus). With api_key_id the key is
-   * also recorded as revoked: no credential of it is recorded (so answered) afterwards. With
+   * RevokeCredential (Redis marks, slot release, feed entries, bus). With api_key_revoked (the
+   * key itself is being revoked) the key is also recorded as revoked: no credential of it is
+   * recorded (so answered) afterwards; without it the key keeps issuing. With
    * issued_before the project's watermark is raised to it (never lowered): assignment,
    * introspection and the feed's verifiers refuse the project's credentials issued before it.
    *

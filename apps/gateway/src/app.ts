@@ -17,7 +17,7 @@ import { JwksCache } from './jwks-cache.ts';
 import { lazyChildLoggerFactory } from './lazy-logger.ts';
 import { documentRoute, registerOpenApi } from './openapi.ts';
 import { type ApiKeyAuth, authGuards, guardOf } from './plugins/auth.ts';
-import { registerErrorHandling } from './plugins/errors.ts';
+import { refuseControlCharactersInUrl, registerErrorHandling } from './plugins/errors.ts';
 import { acceptForms } from './plugins/forms.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
@@ -179,6 +179,8 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   });
 
   registerErrorHandling(app, deps.config.bodyLimitBytes);
+  // Like NUL in a JSON body: a NUL (or other control character) in the path or query is a 400.
+  refuseControlCharactersInUrl(app);
   // Parses `Cookie` for the session cookie login sets (see plugins/csrf.ts).
   // No parsing hook: session guards parse the Cookie header when they need it (sessionCookieOf).
   await app.register(cookie, { hook: false });

@@ -146,6 +146,64 @@ describe('gateway routes: bad input', () => {
     });
   }
 
+  it('answers a NUL in any query or path parameter of every documented route with 400 {error} (never a 500)', async () => {
+    const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+      paths: Record<string, Record<string, { parameters?: { in: string; name: string }[] }>>;
+    };
+    let tried = 0;
+    for (const [template, operations] of Object.entries(doc.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const params = (operation.parameters ?? []).filter((p) => p.in === 'query' || p.in === 'path');
+        if (params.length === 0) continue;
+        const pattern = new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}(\\?|$)`);
+        const known = ROUTES.find((r) => r.method === method.toUpperCase() && pattern.test(r.url));
+        const filled = known?.url.split('?')[0] ?? template.replace(/\{[^}]+\}/g, 'x');
+        const urls: string[] = [];
+        for (const param of params) {
+          if (param.in === 'query') urls.push(`${filled}?${param.name}=a%00b`);
+          else {
+            // The segment that holds this parameter, replaced by a value with a NUL in it.
+            const index = template.split('/').indexOf(`{${param.name}}`);
+            const segments = filled.split('/');
+            segments[index] = 'a%00b';
+            urls.push(segments.join('/'));
+          }
+        }
+        for (const url of urls) {
+          const res = await stack.app.inject({
+            method: method.toUpperCase() as 'GET',
+            url,
+            headers: { 'content-type': 'application/json', ...credentialsFor(known?.auth ?? 'session') },
+            ...(known?.body ? { payload: JSON.stringify(known.body) } : {}),
+          });
+          expect({ url, method, status: res.statusCode }).toEqual({ url, method, status: 400 });
+          expect(expectError(res, 400)).toMatch(/NUL/);
+          tried += 1;
+        }
+      }
+    }
+    // The audit listing's filters, the revocation feed, the device page, every id in a path …
+    expect(tried).toBeGreaterThanOrEqual(40);
+  });
+
+  it('answers other control characters in the URL with 400 and leaves ordinary escapes alone', async () => {
+    for (const escaped of ['%01', '%0A', '%1f', '%7F']) {
+      const res = await stack.app.inject({
+        method: 'GET',
+        url: `/admin/v1/audit-events?action=a${escaped}b`,
+        headers: auth,
+      });
+      expectError(res, 400);
+    }
+    const percent = await stack.app.inject({
+      method: 'GET',
+      url: '/admin/v1/audit-events?action=a%2500b',
+      headers: auth,
+    });
+    expect(percent.statusCode).toBe(200);
+    expect(percent.json()).toEqual({ events: [], next_cursor: null });
+  });
+
   it('validates project names and environments with 400 and a clear message', async () => {
     const cases: [unknown, RegExp][] = [
       [{ name: '' }, /name/],

@@ -55,6 +55,28 @@ function send(reply: FastifyReply, status: number, message: string, retryAfter?:
     .send(JSON.stringify({ error: message }));
 }
 
+/**
+ * A C0 control character (U+0000–U+001F) or DEL, percent-encoded or literal, in the URL's path or
+ * query string. No identifier, filter, cursor, time or code this API takes contains one, and
+ * PostgreSQL cannot store NUL (a filter holding one would fail as a 500), so they are refused
+ * as bad input for every route, before routing's result or any guard runs.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: they are what it looks for (literal ones too: inject() skips Node's HTTP parser)
+const URL_CONTROL_CHARACTER = /%(?:[01][0-9a-f]|7f)|[\u0000-\u001f\u007f]/i;
+export const URL_CONTROL_CHARACTER_MESSAGE =
+  'the URL must not contain NUL or other control characters (U+0000–U+001F, U+007F) in its path or query string';
+
+/** Answers 400 `{"error"}` for a NUL or another control character in any path parameter or query value. */
+export function refuseControlCharactersInUrl(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    if (URL_CONTROL_CHARACTER.test(request.url)) {
+      send(reply, 400, URL_CONTROL_CHARACTER_MESSAGE);
+      return;
+    }
+    done();
+  });
+}
+
 /** Every error becomes `{"error": "..."}` with the status of the one table in @relayplane/shared/errors. */
 export function registerErrorHandling(app: FastifyInstance, bodyLimitBytes: number): void {
   app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {

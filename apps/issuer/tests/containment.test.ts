@@ -53,7 +53,7 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     await redis.clean();
   });
 
-  it("revokes an API key's live credentials at once: inactive, refused at assignment, in the feed, slots freed, key refused after", async () => {
+  it("revokes a revoked API key's live credentials at once: inactive, refused at assignment, in the feed, slots freed, key refused after", async () => {
     const s = scope();
     const other = { ...s, apiKeyId: newId('apiKey') };
     const elsewhere = { ...s, projectId: newId('project'), apiKeyId: newId('apiKey') };
@@ -73,6 +73,7 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
       tenantId: s.tenantId,
       projectId: s.projectId,
       apiKeyId: s.apiKeyId,
+      apiKeyRevoked: true,
     });
     expect(res.revoked).toBe(5);
 
@@ -95,6 +96,7 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
           tenantId: s.tenantId,
           projectId: s.projectId,
           apiKeyId: s.apiKeyId,
+          apiKeyRevoked: true,
         })
       ).revoked,
     ).toBe(0);
@@ -116,6 +118,83 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     expect(
       (await a.client.issueCredential(issueRequest(other, { maxConcurrentConnections: 100 }))).token,
     ).toMatch(/^ey/);
+  });
+
+  it("revokes a key's credentials without revoking the key: the key keeps issuing, and no table lock is taken", async () => {
+    const s = scope();
+    const leaked = await issue(s, 3);
+    const db = a.service.database.db;
+    // A transaction holding ROW EXCLUSIVE on credentials (as every insert does) for the whole call:
+    // a revocation that took the table lock (SHARE ROW EXCLUSIVE) would wait for it.
+    const res = await db.connection().execute(async (conn) => {
+      await sql`begin`.execute(conn);
+      try {
+        await sql`lock table issuer.credentials in row exclusive mode`.execute(conn);
+        return await a.client.revokeCredentials({
+          tenantId: s.tenantId,
+          projectId: s.projectId,
+          apiKeyId: s.apiKeyId,
+        });
+      } finally {
+        await sql`rollback`.execute(conn);
+      }
+    });
+    expect(res.revoked).toBe(3);
+    for (const c of leaked) expect(await active(c.token)).toBe(false);
+    const recorded =
+      await sql`select 1 from issuer.revoked_api_keys where api_key_id = ${s.apiKeyId}`.execute(db);
+    expect(recorded.rows).toEqual([]);
+    // The key is still active (admin was not asked to revoke it): it obtains new credentials on both replicas.
+    for (const issuer of [a, b]) {
+      const fresh = await issuer.client.issueCredential(issueRequest(s, { maxConcurrentConnections: 100 }));
+      expect(await active(fresh.token)).toBe(true);
+    }
+    expect((await slotsOf(s.tenantId)).length).toBe(2);
+  });
+
+  it('revoking the key itself waits at most the lock timeout for the table lock: then unavailable, nothing changed', async () => {
+    const s = scope();
+    const issued = await issue(s, 2);
+    const db = a.service.database.db;
+    const started = performance.now();
+    const err = await db.connection().execute(async (conn) => {
+      await sql`begin`.execute(conn);
+      try {
+        await sql`lock table issuer.credentials in row exclusive mode`.execute(conn);
+        return await rejection(
+          a.client.revokeCredentials({
+            tenantId: s.tenantId,
+            projectId: s.projectId,
+            apiKeyId: s.apiKeyId,
+            apiKeyRevoked: true,
+          }),
+        );
+      } finally {
+        await sql`rollback`.execute(conn);
+      }
+    });
+    const took = performance.now() - started;
+    expect(err.code).toBe('unavailable');
+    expect(err.message).toMatch(/nothing was changed, retry shortly/);
+    expect(err.retryAfterSeconds).toBeGreaterThan(0);
+    expect(took).toBeGreaterThanOrEqual(1_900);
+    expect(took).toBeLessThan(4_500);
+    for (const c of issued) expect(await active(c.token)).toBe(true);
+    const recorded =
+      await sql`select 1 from issuer.revoked_api_keys where api_key_id = ${s.apiKeyId}`.execute(db);
+    expect(recorded.rows).toEqual([]);
+    expect((await slotsOf(s.tenantId)).length).toBe(2);
+    // The lock released, the retry succeeds.
+    expect(
+      (
+        await a.client.revokeCredentials({
+          tenantId: s.tenantId,
+          projectId: s.projectId,
+          apiKeyId: s.apiKeyId,
+          apiKeyRevoked: true,
+        })
+      ).revoked,
+    ).toBe(2);
   });
 
   it('records the bulk revocation as credentials.bulk_revoke in the audit outbox, without any token', async () => {
@@ -149,32 +228,47 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     for (const c of issued) expect(text).not.toContain(c.token.split('.')[2]);
   });
 
-  it('leaves no credential of a key live when issuance races its bulk revocation', async () => {
-    const s = scope();
-    const racing = Array.from({ length: 150 }, (_, i) =>
-      (i % 2 ? a : b).client.issueCredential(issueRequest(s, { maxConcurrentConnections: 1000 })).then(
-        (r) => ({ ok: true as const, jti: r.jti, token: r.token }),
-        (err: { code?: string }) => ({ ok: false as const, code: err.code }),
-      ),
-    );
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    const revoked = await a.client.revokeCredentials({
-      tenantId: s.tenantId,
-      projectId: s.projectId,
-      apiKeyId: s.apiKeyId,
-    });
-    const outcomes = await Promise.all(racing);
-    const answered = outcomes.filter((o) => o.ok);
-    const refused = outcomes.filter((o) => !o.ok);
-    // Every answered credential was recorded before the revocation, so it revoked it.
-    expect(answered.length).toBe(revoked.revoked);
-    for (const o of refused) expect(o.code).toBe('unauthenticated');
-    const live = await sql<{ jti: string }>`select jti from issuer.credentials
-      where api_key_id = ${s.apiKeyId} and revoked_at is null`.execute(a.service.database.db);
-    expect(live.rows).toEqual([]);
-    for (const o of answered) expect(await active(o.token)).toBe(false);
-    expect(await slotsOf(s.tenantId)).toEqual([]);
-    console.log(`race: ${answered.length} answered (all revoked), ${refused.length} refused`);
+  it('leaves no credential of a key live when issuance races the revocation of the key', async () => {
+    // Each round races 150 issuances on two replicas against one revocation of a fresh key. The
+    // race is only shown by a round where some issuances landed before the revocation (answered,
+    // then revoked by it) and some after (refused): the start of the revocation is moved until
+    // one does, and every round must leave no live credential of its key.
+    let delayMs = 5;
+    const rounds: string[] = [];
+    for (let round = 0; round < 8; round++) {
+      const s = scope();
+      const racing = Array.from({ length: 150 }, (_, i) =>
+        (i % 2 ? a : b).client.issueCredential(issueRequest(s, { maxConcurrentConnections: 1000 })).then(
+          (r) => ({ ok: true as const, jti: r.jti, token: r.token }),
+          (err: { code?: string }) => ({ ok: false as const, code: err.code }),
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      const revoked = await a.client.revokeCredentials({
+        tenantId: s.tenantId,
+        projectId: s.projectId,
+        apiKeyId: s.apiKeyId,
+        apiKeyRevoked: true,
+      });
+      const outcomes = await Promise.all(racing);
+      const answered = outcomes.filter((o) => o.ok);
+      const refused = outcomes.filter((o) => !o.ok);
+      // Every answered credential was recorded before the revocation, so it revoked it.
+      expect(answered.length).toBe(revoked.revoked);
+      for (const o of refused) expect(o.code).toBe('unauthenticated');
+      const live = await sql<{ jti: string }>`select jti from issuer.credentials
+        where api_key_id = ${s.apiKeyId} and revoked_at is null`.execute(a.service.database.db);
+      expect(live.rows).toEqual([]);
+      for (const o of answered) expect(await active(o.token)).toBe(false);
+      expect(await slotsOf(s.tenantId)).toEqual([]);
+      rounds.push(`${delayMs} ms: ${answered.length} answered (all revoked), ${refused.length} refused`);
+      if (answered.length > 0 && refused.length > 0) break;
+      // All refused: revoke later; all answered: revoke sooner.
+      delayMs = answered.length === 0 ? delayMs * 2 : Math.floor(delayMs / 2);
+    }
+    console.log(`race rounds: ${rounds.join('; ')}`);
+    const last = rounds.at(-1) ?? '';
+    expect(last, rounds.join('; ')).toMatch(/: [1-9]\d* answered \(all revoked\), [1-9]\d* refused$/);
   });
 
   it('issued_before revokes older credentials and sets a watermark the feed carries and introspection applies', async () => {
@@ -250,7 +344,11 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
       for each row execute function issuer.refuse_bulk_audit()`.execute(db);
     try {
       const err = await rejection(
-        a.client.revokeCredentials({ ...s, issuedBefore: timestampFromMs(clock.now().getTime()) }),
+        a.client.revokeCredentials({
+          ...s,
+          apiKeyRevoked: true,
+          issuedBefore: timestampFromMs(clock.now().getTime()),
+        }),
       );
       expect(err.code).toBe('unavailable');
       expect(err.retryAfterSeconds).toBeGreaterThan(0);
@@ -280,6 +378,15 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
       [{ ...s, tenantId: 'nope' }, /tenant_id/],
       [{ ...s, projectId: 'key_x' }, /project_id/],
       [{ ...s, apiKeyId: 'prj_x' }, /api_key_id/],
+      [
+        {
+          tenantId: s.tenantId,
+          projectId: s.projectId,
+          apiKeyRevoked: true,
+          issuedBefore: timestampFromMs(0),
+        },
+        /api_key_revoked needs the api_key_id/,
+      ],
     ] as const;
     for (const [req, message] of cases) {
       const err = await rejection(a.client.revokeCredentials(req));
@@ -328,6 +435,12 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     expect(all.credentials.find((c) => c.jti === issued[1]?.jti)?.revokedAt).toBeDefined();
     expect(all.credentials.find((c) => c.jti === issued[2]?.jti)?.revokedAt).toBeUndefined();
 
+    const otherProject = await rejection(
+      a.client.listCredentials({ tenantId: s.tenantId, projectId: 'prj_\u0000' }),
+    );
+    expect(otherProject.code).toBe('invalid_request');
+    expect(otherProject.message).toMatch(/project_id/);
+
     const byKey = await a.client.listCredentials({
       tenantId: s.tenantId,
       projectId: s.projectId,
@@ -353,10 +466,17 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
         .reverse(),
     );
 
+    const cursorOf = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
     for (const [req, message] of [
       [{ limit: 201 }, /limit/],
       [{ cursor: 'not-a-cursor' }, /cursor/],
       [{ cursor: Buffer.from('[1,"x"]').toString('base64url') }, /cursor/],
+      // A safe integer past the last instant a Date holds.
+      [{ cursor: cursorOf([Number.MAX_SAFE_INTEGER, issued[0]?.jti]) }, /cursor/],
+      [{ cursor: cursorOf([-8_640_000_000_000_001, issued[0]?.jti]) }, /cursor/],
+      // PostgreSQL refuses a NUL byte in text (22021): refused before it gets there.
+      [{ apiKeyId: 'key_\u0000' }, /api_key_id must be an API key id/],
+      [{ apiKeyId: s.projectId }, /api_key_id must be an API key id/],
     ] as const) {
       const err = await rejection(
         a.client.listCredentials({ tenantId: s.tenantId, projectId: s.projectId, ...req }),
@@ -404,6 +524,7 @@ describe('credential containment in embedded mode (PGlite, no Redis)', () => {
           tenantId: s.tenantId,
           projectId: s.projectId,
           apiKeyId: s.apiKeyId,
+          apiKeyRevoked: true,
         })
       ).revoked,
     ).toBe(2);

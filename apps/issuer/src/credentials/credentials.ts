@@ -28,11 +28,13 @@ import type { ActiveSigningKey } from '../keys/key-ring.ts';
 import type { IssuerMetrics } from '../metrics.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
 import { ApiKeyRevokedError, type CredentialWriter } from '../stores/credential-writer.ts';
-import type {
-  CredentialListing,
-  CredentialStore,
-  RevocationEntry,
-  WatermarkEntry,
+import {
+  BULK_REVOKE_LOCK_TIMEOUT_MS,
+  type CredentialListing,
+  type CredentialStore,
+  LOCK_NOT_AVAILABLE,
+  type RevocationEntry,
+  type WatermarkEntry,
 } from '../stores/credentials.ts';
 import type { RedisRevocationMarks } from '../stores/revocation-marks.ts';
 import { SlotLedgerUnavailableError, type SlotStore } from '../stores/slot-store.ts';
@@ -49,6 +51,7 @@ const FEED_RECHECK_MS = 1_000;
 const SLOTS_UNAVAILABLE_MESSAGE = 'concurrency limits are unavailable; retry shortly';
 const RECORD_UNAVAILABLE_MESSAGE = 'credentials cannot be recorded right now; retry shortly';
 const CREDENTIAL_NOT_FOUND_MESSAGE = 'credential not found';
+const BULK_REVOKE_BUSY_MESSAGE = `the credentials could not be locked for revocation within ${BULK_REVOKE_LOCK_TIMEOUT_MS / 1000} s; nothing was changed, retry shortly`;
 
 export interface IssuedCredential {
   token: string;
@@ -77,6 +80,8 @@ export interface BulkRevokeInput {
   projectId: string;
   /** Empty: any key. */
   apiKeyId: string;
+  /** The key itself is being revoked: record it, so it obtains no credential afterwards. */
+  apiKeyRevoked?: boolean;
   issuedBefore?: Date;
 }
 
@@ -314,13 +319,15 @@ export class Credentials {
   /**
    * RevokeCredentials: every unexpired, unrevoked credential of the project matching the API
    * key and/or `issuedBefore`, in one PostgreSQL transaction with its feed entries, the revoked
-   * key's record, the raised watermark and the `credentials.bulk_revoke` audit event; then the
-   * follow-ups of a single revocation for each. Answers how many this call revoked.
-   * `issuedBefore` is rounded up to a whole second (`iat` is in seconds) and may not be later
-   * than now.
+   * key's record (only with `apiKeyRevoked`), the raised watermark and the
+   * `credentials.bulk_revoke` audit event; then the follow-ups of a single revocation for each.
+   * Answers how many this call revoked. `issuedBefore` is rounded up to a whole second (`iat`
+   * is in seconds) and may not be later than now. A lock wait past the store's lock timeout
+   * answers `unavailable` (nothing changed).
    */
   async revokeMany(input: BulkRevokeInput): Promise<number> {
     const { tenantId, projectId, apiKeyId } = input;
+    const apiKeyRevoked = input.apiKeyRevoked === true;
     if (!isId('tenant', tenantId))
       throw new AppError('invalid_request', 'tenant_id must be a tenant id (ten_…)');
     if (!isId('project', projectId))
@@ -329,6 +336,8 @@ export class Credentials {
       throw new AppError('invalid_request', 'api_key_id must be an API key id (key_…)');
     if (!apiKeyId && !input.issuedBefore)
       throw new AppError('invalid_request', 'give api_key_id, issued_before or both');
+    if (apiKeyRevoked && !apiKeyId)
+      throw new AppError('invalid_request', 'api_key_revoked needs the api_key_id of the revoked key');
     const now = this.#d.clock.now();
     let issuedBefore: Date | undefined;
     if (input.issuedBefore) {
@@ -338,21 +347,28 @@ export class Credentials {
         throw new AppError('invalid_request', 'issued_before must not be in the future');
       issuedBefore = new Date(Math.ceil(ms / 1000) * 1000);
     }
-    const result = await this.#d.store.revokeMatching(
-      { tenantId, projectId, apiKeyId: apiKeyId || undefined, issuedBefore },
-      now,
-      (trx, revoked) =>
-        this.#d.audit.enqueue(trx, {
-          action: 'credentials.bulk_revoke',
-          tenantId,
-          target: { type: 'project', id: projectId },
-          details: {
-            api_key_id: apiKeyId || null,
-            issued_before: issuedBefore?.toISOString() ?? null,
-            revoked,
-          },
-        }),
-    );
+    const result = await this.#d.store
+      .revokeMatching(
+        { tenantId, projectId, apiKeyId: apiKeyId || undefined, apiKeyRevoked, issuedBefore },
+        now,
+        (trx, revoked) =>
+          this.#d.audit.enqueue(trx, {
+            action: 'credentials.bulk_revoke',
+            tenantId,
+            target: { type: 'project', id: projectId },
+            details: {
+              api_key_id: apiKeyId || null,
+              issued_before: issuedBefore?.toISOString() ?? null,
+              revoked,
+            },
+          }),
+      )
+      .catch((err: unknown) => {
+        if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
+          throw new AppError('unavailable', BULK_REVOKE_BUSY_MESSAGE, { retryAfterSeconds: 1, cause: err });
+        }
+        throw err;
+      });
     this.#d.audit.kick();
     const last = [result.watermarkSequence, result.revoked.at(-1)?.sequence]
       .filter((s) => s !== undefined)
@@ -425,12 +441,16 @@ export class Credentials {
   }): Promise<CredentialPage> {
     if (!isId('tenant', input.tenantId))
       throw new AppError('invalid_request', 'tenant_id must be a tenant id (ten_…)');
+    if (!isId('project', input.projectId))
+      throw new AppError('invalid_request', 'project_id must be a project id (prj_…)');
+    // Checked before PostgreSQL sees it: a NUL byte there is an error of its own (22021).
+    if (input.apiKeyId && !isId('apiKey', input.apiKeyId))
+      throw new AppError('invalid_request', 'api_key_id must be an API key id (key_…)');
     if (!Number.isInteger(input.limit) || input.limit < 0 || input.limit > MAX_CREDENTIALS_LIMIT) {
       throw new AppError('invalid_request', `limit must be between 1 and ${MAX_CREDENTIALS_LIMIT}`);
     }
     const limit = input.limit || DEFAULT_CREDENTIALS_LIMIT;
     const after = input.cursor ? decodeListCursor(input.cursor) : undefined;
-    // An id of another kind matches nothing: an empty page, as for a key without credentials.
     const credentials = await this.#d.store.list(
       {
         tenantId: input.tenantId,
@@ -574,7 +594,9 @@ function decodeListCursor(cursor: string): { issuedAt: Date; jti: string } {
   try {
     const [ms, jti] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown[];
     if (typeof ms === 'number' && Number.isSafeInteger(ms) && typeof jti === 'string' && isJti(jti)) {
-      return { issuedAt: new Date(ms), jti };
+      const issuedAt = new Date(ms);
+      // A safe integer can still be past the last instant a Date holds (±8.64e15 ms).
+      if (Number.isFinite(issuedAt.getTime())) return { issuedAt, jti };
     }
   } catch {
     // fall through

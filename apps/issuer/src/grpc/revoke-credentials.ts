@@ -16,6 +16,7 @@ export function revokeCredentials({
       tenantId: req.tenantId,
       projectId: req.projectId,
       apiKeyId: req.apiKeyId,
+      apiKeyRevoked: req.apiKeyRevoked,
       issuedBefore: req.issuedBefore ? timestampDate(req.issuedBefore) : undefined,
     });
     return { revoked };

@@ -8,10 +8,11 @@
  * settles when the statement holding its row has committed (or failed): a credential is
  * answered only after its jti is stored.
  *
- * A row of an API key recorded in `revoked_api_keys` (its credentials were revoked with it,
- * docs/credentials.md "Containment") is not stored: the statement skips it, and its caller is
- * rejected with `ApiKeyRevokedError`. The bulk revocation locks the table against these inserts
- * while it records the key and revokes its credentials, so a credential is either stored before
+ * A row of an API key recorded in `revoked_api_keys` (the key was revoked, and its credentials
+ * with it, docs/credentials.md "Containment") is not stored: the statement skips it, and its
+ * caller is rejected with `ApiKeyRevokedError`. The revocation of a key (RevokeCredentials with
+ * `api_key_revoked`) locks the table against these inserts while it records the key and
+ * revokes its credentials, so a credential is either stored before
  * it (and revoked by it) or refused after it — a gateway still trusting the key from its cache
  * cannot get one through.
  */

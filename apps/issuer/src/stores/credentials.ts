@@ -25,8 +25,13 @@ export interface RevokeResult {
 export interface BulkRevokeFilter {
   tenantId: string;
   projectId: string;
-  /** Only this key's credentials; the key is also recorded in `revoked_api_keys`. */
+  /** Only this key's credentials. */
   apiKeyId?: string;
+  /**
+   * The key itself is being revoked: it is recorded in `revoked_api_keys` (the writer refuses
+   * its credentials from then on), under the table lock described at `revokeMatching`.
+   */
+  apiKeyRevoked?: boolean;
   /** Only credentials issued before it; it also raises the project's watermark. Whole seconds. */
   issuedBefore?: Date;
 }
@@ -58,6 +63,16 @@ export interface CredentialListPosition {
   issuedAt: Date;
   jti: string;
 }
+
+/**
+ * How long a bulk revocation that records a revoked key waits for its locks (the table lock
+ * waits for inserts under way): past it, PostgreSQL cancels the statement (SQLSTATE 55P03), the
+ * transaction rolls back and the caller answers `unavailable`.
+ */
+export const BULK_REVOKE_LOCK_TIMEOUT_MS = 2_000;
+
+/** SQLSTATE lock_not_available: a lock wait outlasted `lock_timeout`. */
+export const LOCK_NOT_AVAILABLE = '55P03';
 
 // Revocations take this transaction-scoped advisory lock, so feed sequences become visible
 // in the order they were taken: a reader past sequence n never misses a later commit of n-1.
@@ -123,26 +138,33 @@ export class CredentialStore {
 
   /**
    * Revokes every unexpired, unrevoked credential of the project matching `filter`, in one
-   * transaction, each with its feed entry; records the API key as revoked (the writer refuses
-   * its credentials from then on) and raises the project's watermark (never lowers it).
-   * `inTransaction` runs last in the same transaction (the audit outbox row): if it throws,
-   * nothing changed.
+   * transaction, each with its feed entry; with `apiKeyRevoked`, records the API key as revoked
+   * (the writer refuses its credentials from then on); raises the project's watermark (never
+   * lowers it). `inTransaction` runs last in the same transaction (the audit outbox row): if it
+   * throws, nothing changed.
    *
-   * The transaction first locks `credentials` in SHARE ROW EXCLUSIVE mode: it waits for the
-   * inserts under way (so its update sees their rows) and holds new ones back until it commits
-   * (so they see the revoked key). Issuance pauses for the length of this transaction — one
-   * update and one insert of N rows over the tenant's live credentials (at most its cap).
+   * Only with `apiKeyRevoked` does the transaction first lock `credentials` in SHARE ROW
+   * EXCLUSIVE mode: it waits for the inserts under way (so its update sees their rows) and holds
+   * new ones back until it commits (so they see the revoked key). Issuance — every tenant's —
+   * pauses for the length of this transaction: one update and one insert of N rows over the
+   * tenant's live credentials (at most its cap). Every lock wait of the transaction is bounded by
+   * `lock_timeout` (BULK_REVOKE_LOCK_TIMEOUT_MS): past it the call fails with SQLSTATE 55P03 and
+   * nothing changed.
    */
   async revokeMatching(
     filter: BulkRevokeFilter,
     now: Date,
     inTransaction?: (tx: Kysely<IssuerDatabase>, revoked: number) => Promise<unknown>,
   ): Promise<BulkRevokeResult> {
-    const { tenantId, projectId, apiKeyId, issuedBefore } = filter;
+    const { tenantId, projectId, apiKeyId, apiKeyRevoked, issuedBefore } = filter;
+    if (apiKeyRevoked && !apiKeyId) throw new Error('apiKeyRevoked needs apiKeyId');
     return this.#db.transaction().execute(async (tx) => {
-      await sql`lock table ${sql.id(this.#schema, 'credentials')} in share row exclusive mode`.execute(tx);
+      await sql`select set_config('lock_timeout', ${`${BULK_REVOKE_LOCK_TIMEOUT_MS}ms`}, true)`.execute(tx);
+      if (apiKeyRevoked) {
+        await sql`lock table ${sql.id(this.#schema, 'credentials')} in share row exclusive mode`.execute(tx);
+      }
       await sql`select pg_advisory_xact_lock(${REVOCATION_FEED_LOCK})`.execute(tx);
-      if (apiKeyId) {
+      if (apiKeyId && apiKeyRevoked) {
         await tx
           .insertInto('revoked_api_keys')
           .values({ api_key_id: apiKeyId, tenant_id: tenantId, project_id: projectId, revoked_at: now })

@@ -147,6 +147,24 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
     expect(JSON.stringify(await rows(tenantId))).not.toContain(secret);
   });
 
+  it('refuses, with the change, an event RecordAuditEvents would refuse (the shared checks): a bad action, no target type', async () => {
+    const { tenantId } = await newTenant('checked');
+    const before = (await rows(tenantId)).length;
+    await expectAppError(
+      admin.audit.recordAlone({
+        action: 'Project-Create' as 'project.create',
+        tenantId,
+        target: { type: 'project', id: 'prj_x' },
+      }),
+      'internal',
+    );
+    await expectAppError(
+      admin.audit.recordAlone({ action: 'project.create', tenantId, target: { type: '', id: 'prj_x' } }),
+      'internal',
+    );
+    expect((await rows(tenantId)).length).toBe(before);
+  });
+
   it('keeps one chain linear while two connections append concurrently', async () => {
     const { tenantId, principal } = await newTenant('concurrent');
     const baseline = (await rows(tenantId)).length;

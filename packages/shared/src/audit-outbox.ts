@@ -8,7 +8,10 @@
  *
  * - **Refuse.** `enqueue(trx, event)` inserts the row inside the caller's transaction. If it
  *   cannot (PostgreSQL refuses, a trigger raises), it throws `unavailable` (503 +
- *   Retry-After), so the caller's transaction rolls back and nothing changed.
+ *   Retry-After), so the caller's transaction rolls back and nothing changed. An event admin
+ *   would refuse on delivery (`auditEventProblem`, @relayplane/shared/audit-event: the checks
+ *   admin applies) throws `internal` before anything is written: it fails its change instead of
+ *   being set aside after the change committed, and a secret in it is written nowhere.
  * - **At least once.** A row is deleted only in the transaction that saw admin accept it;
  *   admin down, a crash between the call and the delete, or a lost answer leaves it to be
  *   sent again. Admin treats an id it already holds as a duplicate, so repeats are harmless.
@@ -52,6 +55,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { AdminService, type AuditEventSchema } from '@relayplane/proto/admin';
 import type { ServiceClient } from '@relayplane/proto/grpc';
 import { type Kysely, sql } from 'kysely';
+import { auditEventProblem } from './audit-event.ts';
 import type { AuditAction, AuditOutcome } from './contract.ts';
 import { AppError, type ErrorCode, errorSummary, toAppError } from './errors.ts';
 import type { Logger } from './logger.ts';
@@ -156,11 +160,18 @@ export function newAuditEventId(now = Date.now()): string {
 /**
  * Writes `event` to the outbox inside `trx`, the caller's transaction. Throws `unavailable`
  * when the row cannot be written: the caller's transaction then rolls back, changing nothing.
+ * Throws `internal` (a programming error), writing nothing, for an event admin would refuse on
+ * delivery (`auditEventProblem`: the action's form, the actor type, an empty target type, a
+ * secret in details): such an event would otherwise be set aside after its change committed.
  * Answers the event id. Call the deliverer's `kick()` once the transaction committed.
  */
 export async function enqueueAuditEvent(trx: OutboxTransaction, event: AuditEventInput): Promise<string> {
   const context = currentRequestContext();
   const actor = event.actor ?? context?.actor ?? ANONYMOUS;
+  const outcome = event.outcome ?? 'success';
+  const details = event.details ?? {};
+  const problem = auditEventProblem({ action: event.action, actor, target: event.target, outcome, details });
+  if (problem) throw new AppError('internal', `audit event ${event.action}: ${problem}`);
   const occurredAt = event.occurredAt ?? new Date();
   const id = newAuditEventId(occurredAt.getTime());
   try {
@@ -175,11 +186,11 @@ export async function enqueueAuditEvent(trx: OutboxTransaction, event: AuditEven
         action: event.action,
         target_type: event.target.type,
         target_id: event.target.id,
-        outcome: event.outcome ?? 'success',
+        outcome,
         ip: context?.clientIp ?? '',
         user_agent: context?.userAgent ?? '',
         request_id: context?.requestId ?? '',
-        details: JSON.stringify(event.details ?? {}),
+        details: JSON.stringify(details),
         attempts: 0,
         last_error: null,
         failed_at: null,

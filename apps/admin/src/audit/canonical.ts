@@ -76,13 +76,6 @@ export function eventHash(event: ChainedEvent): string {
   return createHash('sha256').update(canonicalForm(event), 'utf8').digest('hex');
 }
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-
-/** An event id: a UUID (version 7 when we make it: time-ordered). Lowercase only. */
-export function isEventId(value: string): boolean {
-  return UUID_PATTERN.test(value);
-}
-
 /** A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then random bits. */
 export function newEventId(now: Date): string {
   const bytes = randomBytes(16);
@@ -92,29 +85,4 @@ export function newEventId(now: Date): string {
   bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-/** Bearer tokens (`rp?_` + 72 hex) and API keys (`svc_live_`/`svc_test_` + 64 hex), anywhere in a string. */
-const SECRET_PATTERN = /rp[uibcr]_[0-9a-f]{16}|svc_(?:live|test)_[0-9a-f]{16}/;
-
-/**
- * The first path in `details` whose string (or key) looks like a secret we hand out, or
- * undefined. Events never carry secrets: an event that would is refused, not recorded.
- */
-export function secretIn(value: JsonValue, path = 'details'): string | undefined {
-  if (typeof value === 'string') return SECRET_PATTERN.test(value) ? path : undefined;
-  if (value === null || typeof value !== 'object') return undefined;
-  if (Array.isArray(value)) {
-    for (const [i, v] of value.entries()) {
-      const found = secretIn(v, `${path}[${i}]`);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  for (const [k, v] of Object.entries(value)) {
-    if (SECRET_PATTERN.test(k)) return path;
-    const found = secretIn(v, `${path}.${k}`);
-    if (found) return found;
-  }
-  return undefined;
 }

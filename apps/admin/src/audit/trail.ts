@@ -14,15 +14,9 @@
  */
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { AuditEvent } from '@relayplane/proto/admin';
+import { auditEventProblem, isAuditEventId } from '@relayplane/shared/audit-event';
 import type { Clock } from '@relayplane/shared/clock';
-import {
-  AUDIT_ACTION_PATTERN,
-  AUDIT_ACTOR_TYPES,
-  AUDIT_OUTCOMES,
-  type AuditAction,
-  type AuditActorType,
-  type AuditOutcome,
-} from '@relayplane/shared/contract';
+import type { AuditAction, AuditActorType, AuditOutcome } from '@relayplane/shared/contract';
 import { AppError, errorSummary } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import { currentRequestContext } from '@relayplane/shared/request-context';
@@ -33,11 +27,9 @@ import {
   chainKeyOf,
   eventHash,
   GENESIS_HASH,
-  isEventId,
   type JsonValue,
   newEventId,
   PLATFORM_CHAIN,
-  secretIn,
 } from './canonical.ts';
 
 export type AdminTransaction = Transaction<AdminDatabase>;
@@ -87,8 +79,6 @@ export interface VerifyResult {
   firstBadId: string | null;
 }
 
-const ACTOR_TYPES: ReadonlySet<string> = new Set(AUDIT_ACTOR_TYPES);
-const OUTCOMES: ReadonlySet<string> = new Set(AUDIT_OUTCOMES);
 const VERIFY_BATCH = 1000;
 
 /** An unavailable AppError for a failed audit write (logged with its cause). */
@@ -372,18 +362,27 @@ export class AuditTrail {
   #complete(event: AuditEventInput): Unchained {
     const context = currentRequestContext();
     const details = event.details ?? {};
-    const secret = secretIn(details);
-    // A programming error, never a user's: the event is refused with the change.
-    if (secret) throw new AppError('internal', `audit event ${event.action} carries a secret at ${secret}`);
+    const actor = event.actor ?? context?.actor ?? { type: 'anonymous', id: '' };
+    const outcome = event.outcome ?? 'success';
+    // The checks RecordAuditEvents applies (@relayplane/shared/audit-event). A failure is a
+    // programming error, never a user's: the event is refused with the change.
+    const problem = auditEventProblem({
+      action: event.action,
+      actor,
+      target: event.target,
+      outcome,
+      details,
+    });
+    if (problem) throw new AppError('internal', `audit event ${event.action}: ${problem}`);
     const now = this.#clock.now();
     return {
       id: newEventId(now),
       occurredAt: now,
       tenantId: event.tenantId,
-      actor: event.actor ?? context?.actor ?? { type: 'anonymous', id: '' },
+      actor,
       action: event.action,
       target: event.target,
-      outcome: event.outcome ?? 'success',
+      outcome,
       ip: context?.clientIp ?? null,
       userAgent: context?.userAgent ?? null,
       requestId: context?.requestId ?? null,
@@ -395,22 +394,25 @@ export class AuditTrail {
 /** An event from an outbox, checked: invalid_request naming what is wrong. */
 function deliveredEvent(event: AuditEvent): Unchained {
   const bad = (what: string) => new AppError('invalid_request', `event ${event.id || '(no id)'}: ${what}`);
-  if (!isEventId(event.id)) throw bad('id must be a lowercase UUID');
+  if (!isAuditEventId(event.id)) throw bad('id must be a lowercase UUID');
   if (!event.occurredAt) throw bad('occurred_at is required');
-  if (!AUDIT_ACTION_PATTERN.test(event.action)) throw bad('action must be <resource>.<verb>');
-  if (!event.actor || !ACTOR_TYPES.has(event.actor.type)) throw bad('actor.type is not an actor type');
-  if (!event.target || event.target.type === '') throw bad('target.type is required');
-  if (!OUTCOMES.has(event.outcome)) throw bad('outcome must be success, failure or denied');
+  if (!event.actor) throw bad('actor.type is not an actor type');
+  if (!event.target) throw bad('target.type is required');
   let details: unknown;
   try {
     details = event.detailsJson === '' ? {} : JSON.parse(event.detailsJson);
   } catch {
     throw bad('details_json is not JSON');
   }
-  if (typeof details !== 'object' || details === null || Array.isArray(details)) {
-    throw bad('details_json must be a JSON object');
-  }
-  if (secretIn(details as JsonValue)) throw bad('details carry a secret');
+  // The same checks as enqueueAuditEvent made before the outbox row was written.
+  const problem = auditEventProblem({
+    action: event.action,
+    actor: event.actor,
+    target: event.target,
+    outcome: event.outcome,
+    details,
+  });
+  if (problem) throw bad(problem);
   // The canonical form has millisecond precision (as PostgreSQL hands it back to JavaScript).
   const occurredAt = new Date(Math.floor(timestampDate(event.occurredAt).getTime()));
   if (Number.isNaN(occurredAt.getTime())) throw bad('occurred_at is not a time');

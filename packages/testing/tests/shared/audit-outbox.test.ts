@@ -181,6 +181,60 @@ describe('audit outbox (PostgreSQL, a real gRPC admin)', () => {
     expect(await things()).toBe(0);
   });
 
+  it('refuses the change with internal, writing no row, for an event admin would refuse on delivery (a secret, a bad action, no target type, an unknown actor)', async () => {
+    const secret = `svc_live_${'ab'.repeat(32)}`;
+    const invalid: [string, Parameters<typeof enqueueAuditEvent>[1]][] = [
+      [
+        'details carry a secret at details.leaked',
+        {
+          action: 'relay.register',
+          tenantId: null,
+          target: { type: 'relay', id: 'r' },
+          details: { leaked: secret },
+        },
+      ],
+      [
+        'action must be <resource>.<verb>',
+        { action: 'Relay-Register' as 'relay.register', tenantId: null, target: { type: 'relay', id: 'r' } },
+      ],
+      [
+        'target.type is required',
+        { action: 'relay.register', tenantId: null, target: { type: '', id: 'r' } },
+      ],
+      [
+        'actor.type is not an actor type',
+        {
+          action: 'relay.register',
+          tenantId: null,
+          target: { type: 'relay', id: 'r' },
+          actor: { type: 'robot' as 'bot', id: 'x' },
+        },
+      ],
+    ];
+    for (const [problem, event] of invalid) {
+      const err = await db
+        .transaction()
+        .execute(async (trx) => {
+          await trx.insertInto('things').values({ id: 'refused' }).execute();
+          await enqueueAuditEvent(trx, event);
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(err).toBeInstanceOf(AppError);
+      expect((err as AppError).code).toBe('internal');
+      expect((err as AppError).message).toContain(problem);
+      expect((err as AppError).message).not.toContain(secret);
+    }
+    expect(await outboxRows()).toEqual([]);
+    expect(await things()).toBe(0);
+    const all = await sql<{
+      row: string;
+    }>`select row_to_json(o)::text as row from outboxed.audit_outbox o`.execute(db);
+    expect(JSON.stringify(all.rows)).not.toContain(secret);
+  });
+
   it('refuses the change with unavailable when the event cannot be written (a trigger raising)', async () => {
     await sql`create function outboxed.refuse() returns trigger language plpgsql as $$ begin raise exception 'audit outbox refused'; end $$`.execute(
       db,

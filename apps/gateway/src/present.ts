@@ -37,6 +37,48 @@ export function iso(ts: Timestamp | undefined): string | undefined {
   return ts ? timestampDate(ts).toISOString() : undefined;
 }
 
+/** RFC 3339 with a time zone (Date.parse alone would take `2026-01-01` or `Jan 1 2026`). */
+const RFC3339 =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * The instant (Unix ms) of an RFC 3339 date-time with a zone, or undefined when `text` is not
+ * one or names an impossible date or time (2026-02-31, 24:00, a zone offset past 23:59): each
+ * field must be in range, not rolled over into the next month as `Date` would. Fractions beyond
+ * milliseconds are cut off; a leap second (:60) is refused.
+ */
+export function parseRfc3339(text: string): number | undefined {
+  const m = RFC3339.exec(text);
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const date = new Date(0);
+  // setUTCFullYear: years 0–99 stay themselves (Date.UTC would read them as 1900–1999).
+  date.setUTCFullYear(year, month - 1, day);
+  date.setUTCHours(hour, minute, second, Number((m[7] ?? '').slice(0, 3).padEnd(3, '0')));
+  if (
+    date.getUTCFullYear() !== year ||
+    date.getUTCMonth() !== month - 1 ||
+    date.getUTCDate() !== day ||
+    date.getUTCHours() !== hour ||
+    date.getUTCMinutes() !== minute ||
+    date.getUTCSeconds() !== second
+  ) {
+    return undefined;
+  }
+  if (m[8] === undefined) return date.getTime();
+  const offsetHours = Number(m[9]);
+  const offsetMinutes = Number(m[10]);
+  if (offsetHours > 23 || offsetMinutes > 59) return undefined;
+  return date.getTime() - (m[8] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000;
+}
+
 let lastSecond = Number.NaN;
 let lastSecondText = '';
 

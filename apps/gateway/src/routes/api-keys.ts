@@ -1,4 +1,5 @@
 import { CREDENTIAL_SCOPES, DEFAULT_KEY_MODE, KEY_MODE_NAMES } from '@relayplane/shared/contract';
+import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
@@ -92,8 +93,12 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
           'feed, its connection slot freed; and no credential of the key is issued afterwards, even by a gateway ' +
           'that still trusts the key from its one-second cache. Answers 200 with the key (as before) and ' +
           '`revoked_credentials`, how many credentials this call revoked (a repeat: 0) — the issue allowed 204 or ' +
-          '200; 200 keeps the key fields earlier clients read. If the credentials cannot be revoked (503), the key ' +
-          'is revoked already: retry the call, which revokes them.',
+          '200; 200 keeps the key fields earlier clients read. Order: the credentials first (and the key recorded as ' +
+          'revoked where credentials are issued, so it obtains none from then on), then the key itself. A 503 ' +
+          "before the first step changed nothing; a 503 after it says so (the key's credentials are revoked, the key " +
+          'is not yet): retry the call — both steps are idempotent (the retry counts 0 credentials for those already ' +
+          'revoked). The key is looked up first, so the caller needs `api_keys:read` too (every role holding ' +
+          '`api_keys:write` has it).',
         tags: ['api-keys'],
         params: pathParams('project_id', 'key_id'),
         response: {
@@ -111,20 +116,44 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
             },
           },
           404: NOT_FOUND,
+          503: errorResponse(
+            "A service could not be reached. If the key's credentials were revoked before the failure, the message " +
+              'says so. Retry the call (idempotent).',
+          ),
         },
       },
     },
     async (request) => {
-      const res = await clients.admin.revokeApiKey({ ...inProject(request), keyId: request.params.key_id });
-      const apiKey = required(res.apiKey, 'revokeApiKey.api_key');
-      // At once on this replica, whatever the bus message's timing; others within a second.
-      forgetApiKey(apiKey.id);
-      // Then its credentials, and no new one of the key (the issuer records it as revoked).
+      const keyId = request.params.key_id;
+      // The project (404 for another tenant's) and the key must exist before the issuer records
+      // anything: it refuses credentials of whatever key id it is told is revoked.
+      const { apiKeys } = await clients.admin.listApiKeys(inProject(request));
+      if (!apiKeys.some((k) => k.id === keyId)) throw new AppError('not_found', 'API key not found');
+      // First its credentials, and no new one of the key from then on (the issuer records it as
+      // revoked): when the key's revocation below fails, the leak is contained all the same.
       const revoked = await clients.issuer.revokeCredentials({
         tenantId: principalOf(request).tenantId,
         projectId: request.params.project_id,
-        apiKeyId: apiKey.id,
+        apiKeyId: keyId,
+        apiKeyRevoked: true,
       });
+      let res: Awaited<ReturnType<typeof clients.admin.revokeApiKey>>;
+      try {
+        res = await clients.admin.revokeApiKey({ ...inProject(request), keyId });
+      } catch (err) {
+        if (err instanceof AppError && err.code === 'unavailable') {
+          throw new AppError(
+            'unavailable',
+            `the key's credentials were revoked (${revoked.revoked} by this call) and it can obtain no new ones, ` +
+              'but the key itself could not be revoked yet; retry the call',
+            { retryAfterSeconds: err.retryAfterSeconds, cause: err },
+          );
+        }
+        throw err;
+      }
+      const apiKey = required(res.apiKey, 'revokeApiKey.api_key');
+      // At once on this replica, whatever the bus message's timing; others within a second.
+      forgetApiKey(apiKey.id);
       return { ...presentApiKey(apiKey), revoked_credentials: revoked.revoked };
     },
   );

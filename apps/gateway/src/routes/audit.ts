@@ -9,12 +9,10 @@ import {
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { iso, required } from '../present.ts';
+import { iso, parseRfc3339, required } from '../present.ts';
 import { errorResponse, object } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
-/** RFC 3339 with a time zone (Date.parse alone would take `2026-01-01` or `Jan 1 2026`). */
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 const nullableString = { type: ['string', 'null'] } as const;
 
 const AUDIT_EVENT = object({
@@ -52,11 +50,11 @@ interface ListQuery {
   tenant_id?: string;
 }
 
-/** A `since`/`until` query value: RFC 3339 with a zone, else 400 naming the parameter. */
+/** A `since`/`until` query value: RFC 3339 with a zone and a real date, else 400 naming the parameter. */
 function instant(name: string, value: string | undefined) {
   if (value === undefined) return undefined;
-  const ms = RFC3339.test(value) ? Date.parse(value) : Number.NaN;
-  if (Number.isNaN(ms)) {
+  const ms = parseRfc3339(value);
+  if (ms === undefined) {
     throw new AppError('invalid_request', `${name} must be an RFC 3339 date-time, e.g. 2026-11-25T12:00:00Z`);
   }
   return timestampFromDate(new Date(ms));
@@ -133,7 +131,7 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
           }),
           400: errorResponse(
             `A malformed query parameter: \`limit\` outside 1..${AUDIT_LIST_LIMIT.max}, \`since\`/\`until\` not ` +
-              'RFC 3339 or `since` after `until`, or a `cursor` this API did not return.',
+              'RFC 3339 (or an impossible date such as 2026-02-31) or `since` after `until`, or a `cursor` this API did not return.',
           ),
         },
       },

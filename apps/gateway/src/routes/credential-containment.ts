@@ -6,28 +6,21 @@ import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { inProject, principalOf } from '../plugins/auth.ts';
-import { iso } from '../present.ts';
+import { iso, parseRfc3339 } from '../present.ts';
 import { errorResponse, object, pathParams } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse(
   'The project does not exist in the active tenant, or the API key is not one of its keys.',
 );
-/** RFC 3339 with a time zone (Date.parse alone would take `2026-01-01` or `Jan 1 2026`). */
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 const dateTime = { type: 'string', format: 'date-time' } as const;
 const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as const;
 
 export function registerCredentialContainment(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  /** 404 unless the project is the caller's (admin's project access) and, if given, the key is its. */
-  const requireKeyOf = async (
-    request: Parameters<typeof inProject>[0],
-    apiKeyId: string | undefined,
-  ): Promise<void> => {
+  /** The project's API key ids; 404 unless the project is the caller's (admin's project access). */
+  const keysOf = async (request: Parameters<typeof inProject>[0]): Promise<Set<string>> => {
     const { apiKeys } = await clients.admin.listApiKeys(inProject(request));
-    if (apiKeyId !== undefined && !apiKeys.some((k) => k.id === apiKeyId)) {
-      throw new AppError('not_found', 'API key not found');
-    }
+    return new Set(apiKeys.map((k) => k.id));
   };
 
   app.post<{ Params: { project_id: string }; Body: { api_key_id?: string; issued_before?: string } }>(
@@ -42,7 +35,8 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
           'before `issued_before` (RFC 3339, not in the future; rounded up to a whole second, as `iat` is) — at ' +
           'least one of the two — in one transaction. Each is refused at assignment on every gateway at once, ' +
           'reported inactive by introspection, listed in the revocation feed, and its connection slot is freed. ' +
-          'With `api_key_id`, no credential of that key is issued afterwards (as when the key is revoked). `issued_before` ' +
+          'With `api_key_id` only the credentials the key holds now are revoked: the key itself stays active and ' +
+          'obtains new credentials (revoke the key with `DELETE …/api-keys/{key_id}` to stop that). `issued_before` ' +
           "also becomes the project's watermark (only ever raised): the revocation feed carries it in `watermarks`, and " +
           "assignment, introspection and `@relayplane/verifier` refuse the project's credentials with `iat` before it " +
           'even without a revocation entry. Answers how many credentials this call revoked (a repeat: 0). Recorded ' +
@@ -59,7 +53,8 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
             issued_before: {
               type: 'string',
               maxLength: 64,
-              description: 'RFC 3339: only credentials issued before it.',
+              description:
+                'RFC 3339 with a time zone: only credentials issued before it. An impossible date (2026-02-31) is 400.',
             },
           },
           ['api_key_id', 'issued_before'],
@@ -67,8 +62,8 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
         response: {
           200: object({ revoked: { type: 'integer', description: 'Credentials revoked by this call.' } }),
           400: errorResponse(
-            'Neither `api_key_id` nor `issued_before`, `issued_before` not an RFC 3339 date-time or in the future, ' +
-              'or a malformed body.',
+            'Neither `api_key_id` nor `issued_before`, `issued_before` not an RFC 3339 date-time (or an impossible ' +
+              'date) or in the future, or a malformed body.',
           ),
           404: NOT_FOUND,
         },
@@ -79,17 +74,20 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
       // A body without either field is malformed (400, like any missing field, before the project is looked
       // up); then the project: another tenant's answers 404 whatever else the body says, like a missing one.
       if (body.api_key_id === undefined && body.issued_before === undefined) {
-        throw new AppError('invalid_request', 'missing required field: give api_key_id, issued_before or both');
+        throw new AppError(
+          'invalid_request',
+          'missing required field: give api_key_id, issued_before or both',
+        );
       }
-      await requireKeyOf(request, undefined);
-      let issuedBefore: number | undefined;
-      if (body.issued_before !== undefined) {
-        issuedBefore = RFC3339.test(body.issued_before) ? Date.parse(body.issued_before) : Number.NaN;
-        if (Number.isNaN(issuedBefore)) {
-          throw new AppError('invalid_request', 'issued_before must be an RFC 3339 date-time');
-        }
+      // One look-up answers both the project (404 for another tenant's, whatever else the body says) and the key.
+      const keys = await keysOf(request);
+      const issuedBefore = body.issued_before === undefined ? undefined : parseRfc3339(body.issued_before);
+      if (body.issued_before !== undefined && issuedBefore === undefined) {
+        throw new AppError('invalid_request', 'issued_before must be an RFC 3339 date-time');
       }
-      if (body.api_key_id !== undefined) await requireKeyOf(request, body.api_key_id);
+      if (body.api_key_id !== undefined && !keys.has(body.api_key_id)) {
+        throw new AppError('not_found', 'API key not found');
+      }
       const res = await clients.issuer.revokeCredentials({
         tenantId: principalOf(request).tenantId,
         projectId: request.params.project_id,
@@ -112,7 +110,8 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
         summary: "List a project's relay credentials",
         description:
           'Newest first (by `issued_at`). Never a token: only its `jti`, the API key that requested it and its ' +
-          'times. `api_key_id` filters by key; `active=true` keeps only unexpired, unrevoked credentials. `limit` ' +
+          'times. `api_key_id` filters by key (an id that is not an API key id, `key_…`, is 400; one the project ' +
+          'does not have lists nothing); `active=true` keeps only unexpired, unrevoked credentials. `limit` ' +
           '1..200 (default 50); pass `next_cursor` as `cursor` for the next page (`null`: the last page). Permission ' +
           "`api_keys:read` (credentials are what a project's API keys requested; docs/iam.md).",
         tags: ['credentials'],
@@ -141,14 +140,16 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
             },
             next_cursor: { type: ['string', 'null'], description: 'Null on the last page.' },
           }),
-          400: errorResponse('A malformed query parameter, or a `cursor` this API did not return.'),
+          400: errorResponse(
+            'A malformed query parameter (`api_key_id` not an API key id), or a `cursor` this API did not return.',
+          ),
           404: errorResponse('The project does not exist in the active tenant.'),
         },
       },
     },
     async (request) => {
       const query = request.query;
-      await requireKeyOf(request, undefined);
+      await keysOf(request);
       const res = await clients.issuer.listCredentials({
         tenantId: principalOf(request).tenantId,
         projectId: request.params.project_id,

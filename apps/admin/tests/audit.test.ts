@@ -476,6 +476,10 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
         'invalid_request',
         'since must not be after until',
       );
+      // Defence in depth behind the gateway's URL check: PostgreSQL cannot compare text with NUL.
+      for (const filter of [{ action: 'a\u0000b' }, { actorId: '\u0000' }, { targetId: 'prj_\u0000' }]) {
+        await expectAppError(client.listAuditEvents({ principal, ...filter }), 'invalid_request', /NUL/);
+      }
     });
 
     it('shows a tenant only its own chain; platform admins may name any tenant', async () => {

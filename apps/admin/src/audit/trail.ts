@@ -215,8 +215,16 @@ export class AuditTrail {
     }
   }
 
-  /** One page of a chain, newest first. */
+  /** One page of a chain, newest first. A filter holding NUL (PostgreSQL refuses it in text) is invalid_request. */
   async list(query: AuditQuery): Promise<StoredAuditEvent[]> {
+    for (const [name, value] of [
+      ['action', query.action],
+      ['actor_id', query.actorId],
+      ['target_id', query.targetId],
+    ] as const) {
+      if (value?.includes('\u0000'))
+        throw new AppError('invalid_request', `${name} must not contain NUL characters`);
+    }
     let q = this.#db
       .selectFrom('audit_events')
       .select(EVENT_COLUMNS)

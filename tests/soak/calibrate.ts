@@ -6,11 +6,11 @@
  * stream at 30 % of its closed-loop rate does not use 30 % of the machine (the closed loop
  * queues work the open loop does not, and the processes, PostgreSQL and Redis do not scale
  * alike), and the first 10-minute run at those shares — 45 % on paper — kept the machine 98 %
- * busy. So, with the scripted flows running, the streams are paced for a short window at two
- * fractions of those rates (CALIBRATION_SCALES), the CPU the soak causes is measured in each,
- * and a straight line through the two (the flows' fixed cost + a cost proportional to the
- * streams' rates) gives the fraction at which the soak uses TARGET_SHARE of the machine's
- * cores. The rates are then fixed for the whole run; the calibration is printed and kept in
+ * busy. So, with the scripted flows running, the streams are paced for a short window at a few
+ * fractions of those rates (CALIBRATION_SCALES, 0 being the flows alone), the CPU the soak
+ * causes is measured in the latter part of each, and the least-squares line through them (the
+ * flows' fixed cost + a cost proportional to the streams' rates) gives the fraction at which
+ * the soak uses TARGET_SHARE of the machine's cores. The rates are then fixed for the whole run; the calibration is printed and kept in
  * the results.
  *
  * "The CPU the soak causes" is counted from its own processes rather than read off the
@@ -28,9 +28,19 @@ import { cpuSeconds } from './probes.ts';
 
 /** The share of the machine's cores the soak aims at ("about half the machine's capacity"). */
 export const TARGET_SHARE = 0.5;
-/** The fractions of the capacity shares the calibration windows run at, below saturation. */
-export const CALIBRATION_SCALES = [0.25, 0.5] as const;
-export const CALIBRATION_SECONDS = 15;
+/**
+ * The fractions of the capacity shares the calibration windows run at, below saturation; 0 is
+ * the scripted flows alone, their fixed cost.
+ */
+export const CALIBRATION_SCALES = [0, 0.25, 0.5] as const;
+/**
+ * Each window's length, and how much of its start is not measured: the load's first seconds
+ * carry what the previous step left (right after the closed-loop capacity measurement, a
+ * first trial's two windows cost 1.5 and 1.8 cores, which put the flows' fixed cost at 1.1
+ * cores; the soak then ran at 0.7).
+ */
+export const CALIBRATION_SECONDS = 20;
+export const CALIBRATION_UNMEASURED_SECONDS = 5;
 /** Bounds of the fitted fraction: a floor, so that a noisy fit still loads the streams; and a ceiling. */
 export const SCALE_BOUNDS = { min: 0.05, max: 2 } as const;
 

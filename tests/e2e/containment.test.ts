@@ -18,13 +18,53 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../support/api.ts';
 import { type Distributed, startDistributed } from '../support/distributed.ts';
-import { waitFor } from '../support/ports.ts';
 
 const OWNER = { email: 'ops@example.test', password: 'containment password' };
 const CAP = 60;
 const LEAKED = 50;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Reads `read` every `everyMs` until `done` holds of what it answered; answers that value and
+ * the milliseconds it took. Unlike support's `waitFor`, an error in `read` (a failed assertion:
+ * a wrong status) fails at once with its own message, and a timeout names the last value seen.
+ */
+async function until<T>(
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  timeoutMs: number,
+  what: string,
+  everyMs = 50,
+): Promise<{ value: T; ms: number }> {
+  const start = performance.now();
+  for (;;) {
+    const value = await read();
+    const ms = performance.now() - start;
+    if (done(value)) return { value, ms: Math.round(ms) };
+    if (ms > timeoutMs) {
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value).slice(0, 400)}`,
+      );
+    }
+    await sleep(everyMs);
+  }
+}
+
+/** The `iat` (seconds) of a credential's token. */
+const iatOf = (token: string): number =>
+  JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')).iat;
+
+/** Polls the clock (which the issuers share) until the second after `iat` has begun. */
+async function pastSecondOf(iat: number): Promise<void> {
+  await until(
+    async () => Date.now(),
+    (now) => now >= (iat + 1) * 1000,
+    2_000,
+    `the second after iat ${iat}`,
+    5,
+  );
+}
 
 describe('containment of a leaked API key across two gateways and two issuers', () => {
   let database: TestDatabase;
@@ -109,21 +149,19 @@ describe('containment of a leaked API key across two gateways and two issuers', 
 
   /** The tenant's audit events of `action`, waiting up to 2 s for `count` of them. */
   async function auditEvents(auth: { authorization: string }, action: string, count: number) {
-    let events: Record<string, unknown>[] = [];
-    const took = await waitFor(
+    const { value: events, ms } = await until(
       async () => {
         const res = await gateways[1].request('GET', `/admin/v1/audit-events?action=${action}`, {
           headers: auth,
         });
-        expect(res.status).toBe(200);
-        events = res.body.events;
-        return events.length >= count;
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        return res.body.events as Record<string, unknown>[];
       },
+      (listed) => listed.length >= count,
       2_000,
       `${count} ${action} event(s)`,
-      50,
     );
-    console.log(`${action} listed ${took} ms after the call`);
+    console.log(`${action} listed ${ms} ms after the call`);
     return events;
   }
 
@@ -171,15 +209,21 @@ describe('containment of a leaked API key across two gateways and two issuers', 
 
     // Every credential answers 401 at assignment on both gateways. Timed to the start of the
     // round of 100 assignments that saw them all refused (the round itself takes a while here).
+    // Before the refusal a credential may still answer 200; anything else fails at once.
     let roundStarted = answered;
-    const refusedWithin = await waitFor(
+    const { ms: refusedWithin } = await until(
       async () => {
         roundStarted = performance.now();
         const answers = await Promise.all(
           issued.flatMap((r) => gateways.map((gw) => assignment(gw, r.body.token))),
         );
-        return answers.every((x) => x.status === 401 && x.body.error === 'invalid or expired token');
+        for (const x of answers) {
+          if (x.status === 401) expect(x.body).toEqual({ error: 'invalid or expired token' });
+          else expect(x.status, JSON.stringify(x.body)).toBe(200);
+        }
+        return answers.map((x) => x.status);
       },
+      (statuses) => statuses.every((status) => status === 401),
       1_000,
       'every credential of the revoked key to be refused on both gateways',
       10,
@@ -245,12 +289,14 @@ describe('containment of a leaked API key across two gateways and two issuers', 
     const key = t.apiKeys[0] as { key: string; id: string };
     const before = await Promise.all([issue(a, key.key), issue(b, key.key), issue(a, key.key)]);
     for (const r of before) expect(r.status).toBe(201);
-    // Past the second of their iat, so the cut (rounded up to a second) lies after them.
-    await sleep(1_100);
-    const cut = new Date();
-    await sleep(Math.max(0, 1_050 - (Date.now() % 1000)) + (1_000 - (cut.getTime() % 1000)));
+    // The cut: the start of the second after their latest iat (so it covers them), once that second
+    // has begun; a credential issued from then on has a later iat, so it is not covered.
+    const lastIat = Math.max(...before.map((r) => iatOf(r.body.token)));
+    await pastSecondOf(lastIat);
+    const cut = new Date((lastIat + 1) * 1000);
     const after = await issue(b, key.key);
     expect(after.status).toBe(201);
+    expect(iatOf(after.body.token)).toBeGreaterThanOrEqual(lastIat + 1);
 
     const verifier = createVerifier({ baseUrl: b.baseUrl, relayToken, revocationWaitSeconds: 25 });
     try {
@@ -264,8 +310,9 @@ describe('containment of a leaked API key across two gateways and two issuers', 
       const answered = Date.now();
       expect(res.status).toBe(200);
       expect(res.body).toEqual({ revoked: 3 });
-      const learnt = await waitFor(
-        async () => before.every((r) => verifier.isRevoked(r.body.jti)),
+      const { ms: learnt } = await until(
+        async () => before.filter((r) => !verifier.isRevoked(r.body.jti)).map((r) => r.body.jti),
+        (unknown) => unknown.length === 0,
         1_000,
         'the verifier to learn the bulk revocation',
         5,
@@ -333,7 +380,7 @@ describe('containment of a leaked API key across two gateways and two issuers', 
       const r = await issue(gateways[i % 2] as Api, k.key);
       expect(r.status).toBe(201);
       jtis.push({ jti: r.body.jti, key: k.id });
-      await sleep(1_050); // distinct issued_at seconds: a fixed order to compare with
+      await pastSecondOf(iatOf(r.body.token)); // distinct issued_at seconds: a fixed order to compare with
     }
     expect(
       (await a.request('POST', `/admin/v1/credentials/${jtis[0]?.jti}/revoke`, { headers: t.auth })).status,
@@ -385,6 +432,31 @@ describe('containment of a leaked API key across two gateways and two issuers', 
     }
   }, 60_000);
 
+  it("the bulk route by api_key_id revokes the key's credentials on both gateways and leaves the key issuing", async () => {
+    const [a, b] = gateways;
+    const t = await tenant(1);
+    const key = t.apiKeys[0] as { key: string; id: string };
+    const before = await Promise.all([issue(a, key.key), issue(b, key.key)]);
+    for (const r of before) expect(r.status).toBe(201);
+    const res = await b.request('POST', `/admin/v1/projects/${t.projectId}/credentials/revoke`, {
+      headers: t.auth,
+      body: { api_key_id: key.id },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ revoked: 2 });
+    for (const r of before) {
+      for (const gw of gateways) expect((await assignment(gw, r.body.token)).status).toBe(401);
+    }
+    // The key was not revoked: still active in admin, and it obtains credentials on both gateways.
+    const keys = await a.request('GET', `/admin/v1/projects/${t.projectId}/api-keys`, { headers: t.auth });
+    expect(keys.body.api_keys.find((k: { id: string }) => k.id === key.id)?.revoked_at).toBeNull();
+    for (const gw of gateways) {
+      const fresh = await issue(gw, key.key);
+      expect(fresh.status).toBe(201);
+      expect((await assignment(gw === a ? b : a, fresh.body.token)).status).toBe(200);
+    }
+  }, 60_000);
+
   it('answers 400 and 404 with {error} on the bulk route, and 404 for another tenant', async () => {
     const [a] = gateways;
     const t = await tenant(1);
@@ -406,6 +478,15 @@ describe('containment of a leaked API key across two gateways and two issuers', 
       [
         'date only',
         await a.request('POST', url(t.projectId), { headers: t.auth, body: { issued_before: '2026-01-01' } }),
+        400,
+        /RFC 3339/,
+      ],
+      [
+        'impossible date',
+        await a.request('POST', url(t.projectId), {
+          headers: t.auth,
+          body: { issued_before: '2026-02-31T00:00:00Z' },
+        }),
         400,
         /RFC 3339/,
       ],

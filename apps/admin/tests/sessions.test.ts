@@ -273,6 +273,46 @@ describe('sessions a user controls, over gRPC (real PostgreSQL, real billing)', 
     expect((await client.revokeOtherSessions({ principal: current.principal })).revoked).toBe(0);
   });
 
+  it('revoke-others and a password change count only sessions still valid: an expired one not yet swept goes uncounted', async () => {
+    const { email } = await newUser();
+    const current = await login(email, LAPTOP);
+    const live = await login(email, PHONE);
+    const expired = await login(email, SCRIPT);
+    const expire = (id: string) =>
+      sql`update admin.sessions set expires_at = ${new Date(clock.now().getTime() - 1_000)} where id = ${id}`.execute(
+        admin.database.db,
+      );
+    const remaining = async () =>
+      (
+        await sql<{
+          id: string;
+        }>`select id from admin.sessions where user_id = (select id from admin.users where email = ${email})`.execute(
+          admin.database.db,
+        )
+      ).rows.map((r) => r.id);
+    await expire(expired.id);
+    expect((await client.revokeOtherSessions({ principal: current.principal })).revoked).toBe(1);
+    expect(await remaining()).toEqual([current.id]);
+    await expectAppError(client.authenticate({ token: live.token }), 'unauthenticated', INVALID_TOKEN);
+    const { events } = await client.listAuditEvents({
+      principal: current.principal,
+      action: 'session.revoke',
+    });
+    expect(JSON.parse(events[0]?.detailsJson ?? '{}')).toMatchObject({ scope: 'others', revoked: 1 });
+
+    const other = await login(email, PHONE);
+    const stale = await login(email, SCRIPT);
+    await expire(stale.id);
+    const res = await client.changePassword({
+      principal: current.principal,
+      currentPassword: PASSWORD,
+      newPassword: NEW_PASSWORD,
+    });
+    expect(res.revokedSessions).toBe(1);
+    expect(await remaining()).toEqual([current.id]);
+    await expectAppError(client.authenticate({ token: other.token }), 'unauthenticated', INVALID_TOKEN);
+  });
+
   it('changes the password: the current session stays, every other session and CLI token ends', async () => {
     const { email } = await newUser();
     const current = await login(email, LAPTOP);

@@ -67,7 +67,7 @@ export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService
     const newHash = await deps.passwords.hash(newPassword);
     // The new hash, the revocations and the event commit together; never a password in it.
     const revoked = await deps.sessions.changePassword(
-      { userId: user.id, currentHash: user.passwordHash, newHash, keepId: session.id },
+      { userId: user.id, currentHash: user.passwordHash, newHash, keepId: session.id, now: deps.clock.now() },
       (trx, count) =>
         deps.audit.record(trx, {
           action: 'user.password_change',

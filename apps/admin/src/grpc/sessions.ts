@@ -95,14 +95,18 @@ export function revokeOtherSessions(
   return async (req) => {
     const session = await requireOwnSession(deps, req.principal);
     // One event for all of them, with the count, in the same transaction.
-    const revoked = await deps.sessions.deleteOthers(session.user.id, session.id, (trx, count) =>
-      deps.audit.record(trx, {
-        action: 'session.revoke',
-        tenantId: session.tenant.id,
-        actor: sessionActor(session),
-        target: { type: 'user', id: session.user.id },
-        details: { scope: 'others', revoked: count, kept_session_id: session.id },
-      }),
+    const revoked = await deps.sessions.deleteOthers(
+      session.user.id,
+      session.id,
+      deps.clock.now(),
+      (trx, count) =>
+        deps.audit.record(trx, {
+          action: 'session.revoke',
+          tenantId: session.tenant.id,
+          actor: sessionActor(session),
+          target: { type: 'user', id: session.user.id },
+          details: { scope: 'others', revoked: count, kept_session_id: session.id },
+        }),
     );
     deps.logger.info({ userId: session.user.id, sessionId: session.id, revoked }, 'other sessions revoked');
     return { revoked };

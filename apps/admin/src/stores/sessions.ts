@@ -201,12 +201,18 @@ export class SessionStore {
   }
 
   /**
-   * Deletes every session and CLI token of `userId` except `keepId`; answers how many.
+   * Deletes every session and CLI token of `userId` except `keepId`; answers how many of them
+   * were still valid at `now` (expired ones not yet swept go too, uncounted: they ended already).
    * `then` runs in the same transaction with that count.
    */
-  async deleteOthers(userId: string, keepId: string, then?: InTransaction<number>): Promise<number> {
+  async deleteOthers(
+    userId: string,
+    keepId: string,
+    now: Date,
+    then?: InTransaction<number>,
+  ): Promise<number> {
     return this.#inTransaction(then !== undefined, async (db) => {
-      const revoked = await deleteOthersIn(db, userId, keepId);
+      const revoked = await deleteOthersIn(db, userId, keepId, now);
       if (then) await then(db as Transaction<AdminDatabase>, revoked);
       return revoked;
     });
@@ -215,10 +221,10 @@ export class SessionStore {
   /**
    * Replaces the user's password hash, only while it is still `currentHash` (a concurrent
    * change wins: `stale`), and deletes every other session and CLI token of the user, in one
-   * transaction with `then` (given the count). Answers the count.
+   * transaction with `then` (given the count of those still valid at `change.now`). Answers the count.
    */
   async changePassword(
-    change: { userId: string; currentHash: string; newHash: string; keepId: string },
+    change: { userId: string; currentHash: string; newHash: string; keepId: string; now: Date },
     then?: InTransaction<number>,
   ): Promise<number | 'stale'> {
     return this.#db.transaction().execute(async (trx) => {
@@ -229,7 +235,7 @@ export class SessionStore {
         .where('password_hash', '=', change.currentHash)
         .executeTakeFirst();
       if (Number(updated.numUpdatedRows) === 0) return 'stale' as const;
-      const revoked = await deleteOthersIn(trx, change.userId, change.keepId);
+      const revoked = await deleteOthersIn(trx, change.userId, change.keepId, change.now);
       if (then) await then(trx, revoked);
       return revoked;
     });
@@ -248,11 +254,18 @@ export class SessionStore {
   }
 }
 
-async function deleteOthersIn(db: Kysely<AdminDatabase>, userId: string, keepId: string): Promise<number> {
-  const res = await db
+/** Deletes the user's other sessions; counts those unexpired at `now` (what the caller revoked). */
+async function deleteOthersIn(
+  db: Kysely<AdminDatabase>,
+  userId: string,
+  keepId: string,
+  now: Date,
+): Promise<number> {
+  const deleted = await db
     .deleteFrom('sessions')
     .where('user_id', '=', userId)
     .where('id', '<>', keepId)
-    .executeTakeFirst();
-  return Number(res.numDeletedRows);
+    .returning('expires_at')
+    .execute();
+  return deleted.filter((row) => row.expires_at.getTime() > now.getTime()).length;
 }

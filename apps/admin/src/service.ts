@@ -32,6 +32,7 @@ import { DeviceGrantStore } from './stores/device-grants.ts';
 import { IdentityTokenStore } from './stores/identity-tokens.ts';
 import { ProjectStore } from './stores/projects.ts';
 import { SessionStore } from './stores/sessions.ts';
+import { RedisThrottledRefusals, recordEveryRefusal } from './stores/throttled-refusals.ts';
 
 export interface AdminOverrides {
   logger?: Logger;
@@ -186,6 +187,9 @@ export class AdminService {
       metrics: adminMetrics(this.metrics),
       loginThrottle: this.loginThrottle,
       loginLimits: config.loginLimits,
+      throttledRefusals: throttleRedis
+        ? new RedisThrottledRefusals(throttleRedis.connection, throttleRedis.prefix, logger)
+        : recordEveryRefusal,
       sessionTtlSeconds: config.sessionTtlSeconds,
       signupEnabled: config.signupEnabled,
       deviceGrants: this.#deviceGrants,

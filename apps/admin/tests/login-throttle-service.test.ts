@@ -10,6 +10,7 @@ import { AppError } from '@relayplane/shared/errors';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INVALID_CREDENTIALS_MESSAGE, LOGIN_RATE_LIMITED_MESSAGE } from '../src/grpc/login.ts';
 import type { AdminService } from '../src/service.ts';
@@ -75,6 +76,15 @@ describe('login throttling over gRPC', () => {
     const email = uniqueEmail(label);
     await client.signup({ email, password: PASSWORD, tenantName: `${label} inc` });
     return email;
+  }
+
+  /** The session.login_failed events of an account, oldest first: outcome and details. */
+  async function refusals(admin: AdminService, email: string) {
+    const { rows } = await sql<{ outcome: string; details: Record<string, unknown> }>`
+      select e.outcome, e.details from admin.audit_events e join admin.users u on u.id = e.target_id
+      where e.action = 'session.login_failed' and u.email = ${email} order by e.seq
+    `.execute(admin.database.db);
+    return rows;
   }
 
   beforeAll(async () => {
@@ -175,12 +185,13 @@ describe('login throttling over gRPC', () => {
     const inspector = new Redis(testRedis.url);
     let a: ServiceClient<typeof AdminRpc>;
     let b: ServiceClient<typeof AdminRpc>;
+    let adminA: AdminService;
     const env = { ADMIN_REDIS_URL: testRedis.url, ADMIN_REDIS_PREFIX: testRedis.prefix };
     const accountKey = (email: string) =>
       `${testRedis.prefix}login:acct:${createHash('sha256').update(email).digest('hex')}`;
 
     beforeAll(async () => {
-      ({ client: a } = await startAdmin(env));
+      ({ client: a, admin: adminA } = await startAdmin(env));
       ({ client: b } = await startAdmin(env));
     });
 
@@ -213,12 +224,45 @@ describe('login throttling over gRPC', () => {
       expect(await outcome(b.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
       expect(await inspector.exists(accountKey(email))).toBe(0);
     });
+
+    it('records one throttled refusal per account window across replicas, with how many refusals it stands for', async () => {
+      const email = await signUp(a, 'flood');
+      for (let i = 0; i < 10; i++) {
+        await expectInvalidCredentials((i % 2 ? a : b).login({ email, password: WRONG, clientIp: '' }));
+      }
+      for (let i = 0; i < 6; i++) {
+        await expectRateLimited((i % 2 ? a : b).login({ email, password: WRONG, clientIp: '' }));
+      }
+      // Wrong passwords one event each (bounded by the throttle); six refusals, one event.
+      const first = await refusals(adminA, email);
+      expect(first.filter((e) => e.outcome === 'failure')).toHaveLength(10);
+      expect(first.filter((e) => e.outcome === 'denied').map((e) => e.details)).toEqual([
+        { reason: 'throttled', email, throttle: 'account', refused: 1 },
+      ]);
+
+      // The next window's first refusal records, counting the five the last window left unrecorded.
+      const marker = `${testRedis.prefix}login:refused:{login:acct:${createHash('sha256').update(email).digest('hex')}}:recorded`;
+      expect(await inspector.pttl(marker)).toBeGreaterThan(0);
+      await inspector.pexpire(accountKey(email), 1);
+      await inspector.pexpire(marker, 1);
+      await waitUntil(
+        'the account window to expire',
+        async () => (await inspector.exists(accountKey(email), marker)) === 0,
+      );
+      for (let i = 0; i < 10; i++) {
+        await expectInvalidCredentials(a.login({ email, password: WRONG, clientIp: '' }));
+      }
+      await expectRateLimited(b.login({ email, password: WRONG, clientIp: '' }));
+      await expectRateLimited(a.login({ email, password: WRONG, clientIp: '' }));
+      const denied = (await refusals(adminA, email)).filter((e) => e.outcome === 'denied');
+      expect(denied.map((e) => e.details.refused)).toEqual([1, 6]);
+    });
   });
 
   describe('with Redis unreachable', () => {
     it('still applies the limits in memory, warning once', async () => {
       const logs = captureLogs();
-      const { client } = await startAdmin(
+      const { admin, client } = await startAdmin(
         { ADMIN_REDIS_URL: 'redis://127.0.0.1:1', ADMIN_REDIS_PREFIX: 'dead:' },
         { logger: logs.logger },
       );
@@ -227,6 +271,13 @@ describe('login throttling over gRPC', () => {
         await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
       }
       await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      await expectRateLimited(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      // Nothing to tell which refusal of the window records: each one does, as without Redis.
+      const denied = (await refusals(admin, email)).filter((e) => e.outcome === 'denied');
+      expect(denied.map((e) => e.details)).toEqual([
+        { reason: 'throttled', email, throttle: 'account', refused: 1 },
+        { reason: 'throttled', email, throttle: 'account', refused: 1 },
+      ]);
       const fallbacks = logs.lines.filter(
         (l) => JSON.parse(l).msg === 'login throttle falling back to in-memory limits',
       );

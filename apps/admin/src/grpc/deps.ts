@@ -16,6 +16,7 @@ import type { DeviceGrantStore } from '../stores/device-grants.ts';
 import type { IdentityTokenStore } from '../stores/identity-tokens.ts';
 import type { ProjectStore } from '../stores/projects.ts';
 import type { SessionStore } from '../stores/sessions.ts';
+import type { ThrottledRefusals } from '../stores/throttled-refusals.ts';
 
 /** What the admin RPC handlers work with. */
 export interface AdminDeps {
@@ -43,6 +44,8 @@ export interface AdminDeps {
   /** Counts login attempts per account and per client IP. */
   loginThrottle: RateLimiter;
   loginLimits: LoginLimits;
+  /** Which throttled login refusals are recorded: one per throttle key and window, with a count. */
+  throttledRefusals: ThrottledRefusals;
   sessionTtlSeconds: number;
   signupEnabled: boolean;
   /** OAuth device authorization grants (RFC 8628). */

@@ -7,20 +7,33 @@ export interface Limit {
   max: number;
 }
 
+/** A limit the counted attempt went over, and when its window ends. */
+export interface Exceeded {
+  limit: Limit;
+  resetInMs: number;
+}
+
 /**
  * Counts one hit on every limit; over any of them answers `rate_limited` with the seconds left
- * in the longest-running window.
+ * in the longest-running window. `onExceeded` (given the limits gone over, in `limits`' order)
+ * runs before that answer, e.g. to record the refusal.
  */
-export async function enforceLimits(throttle: RateLimiter, limits: Limit[], message: string): Promise<void> {
+export async function enforceLimits(
+  throttle: RateLimiter,
+  limits: Limit[],
+  message: string,
+  onExceeded?: (exceeded: Exceeded[]) => Promise<void>,
+): Promise<void> {
   const hits = await Promise.all(limits.map((l) => throttle.hit(l.key)));
-  let retryAfterMs = 0;
+  const exceeded: Exceeded[] = [];
   hits.forEach((hit, i) => {
     const limit = limits[i];
-    if (limit && hit.count > limit.max) retryAfterMs = Math.max(retryAfterMs, hit.resetInMs);
+    if (limit && hit.count > limit.max) exceeded.push({ limit, resetInMs: hit.resetInMs });
   });
-  if (retryAfterMs > 0) {
-    throw new AppError('rate_limited', message, {
-      retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
-    });
-  }
+  if (exceeded.length === 0) return;
+  if (onExceeded) await onExceeded(exceeded);
+  const retryAfterMs = Math.max(...exceeded.map((e) => e.resetInMs));
+  throw new AppError('rate_limited', message, {
+    retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+  });
 }

@@ -5,6 +5,7 @@ import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { normaliseEmail } from '../domain/validation.ts';
 import { throttleKeys } from '../redis/keys.ts';
+import type { UserRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 import { enforceLimits, type Limit } from './limits.ts';
 import { sessionMessage } from './messages.ts';
@@ -13,12 +14,36 @@ import { clientOrigin } from './sessions.ts';
 export const INVALID_CREDENTIALS_MESSAGE = 'invalid email or password';
 export const LOGIN_RATE_LIMITED_MESSAGE = 'too many login attempts; retry later';
 
-/** Counts the attempt against the account and the client IP (none when the IP is unknown). */
+/** Which throttle refused an attempt, in its event. */
+type ThrottleName = 'account' | 'ip';
+
+/**
+ * Counts the attempt against the account and the client IP (none when the IP is unknown).
+ * Over a limit: records the refusal when it is the first of its throttle key's window
+ * (stores/throttled-refusals.ts), then answers `rate_limited`.
+ */
 function countAttempt(deps: AdminDeps, email: string, clientIp: string): Promise<void> {
   const limits: Limit[] = [{ key: throttleKeys.loginAccount(email), max: deps.loginLimits.maxPerAccount }];
   if (clientIp !== '') limits.push({ key: throttleKeys.loginIp(clientIp), max: deps.loginLimits.maxPerIp });
-  return enforceLimits(deps.loginThrottle, limits, LOGIN_RATE_LIMITED_MESSAGE);
+  return enforceLimits(deps.loginThrottle, limits, LOGIN_RATE_LIMITED_MESSAGE, async (exceeded) => {
+    // One key per refusal: the account's when it is over its limit, else the IP's.
+    const first = exceeded[0];
+    if (!first) return;
+    const throttle: ThrottleName = first.limit === limits[0] ? 'account' : 'ip';
+    const refused = await deps.throttledRefusals.claim(first.limit.key, first.resetInMs);
+    if (refused === 0) return;
+    try {
+      const user = await deps.accounts.findUserByEmail(email);
+      await recordRefusal(deps, user, 'throttled', { throttle, refused });
+    } catch (err) {
+      await deps.throttledRefusals.release(first.limit.key, refused);
+      throw err;
+    }
+  });
 }
+
+/** What firstMembership is asked for an unknown email: a query like a known one's, finding nothing. */
+const NO_USER_ID = '';
 
 /**
  * Login: checks the password and opens a session in the user's first tenant. An unknown
@@ -53,18 +78,24 @@ type LoginRefusal = 'unknown_email' | 'wrong_password' | 'no_membership' | 'thro
  * Records a refused login (`session.login_failed`; throttled: outcome `denied`, else
  * `failure`) on its own: the actor is anonymous, the target the account when it exists (in the
  * chain of its first tenant), else no tenant and no id. The typed email of an unknown account is
- * not recorded: people type passwords into email fields.
+ * not recorded: people type passwords into email fields. The membership is looked up for an
+ * unknown email too (finding nothing), so both answers cost the same queries.
  */
-async function recordRefusal(deps: AdminDeps, email: string, reason: LoginRefusal): Promise<void> {
-  const user = reason === 'unknown_email' ? undefined : await deps.accounts.findUserByEmail(email);
-  const membership = user ? await deps.accounts.firstMembership(user.id) : undefined;
+async function recordRefusal(
+  deps: AdminDeps,
+  user: UserRecord | undefined,
+  reason: LoginRefusal,
+  throttled?: { throttle: ThrottleName; refused: number },
+): Promise<void> {
+  const membership =
+    reason === 'no_membership' ? undefined : await deps.accounts.firstMembership(user?.id ?? NO_USER_ID);
   await deps.audit.recordAlone({
     action: 'session.login_failed',
     tenantId: membership?.tenant.id ?? null,
     actor: { type: 'anonymous', id: '' },
     target: { type: 'user', id: user?.id ?? '' },
     outcome: reason === 'throttled' ? 'denied' : 'failure',
-    details: user ? { reason, email: user.email } : { reason },
+    details: { reason, ...(user ? { email: user.email } : {}), ...(throttled ?? {}) },
   });
 }
 
@@ -74,26 +105,20 @@ function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
       throw new AppError('invalid_request', 'email and password are required');
     }
     const email = normaliseEmail(req.email);
-    try {
-      await countAttempt(deps, email, req.clientIp.trim());
-    } catch (err) {
-      if (err instanceof AppError && err.code === 'rate_limited')
-        await recordRefusal(deps, email, 'throttled');
-      throw err;
-    }
+    await countAttempt(deps, email, req.clientIp.trim());
     const user = await deps.accounts.findUserByEmail(email);
     const verified = user
       ? await deps.passwords.verify(user.passwordHash, req.password)
       : await deps.passwords.verifyNobody(req.password);
     if (!user || !verified) {
-      await recordRefusal(deps, email, user ? 'wrong_password' : 'unknown_email');
+      await recordRefusal(deps, user, user ? 'wrong_password' : 'unknown_email');
       throw new AppError('unauthenticated', INVALID_CREDENTIALS_MESSAGE);
     }
 
     // A user removed from every tenant has nowhere to act; same answer as a wrong password.
     const membership = await deps.accounts.firstMembership(user.id);
     if (!membership) {
-      await recordRefusal(deps, email, 'no_membership');
+      await recordRefusal(deps, user, 'no_membership');
       throw new AppError('unauthenticated', INVALID_CREDENTIALS_MESSAGE);
     }
 

@@ -14,6 +14,13 @@ export const throttleKeys = {
     `login:acct:${createHash('sha256').update(normalisedEmail).digest('hex')}`,
   /** Login attempts from a client IP. */
   loginIp: (clientIp: string): string => `login:ip:${clientIp}`,
+  /**
+   * Throttled login refusals of a throttle key (`loginAccount`/`loginIp`) not yet recorded, and
+   * the marker of the window whose refusal was recorded (stores/throttled-refusals.ts). The
+   * braces keep both in one Redis Cluster slot (one script uses them).
+   */
+  refusalsUnrecorded: (throttleKey: string): string => `login:refused:{${throttleKey}}:unrecorded`,
+  refusalRecorded: (throttleKey: string): string => `login:refused:{${throttleKey}}:recorded`,
   /** Device codes issued to a client IP. */
   deviceIssueIp: (clientIp: string): string => `device:issue:ip:${clientIp}`,
   /** User codes entered (looked up or decided) by a user. */

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as relayplane } from '../../cli/src/cli.ts';
 import { EXIT } from '../../cli/src/errors.ts';
 import { OWNER, type Stack, startStack } from './support/stack.ts';
-import { tenant } from './support/tenant.ts';
+import { PASSWORD, tenant } from './support/tenant.ts';
 
 interface Event {
   id: string;
@@ -193,6 +193,126 @@ describe('gateway routes: audit events', () => {
     expect(verify.statusCode).toBe(200);
     expect(verify.json()).toEqual({ ok: true, events_checked: expect.any(Number), first_bad_id: null });
     expect(verify.json().events_checked).toBeGreaterThanOrEqual(made.length + 1);
+  });
+
+  it('records logins (success, wrong password), logout, device approval and denial once each, with actor, target, outcome and the client IP', async () => {
+    const a = await signup('origin');
+    const ip = '198.51.100.23';
+    const from = (method: 'POST', url: string, headers: Record<string, string>, payload?: object | string) =>
+      stack.app.inject({
+        method,
+        url,
+        remoteAddress: ip,
+        headers: { 'user-agent': UA, ...headers },
+        ...(payload !== undefined ? { payload } : {}),
+      });
+    const requestIdOf = (res: { headers: Record<string, unknown> }) => String(res.headers['x-request-id']);
+
+    const login = await from('POST', '/admin/v1/auth/login', {}, { email: a.email, password: PASSWORD });
+    expect(login.statusCode, login.body).toBe(200);
+    const session = login.json<{ token: string; session: { id: string } }>();
+    const auth = { authorization: `Bearer ${session.token}` };
+    const wrong = await from(
+      'POST',
+      '/admin/v1/auth/login',
+      {},
+      { email: a.email, password: 'not the password!' },
+    );
+    expect(wrong.statusCode).toBe(401);
+
+    const startFlow = async () => {
+      const res = await from(
+        'POST',
+        '/admin/v1/auth/device/code',
+        { 'content-type': 'application/x-www-form-urlencoded' },
+        'client_id=relayplane-cli&scope=cli',
+      );
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json<{ user_code: string }>().user_code;
+    };
+    const approved = await from('POST', '/admin/v1/auth/device/approve', auth, {
+      user_code: await startFlow(),
+      action: 'approve',
+    });
+    expect(approved.json()).toEqual({ status: 'approved', client_id: 'relayplane-cli' });
+    const denied = await from('POST', '/admin/v1/auth/device/approve', auth, {
+      user_code: await startFlow(),
+      action: 'deny',
+    });
+    expect(denied.json()).toEqual({ status: 'denied', client_id: 'relayplane-cli' });
+    // Read with the tenant's first session before this one ends.
+    const logout = await from('POST', '/admin/v1/auth/logout', auth);
+    expect(logout.statusCode).toBe(204);
+
+    const listed = await events(a.auth);
+    const expected: [string, typeof login, Partial<Event>][] = [
+      [
+        'session.login',
+        login,
+        {
+          actor: { type: 'user', id: a.userId },
+          target: { type: 'session', id: session.session.id },
+          outcome: 'success',
+        },
+      ],
+      [
+        'session.login_failed',
+        wrong,
+        {
+          actor: { type: 'anonymous', id: '' },
+          target: { type: 'user', id: a.userId },
+          outcome: 'failure',
+          details: { reason: 'wrong_password', email: a.email },
+        },
+      ],
+      [
+        'device.approve',
+        approved,
+        {
+          actor: { type: 'user', id: a.userId },
+          target: { type: 'device_client', id: 'relayplane-cli' },
+          outcome: 'success',
+        },
+      ],
+      [
+        'device.deny',
+        denied,
+        {
+          actor: { type: 'user', id: a.userId },
+          target: { type: 'device_client', id: 'relayplane-cli' },
+          outcome: 'success',
+        },
+      ],
+      [
+        'session.logout',
+        logout,
+        {
+          actor: { type: 'user', id: a.userId },
+          target: { type: 'session', id: session.session.id },
+          outcome: 'success',
+        },
+      ],
+    ];
+    for (const [action, res, shape] of expected) {
+      // Exactly one event of the action, made by that request, in the tenant's trail.
+      const ofRequest = listed.filter((e) => e.request_id === requestIdOf(res));
+      expect(
+        ofRequest.map((e) => e.action),
+        action,
+      ).toEqual([action]);
+      expect(ofRequest[0], action).toMatchObject({ ...shape, tenant_id: a.tenantId, ip, user_agent: UA });
+      expect(
+        listed.filter((e) => e.action === action),
+        action,
+      ).toHaveLength(
+        // signup's own login (tenant()) is one more session.login, from the default address.
+        action === 'session.login' ? 2 : 1,
+      );
+    }
+    expect(listed.find((e) => e.action === 'session.login' && e.request_id !== requestIdOf(login))?.ip).toBe(
+      '127.0.0.1',
+    );
+    expect(JSON.stringify(listed)).not.toContain(session.token);
   });
 
   it('records a switch of tenant in the tenant switched to, by the user who switched', async () => {

@@ -240,7 +240,7 @@ describe('gateway routes: audit events', () => {
       action: 'deny',
     });
     expect(denied.json()).toEqual({ status: 'denied', client_id: 'relayplane-cli' });
-    // Read with the tenant's first session before this one ends.
+    // This session ends here; the trail is read below with the tenant's first one (a.auth).
     const logout = await from('POST', '/admin/v1/auth/logout', auth);
     expect(logout.statusCode).toBe(204);
 

@@ -183,6 +183,7 @@ export function presentPlan(p: Plan) {
       max_bots: limits.maxBots,
       max_allowlist_entries: limits.maxAllowlistEntries,
       max_credential_ttl_seconds: limits.maxCredentialTtlSeconds,
+      max_issuance_per_second_per_key: limits.maxIssuancePerSecondPerKey,
     },
     price: {
       currency: price.currency,

@@ -115,6 +115,10 @@ export const SHARED_SCHEMAS = [
       max_bots: { type: 'integer' },
       max_allowlist_entries: { type: 'integer' },
       max_credential_ttl_seconds: { type: 'integer' },
+      max_issuance_per_second_per_key: {
+        type: 'integer',
+        description: 'Credential requests per second per API key, refused ones included; beyond it 429.',
+      },
     }),
   },
   {

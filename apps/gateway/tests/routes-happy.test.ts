@@ -56,8 +56,10 @@ describe('gateway routes: what works', () => {
       'max_bots',
       'max_concurrent_connections',
       'max_credential_ttl_seconds',
+      'max_issuance_per_second_per_key',
       'max_projects',
     ]);
+    expect(body.plans.map((p) => p.limits.max_issuance_per_second_per_key)).toEqual([20, 200, 2_000]);
     const pricing = await stack.app.inject({ method: 'GET', url: '/v1/pricing' });
     expect(pricing.statusCode).toBe(200);
     expect(pricing.json().prices[1]).toEqual({

@@ -18,6 +18,7 @@ export function planMessage(plan: Plan): MessageInitShape<typeof PlanSchema> {
       maxBots: plan.limits.maxBots,
       maxAllowlistEntries: plan.limits.maxAllowlistEntries,
       maxCredentialTtlSeconds: plan.limits.maxCredentialTtlSeconds,
+      maxIssuancePerSecondPerKey: plan.limits.maxIssuancePerSecondPerKey,
     },
     price: {
       currency: plan.price.currency,

@@ -46,6 +46,13 @@ export declare type PlanLimits = Message<"relayplane.billing.v1.PlanLimits"> & {
    * @generated from field: int32 max_credential_ttl_seconds = 6;
    */
   maxCredentialTtlSeconds: number;
+
+  /**
+   * Credential requests per second per API key, refused ones included (429 beyond).
+   *
+   * @generated from field: int32 max_issuance_per_second_per_key = 7;
+   */
+  maxIssuancePerSecondPerKey: number;
 };
 
 /**

@@ -1,8 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
-// `pnpm rollout`: the rolling restart under load, apart from `pnpm test` until its one open
-// failure is explained (about 1 in 50,000 requests answered by a closed connection, see
-// docs/performance.md). Same setup as the e2e suite.
+// `pnpm rollout`: the rolling restart under load on its own (it also runs in `pnpm test`,
+// vitest.config.ts). Same setup as the e2e suite.
 export default defineConfig({
   test: {
     globalSetup: ['../packages/testing/src/global-setup.ts'],

@@ -8,8 +8,9 @@
  * 2 s, and closes it from a timer. On this 2-core machine under the test's load (load average
  * 12–20) that timer can run late by more than the margin, and a request then goes out on a
  * connection the gateway is closing for idleness at that moment: it is lost without an answer
- * ("SocketError: other side closed"), and the gateway never sees it — what the test showed
- * about once in 50,000 requests. A connection sits idle that long here because the stalls of
+ * ("SocketError: other side closed"), and the gateway never sees it — the likely cause of what
+ * the test showed about once in 50,000 requests (the only way the gateway closes a connection
+ * outside its shutdown; not reproduced, see docs/performance.md, "Rolling restart"). A connection sits idle that long here because the stalls of
  * a restart open many connections at once (every request in flight needs one), which the
  * steady load afterwards no longer needs. Any client that reuses a connection when the server
  * may be dropping it has that race; the remedy is the one a load balancer in front of the

@@ -8,8 +8,9 @@
  *
  * The client (load-client.ts) closes a connection idle for 5 s, far below the gateway's
  * keep-alive timeout (72 s), as a load balancer in front of the gateway must: with `fetch`,
- * whose idle connections last until 2 s before the server's timeout, a request now and then
- * went out on a connection the gateway was closing for idleness and was lost unanswered.
+ * whose idle connections last until 2 s before the server's timeout, about one request in
+ * 50,000 was lost unanswered, most likely sent on a connection the gateway was closing for
+ * idleness.
  *
  * The load is open loop: requests fall due at a fixed rate whatever the answers take, so a
  * stall shows up as requests piling up rather than as a quieter load. They go round-robin to

@@ -34,7 +34,7 @@ export function registerCredentials(
           "Each API key may make at most the plan's `max_issuance_per_second_per_key` requests per second, counted " +
           'over every gateway and refused requests included (a client that keeps sending over it stays refused until ' +
           'the second ends); over it: 429 with `Retry-After` (seconds until the count starts again) and an error ' +
-          "naming the limit. Other keys of the tenant have counts of their own.",
+          'naming the limit. Other keys of the tenant have counts of their own.',
         tags: ['credentials'],
         body: {
           type: 'object',

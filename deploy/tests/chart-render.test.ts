@@ -1153,3 +1153,36 @@ describe('billing: Redis, issuer and payment provider', () => {
     expect(unpriced.stderr).not.toContain('billing.stripe:');
   });
 });
+
+describe('V8 heap sized from the container, not the node', () => {
+  const nodeOptions = (objects: K8sObject[], component: string) => {
+    const d = byKind(objects, 'Deployment').find((o) => o.metadata.name.endsWith(`-${component}`));
+    const c = d && podSpec(d).containers[0];
+    return c?.env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
+  };
+
+  it('gives every app half its memory limit as old space and 8 MiB semi-spaces', async () => {
+    const objects = await render({ set: REQUIRED_SETS });
+    for (const component of COMPONENTS) {
+      expect(nodeOptions(objects, component), component).toBe('--max-old-space-size=256 --max-semi-space-size=8');
+    }
+  });
+
+  it.each([
+    ['1Gi', 512],
+    ['768Mi', 384],
+    ['1G', 476],
+    ['2097152Ki', 1024],
+    ['536870912', 256],
+  ])('reads a limit of %s as old space %i MiB', async (limit, oldSpace) => {
+    const objects = await render({ set: [...REQUIRED_SETS, `admin.resources.limits.memory=${limit}`] });
+    expect(nodeOptions(objects, 'admin')).toBe(`--max-old-space-size=${oldSpace} --max-semi-space-size=8`);
+    expect(nodeOptions(objects, 'gateway')).toBe('--max-old-space-size=256 --max-semi-space-size=8');
+  });
+
+  it('refuses a limit it cannot read, naming it', async () => {
+    const r = await template({ set: [...REQUIRED_SETS, 'admin.resources.limits.memory=1.5Gi'] });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('cannot read the memory limit "1.5Gi"');
+  });
+});

@@ -99,7 +99,7 @@ describe('chart ↔ apps contract', () => {
     for (const { component, container } of await renderedContainers()) {
       const source = appSource(component);
       for (const { name } of container.env ?? []) {
-        if (name === 'NODE_ENV') continue;
+        if (name === 'NODE_ENV' || name === 'NODE_OPTIONS') continue;
         if (NOT_YET_READ[name] === component) continue;
         checked++;
         expect(source.includes(`'${name}'`), `apps/${component}/src/config.ts reads ${name}`).toBe(true);
@@ -144,7 +144,7 @@ describe('chart ↔ apps contract', () => {
         'BILLING_CHECKOUT_SESSION_TTL_SECONDS',
       ]),
     );
-    for (const name of names.filter((n) => n !== 'NODE_ENV'))
+    for (const name of names.filter((n) => n !== 'NODE_ENV' && n !== 'NODE_OPTIONS'))
       expect(source.includes(`'${name}'`), `apps/billing/src/config.ts reads ${name}`).toBe(true);
     // Read by the app for its tests only (a Stripe mock); the chart must never set it.
     expect(source.includes("'STRIPE_API_BASE'")).toBe(true);

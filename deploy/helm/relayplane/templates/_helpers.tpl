@@ -212,6 +212,20 @@ round_robin balancer connects to every replica the name resolves to.
 {{- end -}}
 
 {{/* Environment for one component. Call with (dict "root" $ "component" "issuer"). */}}
+{{/*
+A Kubernetes memory quantity (plain bytes, or with Ki, Mi, Gi, K, M, G; whole numbers) in MiB.
+*/}}
+{{- define "relayplane.memoryMiB" -}}
+{{- $m := toString . -}}
+{{- if not (regexMatch "^[0-9]+(Ki|Mi|Gi|K|M|G)?$" $m) -}}
+{{- fail (printf "cannot read the memory limit %q: use a whole number of bytes, Ki, Mi, Gi, K, M or G" $m) -}}
+{{- end -}}
+{{- $n := regexFind "^[0-9]+" $m | int64 -}}
+{{- $unit := trimPrefix (toString $n) $m -}}
+{{- $bytes := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "K" 1000 "M" 1000000 "G" 1000000000 -}}
+{{- div (mul $n (index $bytes $unit)) 1048576 -}}
+{{- end -}}
+
 {{- define "relayplane.env" -}}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
@@ -220,6 +234,10 @@ round_robin balancer connects to every replica the name resolves to.
   value: {{ $v.logLevel | quote }}
 - name: NODE_ENV
   value: production
+{{- /* V8 sizes its heap from the node's memory, not the container's limit, unless told: half
+the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak). */}}
+- name: NODE_OPTIONS
+  value: {{ printf "--max-old-space-size=%d --max-semi-space-size=8" (div (include "relayplane.memoryMiB" $c.resources.limits.memory | int64) 2) | quote }}
 {{- if eq .component "gateway" }}
 - name: HOST
   value: "0.0.0.0"

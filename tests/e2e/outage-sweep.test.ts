@@ -123,6 +123,11 @@ interface World {
   u2: { id: string; token: string; tenantId: string };
   /** u3: not a member of T; added to it. */
   u3: { email: string };
+  /**
+   * Owner of a tenant of its own that buys a plan (createCheckoutSession): not T, whose plan the
+   * confirmed checkout changes while the sweep runs, so the order of the two does not matter.
+   */
+  buyer: { token: string; tenantId: string };
   checkoutSession: string;
   /** Device authorizations: approved through the API, through the page, and polled. */
   deviceApi: { userCode: string; deviceCode: string };
@@ -261,6 +266,8 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     const u1 = await member('u1');
     const u2 = await member('u2');
     const u3 = await signup(`${tag}-u3`);
+    const buyerSignup = await signup(`${tag}-buyer`);
+    const buyer = { token: (await login(buyerSignup.email)).token, tenantId: buyerSignup.tenantId };
     const checkoutSession = await create('/admin/v1/billing/checkout-sessions', { plan: 'pro' });
     const deviceApi = await startDevice();
     const devicePage = await startDevice();
@@ -289,6 +296,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       u1: { id: u1.id, token: u1.token },
       u2,
       u3: { email: u3.email },
+      buyer,
       checkoutSession: checkoutSession.id,
       deviceApi,
       devicePage,
@@ -536,11 +544,11 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       },
     },
     createCheckoutSession: {
-      headers: (w) => ({ ...own(w), 'idempotency-key': `sweep-${w.tag}` }),
+      headers: (w) => ({ ...bearer(w.buyer.token), 'idempotency-key': `sweep-${w.tag}` }),
       body: () => ({ plan: 'pro' }),
       effect: async (w) =>
         (await count('billing.checkout_sessions where tenant_id = $1 and idempotency_key = $2', [
-          w.owner.tenantId,
+          w.buyer.tenantId,
           `sweep-${w.tag}`,
         ])) > 0,
     },

@@ -1164,7 +1164,9 @@ describe('V8 heap sized from the container, not the node', () => {
   it('gives every app half its memory limit as old space and 8 MiB semi-spaces', async () => {
     const objects = await render({ set: REQUIRED_SETS });
     for (const component of COMPONENTS) {
-      expect(nodeOptions(objects, component), component).toBe('--max-old-space-size=256 --max-semi-space-size=8');
+      expect(nodeOptions(objects, component), component).toBe(
+        '--max-old-space-size=256 --max-semi-space-size=8',
+      );
     }
   });
 

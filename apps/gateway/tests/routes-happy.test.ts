@@ -36,8 +36,15 @@ describe('gateway routes: what works', () => {
   });
 
   it('readiness answers 200 when every service reports SERVING', async () => {
-    const res = await stack.app.inject({ method: 'GET', url: '/readyz' });
-    expect(res.statusCode).toBe(200);
+    // Services listen before their start-up is done and report SERVING once it is (issue 16):
+    // readiness may lag the stack's start by a moment, so ask until it answers 200 (at most 5 s).
+    const deadline = Date.now() + 5_000;
+    let res = await stack.app.inject({ method: 'GET', url: '/readyz' });
+    while (res.statusCode !== 200 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      res = await stack.app.inject({ method: 'GET', url: '/readyz' });
+    }
+    expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toEqual({
       status: 'ready',
       services: { admin: 'SERVING', issuer: 'SERVING', billing: 'SERVING' },

@@ -1,9 +1,6 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run as relayplane } from '../../cli/src/cli.ts';
 import { EXIT } from '../../cli/src/errors.ts';
+import { inProcessCli } from './support/cli.ts';
 import { OWNER, type Stack, startStack } from './support/stack.ts';
 import { PASSWORD, tenant } from './support/tenant.ts';
 
@@ -519,31 +516,7 @@ describe('gateway routes: audit events', () => {
   });
 
   describe('relayplane audit (the CLI, in-process, against this gateway over HTTP)', () => {
-    let apiUrl: string;
-    let home: string;
-    beforeAll(async () => {
-      apiUrl = await stack.app.listen({ host: '127.0.0.1', port: 0 });
-      home = mkdtempSync(join(tmpdir(), 'relayplane-audit-cli-'));
-    });
-    afterAll(() => {
-      if (home) rmSync(home, { recursive: true, force: true });
-    });
-
-    async function cli(argv: string[], token: string) {
-      let stdout = '';
-      let stderr = '';
-      const code = await relayplane(argv, {
-        env: { RELAYPLANE_API_URL: apiUrl, RELAYPLANE_TOKEN: token, NO_COLOR: '1' },
-        stdout: { write: (t: string) => (stdout += t), isTTY: false },
-        stderr: { write: (t: string) => (stderr += t), isTTY: false },
-        fetch: (input, init) => fetch(input, init),
-        sleep: async () => {},
-        now: () => Date.now(),
-        configPath: join(home, 'relayplane', 'config.json'),
-        readStdin: async () => '',
-      });
-      return { code, stdout, stderr };
-    }
+    const cli = inProcessCli(() => stack.app, 'audit');
 
     it('audit list --json is the API page as is', async () => {
       const a = await signup('cli-list');

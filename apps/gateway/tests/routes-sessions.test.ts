@@ -4,16 +4,13 @@
  * change, CSRF with the session cookie, machine tokens refused, and the approval page telling
  * where and when a device asked.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { testLogger } from '@relayplane/testing/logger';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run as relayplane } from '../../cli/src/cli.ts';
 import { EXIT } from '../../cli/src/errors.ts';
 import { buildApp } from '../src/app.ts';
 import { csrfTokenFor } from '../src/plugins/csrf.ts';
+import { inProcessCli } from './support/cli.ts';
 import { type Stack, startStack } from './support/stack.ts';
 import { PASSWORD, tenant } from './support/tenant.ts';
 
@@ -395,31 +392,7 @@ describe('sessions a user controls, over HTTP', () => {
     expect(page.body).toContain(`you can do in tenant <b>sessions ${seq}</b>`);
   });
   describe('relayplane sessions (the CLI, in-process, against this gateway over HTTP)', () => {
-    let apiUrl: string;
-    let home: string;
-    beforeAll(async () => {
-      apiUrl = await stack.app.listen({ host: '127.0.0.1', port: 0 });
-      home = mkdtempSync(join(tmpdir(), 'relayplane-sessions-cli-'));
-    });
-    afterAll(() => {
-      if (home) rmSync(home, { recursive: true, force: true });
-    });
-
-    async function cli(argv: string[], token: string) {
-      let stdout = '';
-      let stderr = '';
-      const code = await relayplane(argv, {
-        env: { RELAYPLANE_API_URL: apiUrl, RELAYPLANE_TOKEN: token, NO_COLOR: '1' },
-        stdout: { write: (t: string) => (stdout += t), isTTY: false },
-        stderr: { write: (t: string) => (stderr += t), isTTY: false },
-        fetch: (input, init) => fetch(input, init),
-        sleep: async () => {},
-        now: () => Date.now(),
-        configPath: join(home, 'relayplane', 'config.json'),
-        readStdin: async () => '',
-      });
-      return { code, stdout, stderr };
-    }
+    const cli = inProcessCli(() => stack.app, 'sessions');
 
     it('sessions list: --json is the API body as is; the table marks the current session', async () => {
       const owner = await user();

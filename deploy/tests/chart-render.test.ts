@@ -1182,6 +1182,18 @@ describe('V8 heap sized from the container, not the node', () => {
     expect(nodeOptions(objects, 'gateway')).toBe('--max-old-space-size=256 --max-semi-space-size=8');
   });
 
+  it("fixes admin's malloc mmap threshold (argon2's blocks go back to the OS), and only admin's", async () => {
+    const objects = await render({ set: REQUIRED_SETS });
+    const threshold = (component: string) => {
+      const d = byKind(objects, 'Deployment').find((o) => o.metadata.name.endsWith(`-${component}`));
+      return d && podSpec(d).containers[0]?.env?.find((e) => e.name === 'MALLOC_MMAP_THRESHOLD_')?.value;
+    };
+    expect(threshold('admin')).toBe('131072');
+    for (const component of COMPONENTS.filter((c) => c !== 'admin')) {
+      expect(threshold(component), component).toBeUndefined();
+    }
+  });
+
   it('refuses a limit it cannot read, naming it', async () => {
     const r = await template({ set: [...REQUIRED_SETS, 'admin.resources.limits.memory=1.5Gi'] });
     expect(r.code).not.toBe(0);

@@ -71,6 +71,14 @@ const RESULTS = join(ROOT, 'tests', 'soak', 'results', 'latest.json');
  */
 export const PRODUCTION_NODE_OPTIONS = '--max-old-space-size=256 --max-semi-space-size=8';
 
+/**
+ * Admin's malloc setting in production (the chart's admin env; docs/performance.md, "Soak"):
+ * a fixed mmap threshold, so that each login's 19 MiB argon2id block is mmap'd and unmapped
+ * when the hash ends. With glibc's default, the first such free raises the threshold above
+ * 19 MiB and later blocks stay in malloc's arenas: admin kept ~85 MiB more and grew in steps.
+ */
+export const ADMIN_MALLOC_ENV = { MALLOC_MMAP_THRESHOLD_: '131072' };
+
 const shortName = (procName: string) => procName.replace(/^soak-/, '');
 /** A machine busier than this during the calibration is saturated: the fit means little. */
 const SATURATED = 0.95;
@@ -117,6 +125,7 @@ async function main(): Promise<number> {
       bootstrap: owner,
       logLevel: 'warn',
       replicas: { issuer: 2, gateway: 2 },
+      appEnv: { admin: ADMIN_MALLOC_ENV },
       extraEnv: {
         NODE_OPTIONS: PRODUCTION_NODE_OPTIONS,
         RELAYPLANE_PLANS_FILE: plans,
@@ -290,6 +299,7 @@ async function main(): Promise<number> {
           commit: execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim(),
           node: process.version,
           nodeOptions: PRODUCTION_NODE_OPTIONS,
+          adminEnv: ADMIN_MALLOC_ENV,
           minutes: MINUTES,
           capacity,
           shareRates,

@@ -7,7 +7,14 @@ import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { machineCpu } from '../support/machine.ts';
 import { type CpuReading, cpuBetween, readCpu } from './calibrate.ts';
-import { cpuSeconds, postgresConnections, processSample, redisSample, scrape } from './probes.ts';
+import {
+  cpuSeconds,
+  postgresConnections,
+  processSample,
+  redisSample,
+  scrape,
+  settledRssBytes,
+} from './probes.ts';
 import type { Sample, StreamWindow } from './sample.ts';
 import type { RouteAnswers } from './verdict.ts';
 
@@ -67,11 +74,12 @@ export function createSampler(
     const apps = o.targets.map((t) => cpuSeconds(t.pid));
     const seconds = previous ? (at - previous.at) / 1000 : 0;
     const perSecond = (used: number) => +(used / seconds).toFixed(3);
+    const rss = await settledRssBytes(pids);
     const processes = await Promise.all(
       o.targets.map(async (t, i) =>
         processSample(
           t.name,
-          t.pid,
+          rss[i] ?? 0,
           await scrape(t.metricsUrl),
           previous ? perSecond((apps[i] ?? 0) - (previous.apps[i] ?? 0)) : undefined,
         ),

@@ -39,6 +39,8 @@ export interface DistributedOptions extends SystemOptions {
   migrateDatabaseUrl?: string;
   /** Replicas of each app (default 1 each). */
   replicas?: { issuer?: number; gateway?: number; admin?: number; billing?: number };
+  /** Variables for one app's processes only, over the shared ones (e.g. admin's malloc settings). */
+  appEnv?: Partial<Record<'billing' | 'admin' | 'issuer' | 'gateway', Record<string, string>>>;
   /** Redis as the issuers reach it (e.g. through a proxy a test can cut); default redisUrl. */
   issuerRedisUrl?: string;
 }
@@ -129,7 +131,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
         launch(
           nameOf('billing', i, billingPorts),
           'apps/billing/src/main.ts',
-          { ...env, BILLING_LISTEN_ADDRESS: `127.0.0.1:${port}` },
+          { ...env, ...o.appEnv?.billing, BILLING_LISTEN_ADDRESS: `127.0.0.1:${port}` },
           serving(port, [BillingService.typeName]),
         ),
       ),
@@ -137,7 +139,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
         launch(
           nameOf('admin', i, adminPorts),
           'apps/admin/src/main.ts',
-          { ...env, ADMIN_LISTEN_ADDRESS: `127.0.0.1:${port}` },
+          { ...env, ...o.appEnv?.admin, ADMIN_LISTEN_ADDRESS: `127.0.0.1:${port}` },
           serving(port, [AdminService.typeName]),
         ),
       ),
@@ -147,6 +149,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
           'apps/issuer/src/main.ts',
           {
             ...env,
+            ...o.appEnv?.issuer,
             ...(o.issuerRedisUrl ? { ISSUER_REDIS_URL: o.issuerRedisUrl } : {}),
             ISSUER_LISTEN_ADDRESS: `127.0.0.1:${port}`,
           },
@@ -159,7 +162,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
       launch(
         `${o.label}-gateway-${i}`,
         'apps/gateway/src/main.ts',
-        { ...env, PORT: String(port) },
+        { ...env, ...o.appEnv?.gateway, PORT: String(port) },
         readyz(baseUrls[i] ?? ''),
       ),
     );

@@ -154,6 +154,19 @@ export declare const SigningKeySchema: GenMessage<SigningKey>;
  * @generated from message relayplane.issuer.v1.ListSigningKeysRequest
  */
 export declare type ListSigningKeysRequest = Message<"relayplane.issuer.v1.ListSigningKeysRequest"> & {
+  /**
+   * 1..200; 0 means 50.
+   *
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * Opaque, from a previous next_cursor; empty for the first page.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
 };
 
 /**
@@ -167,6 +180,8 @@ export declare const ListSigningKeysRequestSchema: GenMessage<ListSigningKeysReq
  */
 export declare type ListSigningKeysResponse = Message<"relayplane.issuer.v1.ListSigningKeysResponse"> & {
   /**
+   * Listing order: active, next, then previous and removed keys, newest first.
+   *
    * @generated from field: repeated relayplane.issuer.v1.SigningKey keys = 1;
    */
   keys: SigningKey[];
@@ -177,6 +192,13 @@ export declare type ListSigningKeysResponse = Message<"relayplane.issuer.v1.List
    * @generated from field: google.protobuf.Timestamp rotation_pending_since = 2;
    */
   rotationPendingSince?: Timestamp | undefined;
+
+  /**
+   * Empty when this is the last page.
+   *
+   * @generated from field: string next_cursor = 3;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -206,6 +228,8 @@ export declare const RotateSigningKeysRequestSchema: GenMessage<RotateSigningKey
  */
 export declare type RotateSigningKeysResponse = Message<"relayplane.issuer.v1.RotateSigningKeysResponse"> & {
   /**
+   * The first page of the listing after the rotation (ListSigningKeys without a cursor).
+   *
    * @generated from field: repeated relayplane.issuer.v1.SigningKey keys = 1;
    */
   keys: SigningKey[];
@@ -221,6 +245,13 @@ export declare type RotateSigningKeysResponse = Message<"relayplane.issuer.v1.Ro
    * @generated from field: bool rotated = 3;
    */
   rotated: boolean;
+
+  /**
+   * Pass to ListSigningKeys for the rest of the listing; empty when there is none.
+   *
+   * @generated from field: string next_cursor = 4;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -984,6 +1015,19 @@ export declare const RegisterRelayResponseSchema: GenMessage<RegisterRelayRespon
  * @generated from message relayplane.issuer.v1.ListRelaysRequest
  */
 export declare type ListRelaysRequest = Message<"relayplane.issuer.v1.ListRelaysRequest"> & {
+  /**
+   * 1..200; 0 means 50.
+   *
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * Opaque, from a previous next_cursor; empty for the first page.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
 };
 
 /**
@@ -997,9 +1041,18 @@ export declare const ListRelaysRequestSchema: GenMessage<ListRelaysRequest>;
  */
 export declare type ListRelaysResponse = Message<"relayplane.issuer.v1.ListRelaysResponse"> & {
   /**
+   * Static relays (in configuration order), then registered ones (oldest first).
+   *
    * @generated from field: repeated relayplane.issuer.v1.Relay relays = 1;
    */
   relays: Relay[];
+
+  /**
+   * Empty when this is the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**

@@ -455,6 +455,20 @@ export declare type ListProjectsRequest = Message<"relayplane.admin.v1.ListProje
    * @generated from field: relayplane.admin.v1.Principal principal = 1;
    */
   principal?: Principal | undefined;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
 };
 
 /**
@@ -471,6 +485,13 @@ export declare type ListProjectsResponse = Message<"relayplane.admin.v1.ListProj
    * @generated from field: repeated relayplane.admin.v1.Project projects = 1;
    */
   projects: Project[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -623,6 +644,27 @@ export declare type ListApiKeysRequest = Message<"relayplane.admin.v1.ListApiKey
    * @generated from field: string project_id = 2;
    */
   projectId: string;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 4;
+   */
+  cursor: string;
+
+  /**
+   * Set: only the key with this id (none when the project has no such key); paging applies as usual.
+   *
+   * @generated from field: string key_id = 5;
+   */
+  keyId: string;
 };
 
 /**
@@ -639,6 +681,13 @@ export declare type ListApiKeysResponse = Message<"relayplane.admin.v1.ListApiKe
    * @generated from field: repeated relayplane.admin.v1.ApiKey api_keys = 1;
    */
   apiKeys: ApiKey[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -823,6 +872,20 @@ export declare type ListAllowlistEntriesRequest = Message<"relayplane.admin.v1.L
    * @generated from field: string project_id = 2;
    */
   projectId: string;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 4;
+   */
+  cursor: string;
 };
 
 /**
@@ -839,6 +902,13 @@ export declare type ListAllowlistEntriesResponse = Message<"relayplane.admin.v1.
    * @generated from field: repeated relayplane.admin.v1.AllowlistEntry entries = 1;
    */
   entries: AllowlistEntry[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -1082,6 +1152,20 @@ export declare type ListBotsRequest = Message<"relayplane.admin.v1.ListBotsReque
    * @generated from field: string project_id = 2;
    */
   projectId: string;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 4;
+   */
+  cursor: string;
 };
 
 /**
@@ -1098,6 +1182,13 @@ export declare type ListBotsResponse = Message<"relayplane.admin.v1.ListBotsResp
    * @generated from field: repeated relayplane.admin.v1.Bot bots = 1;
    */
   bots: Bot[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -1173,6 +1264,20 @@ export declare type ListBotKeysRequest = Message<"relayplane.admin.v1.ListBotKey
    * @generated from field: string bot_id = 3;
    */
   botId: string;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 4;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 5;
+   */
+  cursor: string;
 };
 
 /**
@@ -1189,6 +1294,13 @@ export declare type ListBotKeysResponse = Message<"relayplane.admin.v1.ListBotKe
    * @generated from field: repeated relayplane.admin.v1.BotKey bot_keys = 1;
    */
   botKeys: BotKey[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -1322,6 +1434,20 @@ export declare type ListMembersRequest = Message<"relayplane.admin.v1.ListMember
    * @generated from field: relayplane.admin.v1.Principal principal = 1;
    */
   principal?: Principal | undefined;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
 };
 
 /**
@@ -1338,6 +1464,13 @@ export declare type ListMembersResponse = Message<"relayplane.admin.v1.ListMembe
    * @generated from field: repeated relayplane.admin.v1.Member members = 1;
    */
   members: Member[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -1615,6 +1748,20 @@ export declare type ListIdentityTokensRequest = Message<"relayplane.admin.v1.Lis
    * @generated from field: string identity_id = 3;
    */
   identityId: string;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 4;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 5;
+   */
+  cursor: string;
 };
 
 /**
@@ -1631,6 +1778,13 @@ export declare type ListIdentityTokensResponse = Message<"relayplane.admin.v1.Li
    * @generated from field: repeated relayplane.admin.v1.IdentityToken identity_tokens = 1;
    */
   identityTokens: IdentityToken[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -2277,6 +2431,20 @@ export declare type ListSessionsRequest = Message<"relayplane.admin.v1.ListSessi
    * @generated from field: relayplane.admin.v1.Principal principal = 1;
    */
   principal?: Principal | undefined;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
 };
 
 /**
@@ -2293,6 +2461,13 @@ export declare type ListSessionsResponse = Message<"relayplane.admin.v1.ListSess
    * @generated from field: repeated relayplane.admin.v1.SessionInfo sessions = 1;
    */
   sessions: SessionInfo[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -2615,7 +2790,8 @@ export declare const AdminService: GenService<{
    * Bots of a project (machine identities) and their keys. Managing them needs a user session
    * of the project's tenant with role owner or admin. A bot key is a bot token (`rpb_`),
    * answered once by CreateBotKey and stored as its SHA-256 only; Authenticate accepts it and
-   * answers a BOT principal. The plan's bot limit (tenant-wide): unprocessable (422).
+   * answers a BOT principal. The plan's bot limit (tenant-wide): unprocessable (422). A bot has
+   * at most ADMIN_MAX_ACTIVE_KEYS_PER_BOT unrevoked keys: one more is unprocessable (422).
    *
    * @generated from rpc relayplane.admin.v1.AdminService.CreateBot
    */
@@ -2715,7 +2891,9 @@ export declare const AdminService: GenService<{
    * Identity tokens (`rpi_`): bearer tokens that act as a bot (the identity) of a project with
    * a subset of permissions (scopes, docs/iam.md). Only a user session or an identity token may
    * create one; the scopes must be held by the caller and by the identity. The value is
-   * answered once, by CreateIdentityToken; only its SHA-256 is stored.
+   * answered once, by CreateIdentityToken; only its SHA-256 is stored. An identity has at most
+   * ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT unrevoked, unexpired tokens: one more is
+   * unprocessable (422).
    *
    * @generated from rpc relayplane.admin.v1.AdminService.CreateIdentityToken
    */

@@ -7,12 +7,14 @@
  * are not declared by routes: openapi.ts adds them from each route's guard and schema.
  */
 import {
+  AUDIT_LIST_LIMIT,
   BOT_ROLE_NAMES,
   KEY_MODE_NAMES,
   PLAN_IDS,
   PROJECT_ENVIRONMENTS,
   ROLE_NAMES,
 } from '@relayplane/shared/contract';
+import { AppError } from '@relayplane/shared/errors';
 import { PERMISSIONS } from '@relayplane/shared/iam';
 
 const dateTime = { type: 'string', format: 'date-time' } as const;
@@ -396,6 +398,69 @@ export function pathParams(...names: string[]) {
 /** What list operations answer: `{"<field>": [...]}`. */
 export function listOf(field: string, items: object) {
   return object({ [field]: { type: 'array', items } });
+}
+
+/**
+ * Paged lists (docs/iam.md, "Lists and paging"): the page size's default and maximum, the same
+ * as the audit trail's and the credentials listing's.
+ */
+export const LIST_LIMIT = AUDIT_LIST_LIMIT;
+
+/** The query string of a paged list; `extra` are the route's own parameters. */
+export function pageQuery(extra: Record<string, object> = {}) {
+  return {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      ...extra,
+      limit: {
+        type: 'string',
+        pattern: '^[0-9]{1,6}$',
+        description: `Items per page, 1..${LIST_LIMIT.max} (default ${LIST_LIMIT.default}).`,
+      },
+      cursor: {
+        type: 'string',
+        maxLength: 256,
+        description: "The previous page's `next_cursor`; absent: the first page.",
+      },
+    },
+  } as const;
+}
+
+export interface PageQuery {
+  limit?: string;
+  cursor?: string;
+}
+
+/** What a paged list answers: `{"<field>": [...], "next_cursor": "…" | null}`. */
+export function pageOf(field: string, items: object) {
+  return object({
+    [field]: { type: 'array', items },
+    next_cursor: {
+      type: ['string', 'null'],
+      description: 'Pass as `cursor` for the next page; null on the last page.',
+    },
+  });
+}
+
+/** For a paged list's description. */
+export const PAGING =
+  `Paged: \`limit\` 1..${LIST_LIMIT.max} (default ${LIST_LIMIT.default}); pass \`next_cursor\` as \`cursor\` ` +
+  'for the next page (`null`: the last page). A client sending neither gets the first page.';
+
+/** A paged list's 400. */
+export const PAGE_BAD_REQUEST = errorResponse(
+  `A malformed query parameter: \`limit\` not a whole number from 1 to ${LIST_LIMIT.max}, or a \`cursor\` this API ` +
+    'did not return.',
+);
+
+/** The page a list request asks admin for: `limit` outside 1..max is 400 (`cursor` is checked by admin). */
+export function pageParams(query: PageQuery): { limit: number; cursor: string } {
+  const limit = query.limit === undefined ? 0 : Number(query.limit);
+  if (query.limit !== undefined && (limit < 1 || limit > LIST_LIMIT.max)) {
+    throw new AppError('invalid_request', `limit must be between 1 and ${LIST_LIMIT.max}`);
+  }
+  return { limit, cursor: query.cursor ?? '' };
 }
 
 /** Values as a prose list of code spans, for descriptions: `` `a`, `b` ``. */

@@ -1200,3 +1200,76 @@ describe('V8 heap sized from the container, not the node', () => {
     expect(r.stderr).toContain('cannot read the memory limit "1.5Gi"');
   });
 });
+
+describe('behind an ingress, and the abuse settings (issue 18)', () => {
+  const ingressSets = [
+    'gateway.ingress.enabled=true',
+    'gateway.ingress.hosts[0].host=api.example.com',
+    'gateway.ingress.hosts[0].paths[0].path=/',
+  ];
+  const appEnv = (objects: K8sObject[], component = 'gateway') => {
+    const d = byKind(objects, 'Deployment').find((o) => o.metadata.name.endsWith(`-${component}`));
+    const c = d && podSpec(d).containers[0];
+    if (!c) throw new Error(`no ${component} container`);
+    return envOf(c);
+  };
+
+  it('refuses gateway.ingress.enabled without gateway.trustedProxies, saying why', async () => {
+    const r = await template({ set: [...REQUIRED_SETS, ...ingressSets] });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('gateway.ingress: enabled without gateway.trustedProxies');
+    expect(r.stderr).toContain('per-IP login and sign-up throttles would become one global limit');
+    expect(r.stderr).toContain('IP allowlists would see the ingress');
+    expect(r.stderr).toContain('session cookies would lose Secure');
+  });
+
+  it('renders the Ingress once gateway.trustedProxies names the ingress controller', async () => {
+    const objects = await render({
+      set: [...REQUIRED_SETS, ...ingressSets, 'gateway.trustedProxies[0]=10.42.0.0/16'],
+    });
+    const [ingress] = byKind(objects, 'Ingress');
+    expect(JSON.stringify(ingress?.spec)).toContain('"host":"api.example.com"');
+    expect(appEnv(objects).get('GATEWAY_TRUSTED_PROXIES')?.value).toBe('10.42.0.0/16');
+  });
+
+  it('renders no Ingress by default', async () => {
+    expect(byKind(await render({ set: REQUIRED_SETS }), 'Ingress')).toEqual([]);
+  });
+
+  it('keeps paid built-in checkout off unless billing.builtinPaidCheckout is set', async () => {
+    const off = appEnv(await render({ set: REQUIRED_SETS }), 'billing');
+    expect(off.get('BILLING_BUILTIN_PAID_CHECKOUT')?.value).toBe('false');
+    const on = appEnv(
+      await render({ set: [...REQUIRED_SETS, 'billing.builtinPaidCheckout=true'] }),
+      'billing',
+    );
+    expect(on.get('BILLING_BUILTIN_PAID_CHECKOUT')?.value).toBe('true');
+  });
+
+  it("renders the gateway's slow-client settings only when set", async () => {
+    const defaults = appEnv(await render({ set: REQUIRED_SETS }));
+    for (const name of [
+      'GATEWAY_HEADERS_TIMEOUT_MS',
+      'GATEWAY_REQUEST_TIMEOUT_MS',
+      'GATEWAY_KEEP_ALIVE_TIMEOUT_MS',
+      'GATEWAY_MAX_CONNECTIONS',
+    ]) {
+      expect(defaults.has(name), name).toBe(false);
+    }
+    const set = appEnv(
+      await render({
+        set: [
+          ...REQUIRED_SETS,
+          'gateway.headersTimeoutMs=5000',
+          'gateway.requestTimeoutMs=20000',
+          'gateway.keepAliveTimeoutMs=65000',
+          'gateway.maxConnections=2000',
+        ],
+      }),
+    );
+    expect(set.get('GATEWAY_HEADERS_TIMEOUT_MS')?.value).toBe('5000');
+    expect(set.get('GATEWAY_REQUEST_TIMEOUT_MS')?.value).toBe('20000');
+    expect(set.get('GATEWAY_KEEP_ALIVE_TIMEOUT_MS')?.value).toBe('65000');
+    expect(set.get('GATEWAY_MAX_CONNECTIONS')?.value).toBe('2000');
+  });
+});

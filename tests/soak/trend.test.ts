@@ -37,7 +37,8 @@ describe('steadyRise', () => {
 
   it('passes a steady climb too small to matter (under 5 % of the level)', () => {
     const v = steadyRise(series(1000, 1001, 1002, 1003, 1004, 1005), RULE);
-    expect(v.risingSteps).toBe(5);
+    // Steps of 1 against a threshold of 50 over 5 steps: below the resolution (2.5), none rises.
+    expect(v.risingSteps).toBe(0);
     expect(v.projectedRise).toBeCloseTo(5);
     expect(v.threshold).toBeCloseTo(50.125);
     expect(v.rising).toBe(false);
@@ -68,6 +69,39 @@ describe('steadyRise', () => {
 
   it('counts a tie as no rise', () => {
     expect(steadyRise(series(10, 20, 20, 20, 30), RULE).risingSteps).toBe(2);
+  });
+
+  // Billing's RSS (MiB) from the 2-minute mark of the 01:04 soak of 2026-11-26: a climb of
+  // 10 MiB in three steps while its usage jobs first ran, then a plateau moving by kilobytes.
+  // 13 of 16 steps (14 before rounding to 10 KiB) are increases, most of them by a few KiB.
+  const BILLING_RSS = [
+    132.17, 126.8, 127.12, 133.91, 135.5, 136.04, 136.06, 136.12, 136.76, 137.07, 137.08, 137.12, 137.14,
+    137.54, 137.04, 137.04, 137.06,
+  ];
+
+  it('passes a plateau after a climb even when RSS moves up by kilobytes in most steps', () => {
+    const v = steadyRise(series(...BILLING_RSS), { relative: 0.05, absolute: 4 });
+    expect(v.projectedRise).toBeGreaterThan(v.threshold);
+    expect(BILLING_RSS.slice(1).filter((x, i) => x > (BILLING_RSS[i] ?? 0)).length).toBe(13);
+    // Above the resolution (threshold 6.8 / 16 steps / 4 ≈ 0.11 MiB) 7 do, under the 11 a
+    // steady rise needs.
+    expect(v.risingSteps).toBe(7);
+    expect(v.rising).toBe(false);
+  });
+
+  it('flags a leak at the threshold rate that climbs unevenly, most steps by more than the resolution', () => {
+    // 0.5 MiB per 30 s on average (8 MiB over 8 minutes, just over the 7.4 MiB threshold of a
+    // ~148 MiB process), alternating +0.3 and +0.7.
+    const values = Array.from({ length: 17 }, (_, i) => 144 + 0.5 * i + (i % 2 ? -0.2 : 0));
+    const v = steadyRise(series(...values), { relative: 0.05, absolute: 4 });
+    expect(v.risingSteps).toBe(16);
+    expect(v.rising).toBe(true);
+  });
+
+  it('still counts every +1 of an integer series as a rise', () => {
+    const v = steadyRise(series(20, 21, 22, 23, 24, 25, 26, 27, 28), { relative: 0.05, absolute: 5 });
+    expect(v.risingSteps).toBe(8);
+    expect(v.rising).toBe(true);
   });
 });
 

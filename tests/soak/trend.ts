@@ -14,7 +14,14 @@
  *   and sub-millisecond delays from counting as growth.
  * - **most steps go up**: at least two thirds of consecutive pairs rise (a tie is not a rise).
  *   The fit alone would call one jump a trend (a cache filled once, a collection that ran just
- *   after one sample): a leak climbs in most intervals, a jump in one.
+ *   after one sample): a leak climbs in most intervals, a jump in one. A step rises when it
+ *   climbs by more than a quarter of the average step the threshold stands for
+ *   (`threshold / steps / STEP_RESOLUTION`): RSS almost never stays put to the kilobyte (a few
+ *   pages touched, a thread stack grown), so with "any increase" a plateau after a climb
+ *   still counted 14 of 16 steps up (billing at 136.1 → 136.8 → 137.07 → 137.08 → 137.12 →
+ *   137.14 → 137.54 → 137.04 MiB). A leak at the threshold's rate climbs by four times that in an
+ *   average step, so it still counts; for integer series (handles, connections) every +1
+ *   still counts.
  *
  * Fewer than MIN_POINTS points (two minutes at one sample every 30 s) are not judged: a line
  * through three or four noisy points says little, and a run that short is left to the RSS
@@ -47,7 +54,7 @@ export interface RiseVerdict {
   projectedRise: number;
   /** The rise that counts: max(relative × mean, absolute). */
   threshold: number;
-  /** Consecutive pairs whose second value is higher than the first. */
+  /** Consecutive pairs whose second value is higher than the first by more than the resolution. */
   risingSteps: number;
   steps: number;
 }
@@ -55,6 +62,8 @@ export interface RiseVerdict {
 export const MIN_POINTS = 5;
 /** Share of consecutive pairs that must rise. */
 export const RISING_SHARE = 2 / 3;
+/** A step rises when it climbs by more than 1/STEP_RESOLUTION of the threshold's average step. */
+export const STEP_RESOLUTION = 4;
 
 /** Least-squares slope of value over t (0 for fewer than two distinct times). */
 export function slopeOf(points: readonly Point[]): number {
@@ -73,15 +82,16 @@ export function slopeOf(points: readonly Point[]): number {
 
 export function steadyRise(points: readonly Point[], rule: RiseRule): RiseVerdict {
   const steps = Math.max(0, points.length - 1);
-  let risingSteps = 0;
-  for (let i = 1; i < points.length; i++) {
-    if ((points[i]?.value ?? 0) > (points[i - 1]?.value ?? 0)) risingSteps++;
-  }
   const slope = slopeOf(points);
   const span = points.length ? (points.at(-1)?.t ?? 0) - (points[0]?.t ?? 0) : 0;
   const projectedRise = slope * span;
   const mean = points.length ? points.reduce((sum, p) => sum + p.value, 0) / points.length : 0;
   const threshold = Math.max(rule.relative * Math.abs(mean), rule.absolute);
+  const minStep = steps ? threshold / steps / STEP_RESOLUTION : 0;
+  let risingSteps = 0;
+  for (let i = 1; i < points.length; i++) {
+    if ((points[i]?.value ?? 0) - (points[i - 1]?.value ?? 0) > minStep) risingSteps++;
+  }
   const judged = points.length >= MIN_POINTS;
   const rising =
     judged && slope > 0 && projectedRise >= threshold && risingSteps >= Math.ceil(RISING_SHARE * steps);

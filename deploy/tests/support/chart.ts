@@ -66,6 +66,15 @@ export const INVALID_FIXTURES: Record<string, InvalidFixture> = {
     by: 'template',
     message: 'issuer.autoscaling: maxReplicas (3) is below minReplicas (6)',
   },
+  'ingress-at-top-level.yaml': {
+    by: 'template',
+    message: 'ingress: moved to gateway.ingress. Move the ingress block under gateway',
+  },
+  'ingress-without-trusted-proxies.yaml': {
+    by: 'template',
+    message:
+      'gateway.ingress: enabled without gateway.trustedProxies. Behind an ingress every client reaches the gateway from the ingress controller',
+  },
   'issuance-streams-out-of-range.yaml': {
     by: 'schema',
     instancePath: '/gateway/issuanceStreams',

@@ -264,6 +264,22 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 - name: GATEWAY_RPC_TIMEOUT_MS
   value: {{ . | int64 | quote }}
 {{- end }}
+{{- with $c.headersTimeoutMs }}
+- name: GATEWAY_HEADERS_TIMEOUT_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.requestTimeoutMs }}
+- name: GATEWAY_REQUEST_TIMEOUT_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.keepAliveTimeoutMs }}
+- name: GATEWAY_KEEP_ALIVE_TIMEOUT_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.maxConnections }}
+- name: GATEWAY_MAX_CONNECTIONS
+  value: {{ . | int64 | quote }}
+{{- end }}
 {{- if not (kindIs "invalid" $c.jwksCacheMs) }}
 - name: GATEWAY_JWKS_CACHE_MS
   value: {{ $c.jwksCacheMs | int64 | quote }}
@@ -405,6 +421,8 @@ ends, instead of staying in malloc's arenas once glibc has raised its dynamic th
 {{- end }}
 - name: BILLING_PROVIDER
   value: {{ $c.provider | quote }}
+- name: BILLING_BUILTIN_PAID_CHECKOUT
+  value: {{ $c.builtinPaidCheckout | default false | quote }}
 {{- if eq $c.provider "stripe" }}
 {{- /* Secrets by reference only: never a literal value here. */}}
 - name: STRIPE_SECRET_KEY

@@ -29,25 +29,47 @@ describe('readAdminConfig', () => {
     });
   });
 
-  it('reads the login limits, defaulting to 10 per account and 50 per IP in a 900 s window', () => {
+  it('reads the login limits, defaulting to 10 per account and IP, 100 per account, 50 per IP in a 900 s window', () => {
     expect(readAdminConfig(base).loginLimits).toEqual({
-      maxPerAccount: 10,
+      maxPerAccountAndIp: 10,
+      maxPerAccount: 100,
       maxPerIp: 50,
       windowSeconds: 900,
     });
     expect(
       readAdminConfig({
         ...base,
+        ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP: '3',
         ADMIN_LOGIN_MAX_PER_ACCOUNT: '5',
         ADMIN_LOGIN_MAX_PER_IP: '100',
         ADMIN_LOGIN_WINDOW_SECONDS: '60',
       }).loginLimits,
-    ).toEqual({ maxPerAccount: 5, maxPerIp: 100, windowSeconds: 60 });
-    expect(configError({ ...base, ADMIN_LOGIN_MAX_PER_ACCOUNT: '0' }).message).toMatch(
-      /ADMIN_LOGIN_MAX_PER_ACCOUNT/,
-    );
-    expect(configError({ ...base, ADMIN_LOGIN_WINDOW_SECONDS: 'soon' }).message).toMatch(
-      /ADMIN_LOGIN_WINDOW_SECONDS/,
+    ).toEqual({ maxPerAccountAndIp: 3, maxPerAccount: 5, maxPerIp: 100, windowSeconds: 60 });
+    for (const variable of [
+      'ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP',
+      'ADMIN_LOGIN_MAX_PER_ACCOUNT',
+      'ADMIN_LOGIN_MAX_PER_IP',
+      'ADMIN_LOGIN_WINDOW_SECONDS',
+    ]) {
+      for (const bad of ['0', 'soon', '-1']) {
+        expect(configError({ ...base, [variable]: bad }).variable).toBe(variable);
+      }
+    }
+  });
+
+  it('reads the sign-up limit, defaulting to 10 per client IP in a 3600 s window', () => {
+    expect(readAdminConfig(base).signupLimits).toEqual({ maxPerIp: 10, windowSeconds: 3_600 });
+    expect(
+      readAdminConfig({ ...base, ADMIN_SIGNUP_MAX_PER_IP: '2', ADMIN_SIGNUP_WINDOW_SECONDS: '60' })
+        .signupLimits,
+    ).toEqual({ maxPerIp: 2, windowSeconds: 60 });
+    for (const variable of ['ADMIN_SIGNUP_MAX_PER_IP', 'ADMIN_SIGNUP_WINDOW_SECONDS']) {
+      for (const bad of ['0', 'hourly', '-1']) {
+        expect(configError({ ...base, [variable]: bad }).variable).toBe(variable);
+      }
+    }
+    expect(configError({ ...base, ADMIN_SIGNUP_WINDOW_SECONDS: '86401' }).variable).toBe(
+      'ADMIN_SIGNUP_WINDOW_SECONDS',
     );
   });
 

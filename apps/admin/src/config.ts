@@ -39,8 +39,10 @@ export interface AdminConfig {
   signupEnabled: boolean;
   /** Undefined: no bootstrap owner is configured. */
   bootstrap: BootstrapConfig | undefined;
-  /** Login attempt limits (per account and per client IP, fixed window). */
+  /** Login attempt limits (per account and client IP, per account, per client IP; fixed window). */
   loginLimits: LoginLimits;
+  /** Sign-up limits (per client IP, fixed window). */
+  signupLimits: SignupLimits;
   /** OAuth device authorization grant (RFC 8628) for the CLI. */
   deviceFlow: DeviceFlowConfig;
   /** host:port of the Prometheus metrics listener (`ADMIN_METRICS_ADDRESS`); undefined: none. */
@@ -50,9 +52,23 @@ export interface AdminConfig {
   auditRetentionDays: number;
 }
 
-/** Attempts allowed per window; one more answers `rate_limited` with the time left in the window. */
+/**
+ * Login attempts allowed per window (docs/iam.md, "Login and sign-up throttling"); one more
+ * answers `rate_limited` with the time left in the window. Password changes count against the
+ * two account limits too.
+ */
 export interface LoginLimits {
+  /** Tight: one account from one client IP (`ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP`). */
+  maxPerAccountAndIp: number;
+  /** Loose: one account from all client IPs together (`ADMIN_LOGIN_MAX_PER_ACCOUNT`). */
   maxPerAccount: number;
+  /** One client IP across all accounts (`ADMIN_LOGIN_MAX_PER_IP`). */
+  maxPerIp: number;
+  windowSeconds: number;
+}
+
+/** Sign-ups allowed per client IP and window; one more answers `rate_limited`. */
+export interface SignupLimits {
   maxPerIp: number;
   windowSeconds: number;
 }
@@ -165,9 +181,14 @@ export function readAdminConfig(
     signupEnabled: overrides.signupEnabled ?? r.bool('RELAYPLANE_SIGNUP_ENABLED', true),
     bootstrap: 'bootstrap' in overrides ? overrides.bootstrap : readBootstrap(r),
     loginLimits: overrides.loginLimits ?? {
-      maxPerAccount: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT', 10, { min: 1, max: 100_000 }),
+      maxPerAccountAndIp: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP', 10, { min: 1, max: 100_000 }),
+      maxPerAccount: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT', 100, { min: 1, max: 1_000_000 }),
       maxPerIp: r.int('ADMIN_LOGIN_MAX_PER_IP', 50, { min: 1, max: 1_000_000 }),
       windowSeconds: r.int('ADMIN_LOGIN_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
+    },
+    signupLimits: overrides.signupLimits ?? {
+      maxPerIp: r.int('ADMIN_SIGNUP_MAX_PER_IP', 10, { min: 1, max: 1_000_000 }),
+      windowSeconds: r.int('ADMIN_SIGNUP_WINDOW_SECONDS', 3_600, { min: 1, max: 86_400 }),
     },
     deviceFlow: overrides.deviceFlow ?? readDeviceFlow(r),
     metricsAddress:

@@ -111,7 +111,7 @@ export class AdminService {
   readonly audit: AuditTrail;
   /** Where revoked API keys are announced (`BUS_CHANNELS.apiKeysRevoked`). */
   readonly bus: Bus;
-  /** Counts login attempts (per account and per client IP). */
+  /** Counts login attempts (per account, per client IP, per account and client IP). */
   readonly loginThrottle: RateLimiter;
   readonly #throttleConnection: Redis | undefined;
   readonly #deviceGrants: DeviceGrantStore;
@@ -187,6 +187,14 @@ export class AdminService {
       metrics: adminMetrics(this.metrics),
       loginThrottle: this.loginThrottle,
       loginLimits: config.loginLimits,
+      signupThrottle: createRateLimiter(
+        throttleRedis,
+        config.signupLimits.windowSeconds * 1000,
+        this.#clock,
+        logger,
+        'sign-up throttle',
+      ),
+      signupLimits: config.signupLimits,
       throttledRefusals: throttleRedis
         ? new RedisThrottledRefusals(throttleRedis.connection, throttleRedis.prefix, logger)
         : recordEveryRefusal,

@@ -1,12 +1,14 @@
 /**
- * Login throttling over real gRPC: per account, per client IP, reset by a successful login,
- * windows that end, shared across replicas through Redis, and in-memory limits when Redis is down.
+ * Login throttling over real gRPC: per account and client IP (tight), per account across IPs
+ * (loose), per client IP across accounts; what a successful login resets, windows that end,
+ * shared across replicas through Redis, and in-memory limits when Redis is down.
  */
 import { createHash } from 'node:crypto';
 import type { BillingService } from '@relayplane/billing';
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { ManualClock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
+import { runWithRequestContext } from '@relayplane/shared/request-context';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
@@ -101,82 +103,149 @@ describe('login throttling over gRPC', () => {
     await database?.drop();
   });
 
-  describe('in memory (no Redis), default account limit', () => {
+  describe('in memory (no Redis), small limits', () => {
+    // 3 per account and IP, 6 per account from every IP, 5 per IP across accounts.
+    const env = {
+      ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP: '3',
+      ADMIN_LOGIN_MAX_PER_ACCOUNT: '6',
+      ADMIN_LOGIN_MAX_PER_IP: '5',
+    };
     const clock = new ManualClock(Date.parse('2026-11-22T12:00:00Z'));
     let client: ServiceClient<typeof AdminRpc>;
+    let admin: AdminService;
 
     beforeAll(async () => {
-      ({ client } = await startAdmin({ ADMIN_LOGIN_MAX_PER_IP: '12' }, { clock }));
+      ({ client, admin } = await startAdmin(env, { clock }));
     });
 
-    it('answers rate_limited on the 11th attempt for one account, from different IPs too, even with the right password', async () => {
+    const throttles = async (email: string) =>
+      (await refusals(admin, email)).filter((e) => e.outcome === 'denied').map((e) => e.details.throttle);
+
+    it('per account and IP: the 4th attempt from one IP is refused, even with the right password; the owner from another IP gets in', async () => {
+      const email = await signUp(client, 'acct-ip');
+      const ip = uniqueIp();
+      for (let i = 0; i < 3; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: ip }));
+      }
+      // Counted before any verification: the right password does not get through from there.
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: ip }));
+      // The same account however the email is written.
+      await expectRateLimited(
+        client.login({ email: ` ${email.toUpperCase()} `, password: PASSWORD, clientIp: ip }),
+      );
+      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
+      expect(await throttles(email)).toEqual(['account_ip', 'account_ip']);
+    });
+
+    it('per account across IPs: attempts spread over IPs stop at the loose limit, the right password from a fresh IP too', async () => {
       const email = await signUp(client, 'acct');
-      for (let i = 0; i < 10; i++) {
+      for (let i = 0; i < 6; i++) {
         await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
       }
-      await expectRateLimited(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
-      // Counted before any verification: the right password does not get through either.
       await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
-      // The same account however the email is written; another account is unaffected.
-      await expectRateLimited(
-        client.login({ email: ` ${email.toUpperCase()} `, password: PASSWORD, clientIp: '' }),
-      );
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: '' }));
+      expect(await throttles(email)).toEqual(['account', 'account']);
+      // Another account is unaffected.
       const other = await signUp(client, 'acct-other');
       expect(await outcome(client.login({ email: other, password: PASSWORD, clientIp: uniqueIp() }))).toBe(
         'ok',
       );
     });
 
-    it('throttles unknown emails exactly like known ones', async () => {
-      const unknown = uniqueEmail('nobody');
-      for (let i = 0; i < 10; i++) {
-        await expectInvalidCredentials(
-          client.login({ email: unknown, password: WRONG, clientIp: uniqueIp() }),
-        );
-      }
-      await expectRateLimited(client.login({ email: unknown, password: WRONG, clientIp: uniqueIp() }));
+    it('throttles unknown emails exactly like known ones, per account and IP and per account', async () => {
+      const answers = async (email: string, password: string) => {
+        const ip = uniqueIp();
+        const codes: string[] = [];
+        for (let i = 0; i < 4; i++) {
+          const res = await outcome(
+            client.login({ email, password: i === 3 ? password : WRONG, clientIp: ip }),
+          );
+          codes.push(res === 'ok' ? 'ok' : res.code);
+        }
+        for (let i = 0; i < 4; i++) {
+          const res = await outcome(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+          codes.push(res === 'ok' ? 'ok' : res.code);
+        }
+        return codes;
+      };
+      const expected = [
+        ...Array(3).fill('unauthenticated'),
+        'rate_limited',
+        // 4 counted so far (the refused one too): 2 more fit under 6.
+        ...Array(2).fill('unauthenticated'),
+        ...Array(2).fill('rate_limited'),
+      ];
+      expect(await answers(await signUp(client, 'known'), PASSWORD)).toEqual(expected);
+      expect(await answers(uniqueEmail('nobody'), PASSWORD)).toEqual(expected);
     });
 
-    it('limits one client IP across different accounts, and other IPs and unknown IPs are not affected', async () => {
+    it('per IP across accounts: one IP spraying accounts is stopped, the account from other IPs and unknown IPs is not', async () => {
       const ip = uniqueIp();
-      for (let i = 0; i < 12; i++) {
+      for (let i = 0; i < 5; i++) {
         await expectInvalidCredentials(
           client.login({ email: uniqueEmail('spray'), password: WRONG, clientIp: ip }),
         );
       }
       const victim = await signUp(client, 'victim');
       await expectRateLimited(client.login({ email: victim, password: PASSWORD, clientIp: ip }));
+      expect(await throttles(victim)).toEqual(['ip']);
       expect(await outcome(client.login({ email: victim, password: PASSWORD, clientIp: uniqueIp() }))).toBe(
         'ok',
       );
       expect(await outcome(client.login({ email: victim, password: PASSWORD, clientIp: '' }))).toBe('ok');
     });
 
-    it('clears the account count on a successful login', async () => {
-      const email = await signUp(client, 'reset');
-      for (let i = 0; i < 9; i++) {
-        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+    it('counts the attempts without a client IP as one client for the tight limit', async () => {
+      const email = await signUp(client, 'no-ip');
+      for (let i = 0; i < 3; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: '' }));
       }
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: '' }));
       expect(await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
-      for (let i = 0; i < 10; i++) {
-        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+    });
+
+    it("takes the client IP from the request context (the gateway's x-client-ip) first", async () => {
+      const email = await signUp(client, 'context-ip');
+      const ip = uniqueIp();
+      const viaContext = (password: string, requestIp: string) =>
+        runWithRequestContext({ requestId: `req-${++seq}`, clientIp: ip }, () =>
+          client.login({ email, password, clientIp: requestIp }),
+        );
+      for (let i = 0; i < 3; i++) await expectInvalidCredentials(viaContext(WRONG, uniqueIp()));
+      await expectRateLimited(viaContext(PASSWORD, ''));
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: ip }));
+    });
+
+    it('a success clears the account and IP count, not the account count across IPs', async () => {
+      const email = await signUp(client, 'reset');
+      const ip = uniqueIp();
+      for (let i = 0; i < 2; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: ip }));
       }
-      await expectRateLimited(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: ip }))).toBe('ok');
+      // From that IP the count starts again.
+      for (let i = 0; i < 2; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: ip }));
+      }
+      // The account has 5 attempts counted across IPs (the success too): the 6th passes, the 7th not.
+      await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
     });
 
     it('allows attempts again once the window has passed, with Retry-After counting down', async () => {
       const email = await signUp(client, 'window');
-      for (let i = 0; i < 10; i++) {
-        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      const ip = uniqueIp();
+      for (let i = 0; i < 3; i++) {
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: ip }));
       }
-      const first = (await outcome(client.login({ email, password: WRONG, clientIp: '' }))) as AppError;
+      const first = (await outcome(client.login({ email, password: WRONG, clientIp: ip }))) as AppError;
       expect(first.retryAfterSeconds).toBe(WINDOW_SECONDS);
       clock.advance(600_000);
-      const later = (await outcome(client.login({ email, password: WRONG, clientIp: '' }))) as AppError;
+      const later = (await outcome(client.login({ email, password: WRONG, clientIp: ip }))) as AppError;
       expect(later.code).toBe('rate_limited');
       expect(later.retryAfterSeconds).toBe(300);
       clock.advance(300_000);
-      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
+      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: ip }))).toBe('ok');
     });
   });
 
@@ -187,8 +256,10 @@ describe('login throttling over gRPC', () => {
     let b: ServiceClient<typeof AdminRpc>;
     let adminA: AdminService;
     const env = { ADMIN_REDIS_URL: testRedis.url, ADMIN_REDIS_PREFIX: testRedis.prefix };
-    const accountKey = (email: string) =>
-      `${testRedis.prefix}login:acct:${createHash('sha256').update(email).digest('hex')}`;
+    const sha = (email: string) => createHash('sha256').update(email).digest('hex');
+    const accountKey = (email: string) => `${testRedis.prefix}login:acct:${sha(email)}`;
+    const accountIpKey = (email: string, ip: string) =>
+      `${testRedis.prefix}login:acct-ip:${sha(email)}:${ip}`;
 
     beforeAll(async () => {
       ({ client: a, admin: adminA } = await startAdmin(env));
@@ -208,24 +279,33 @@ describe('login throttling over gRPC', () => {
         await expectInvalidCredentials(replica.login({ email, password: WRONG, clientIp: ip }));
       }
       expect(await inspector.get(accountKey(email))).toBe('10');
+      expect(await inspector.get(accountIpKey(email, ip))).toBe('10');
       expect(await inspector.get(`${testRedis.prefix}login:ip:${ip}`)).toBe('10');
-      const ttl = await inspector.pttl(accountKey(email));
-      expect(ttl).toBeGreaterThan(0);
-      expect(ttl).toBeLessThanOrEqual(WINDOW_SECONDS * 1000);
-      await expectRateLimited(a.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
-      await expectRateLimited(b.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      for (const key of [accountKey(email), accountIpKey(email, ip)]) {
+        const ttl = await inspector.pttl(key);
+        expect(ttl).toBeGreaterThan(0);
+        expect(ttl).toBeLessThanOrEqual(WINDOW_SECONDS * 1000);
+      }
+      await expectRateLimited(a.login({ email, password: PASSWORD, clientIp: ip }));
+      await expectRateLimited(b.login({ email, password: PASSWORD, clientIp: ip }));
+      // The owner from another IP gets in; that clears only its own account and IP key.
+      const home = uniqueIp();
+      expect(await outcome(b.login({ email, password: PASSWORD, clientIp: home }))).toBe('ok');
+      expect(await inspector.exists(accountIpKey(email, home))).toBe(0);
+      expect(await inspector.get(accountIpKey(email, ip))).toBe('12');
+      expect(await inspector.get(accountKey(email))).toBe('13');
 
-      // The window ends (its TTL rewritten to 1 ms): attempts are allowed again, and success clears the key.
-      await inspector.pexpire(accountKey(email), 1);
+      // The window ends (its TTL rewritten to 1 ms): attempts from that IP are allowed again.
+      await inspector.pexpire(accountIpKey(email, ip), 1);
       await waitUntil(
-        'the account window to expire',
-        async () => (await inspector.exists(accountKey(email))) === 0,
+        'the account and IP window to expire',
+        async () => (await inspector.exists(accountIpKey(email, ip))) === 0,
       );
-      expect(await outcome(b.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
-      expect(await inspector.exists(accountKey(email))).toBe(0);
+      expect(await outcome(a.login({ email, password: PASSWORD, clientIp: ip }))).toBe('ok');
+      expect(await inspector.exists(accountIpKey(email, ip))).toBe(0);
     });
 
-    it('records one throttled refusal per account window across replicas, with how many refusals it stands for', async () => {
+    it('records one throttled refusal per throttle key and window across replicas, with how many refusals it stands for', async () => {
       const email = await signUp(a, 'flood');
       for (let i = 0; i < 10; i++) {
         await expectInvalidCredentials((i % 2 ? a : b).login({ email, password: WRONG, clientIp: '' }));
@@ -237,25 +317,26 @@ describe('login throttling over gRPC', () => {
       const first = await refusals(adminA, email);
       expect(first.filter((e) => e.outcome === 'failure')).toHaveLength(10);
       expect(first.filter((e) => e.outcome === 'denied').map((e) => e.details)).toEqual([
-        { reason: 'throttled', email, throttle: 'account', refused: 1 },
+        { reason: 'throttled', email, throttle: 'account_ip', refused: 1 },
       ]);
 
       // The next window's first refusal records, counting the five the last window left unrecorded.
-      const marker = `${testRedis.prefix}login:refused:{login:acct:${createHash('sha256').update(email).digest('hex')}}:recorded`;
+      const key = accountIpKey(email, '-');
+      const marker = `${testRedis.prefix}login:refused:{${key.slice(testRedis.prefix.length)}}:recorded`;
       expect(await inspector.pttl(marker)).toBeGreaterThan(0);
-      await inspector.pexpire(accountKey(email), 1);
+      await inspector.pexpire(key, 1);
       await inspector.pexpire(marker, 1);
-      await waitUntil(
-        'the account window to expire',
-        async () => (await inspector.exists(accountKey(email), marker)) === 0,
-      );
+      await waitUntil('the window to expire', async () => (await inspector.exists(key, marker)) === 0);
       for (let i = 0; i < 10; i++) {
         await expectInvalidCredentials(a.login({ email, password: WRONG, clientIp: '' }));
       }
       await expectRateLimited(b.login({ email, password: WRONG, clientIp: '' }));
       await expectRateLimited(a.login({ email, password: WRONG, clientIp: '' }));
       const denied = (await refusals(adminA, email)).filter((e) => e.outcome === 'denied');
-      expect(denied.map((e) => e.details.refused)).toEqual([1, 6]);
+      expect(denied.map((e) => [e.details.throttle, e.details.refused])).toEqual([
+        ['account_ip', 1],
+        ['account_ip', 6],
+      ]);
     });
   });
 
@@ -267,16 +348,18 @@ describe('login throttling over gRPC', () => {
         { logger: logs.logger },
       );
       const email = await signUp(client, 'dead');
+      const ip = uniqueIp();
       for (let i = 0; i < 10; i++) {
-        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+        await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: ip }));
       }
-      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
-      await expectRateLimited(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: ip }));
+      await expectRateLimited(client.login({ email, password: WRONG, clientIp: ip }));
+      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
       // Nothing to tell which refusal of the window records: each one does, as without Redis.
       const denied = (await refusals(admin, email)).filter((e) => e.outcome === 'denied');
       expect(denied.map((e) => e.details)).toEqual([
-        { reason: 'throttled', email, throttle: 'account', refused: 1 },
-        { reason: 'throttled', email, throttle: 'account', refused: 1 },
+        { reason: 'throttled', email, throttle: 'account_ip', refused: 1 },
+        { reason: 'throttled', email, throttle: 'account_ip', refused: 1 },
       ]);
       const fallbacks = logs.lines.filter(
         (l) => JSON.parse(l).msg === 'login throttle falling back to in-memory limits',

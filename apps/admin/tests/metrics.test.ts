@@ -43,7 +43,7 @@ describe('admin metrics over real gRPC and HTTP', () => {
     billing = await startBilling(database.url);
     admin = await createAdmin(database.url, `127.0.0.1:${billing.port}`, {
       ADMIN_METRICS_ADDRESS: '127.0.0.1:0',
-      ADMIN_LOGIN_MAX_PER_ACCOUNT: '3',
+      ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP: '3',
     });
     await admin.start();
     client = connect(AdminRpc, `127.0.0.1:${admin.port}`);
@@ -67,7 +67,8 @@ describe('admin metrics over real gRPC and HTTP', () => {
     await expect(login('wrong password here')).rejects.toMatchObject({ code: 'unauthenticated' });
     await expect(login('')).rejects.toMatchObject({ code: 'invalid_request' });
     await expect(login('wrong password again')).rejects.toMatchObject({ code: 'unauthenticated' });
-    // The limit is 3 attempts per account and window (the empty password was refused before counting).
+    // The limit is 3 attempts per account and IP and window: the success cleared its count, and the
+    // empty password was refused before counting.
     await expect(login('wrong password three')).rejects.toMatchObject({ code: 'unauthenticated' });
     await expect(login(PASSWORD)).rejects.toMatchObject({ code: 'rate_limited' });
     const after = await scrape(url);

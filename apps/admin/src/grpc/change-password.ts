@@ -3,11 +3,10 @@ import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { sessionActor } from '../audit/actor.ts';
 import { checkPassword } from '../domain/validation.ts';
-import { throttleKeys } from '../redis/keys.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 import { enforceLimits } from './limits.ts';
-import { LOGIN_RATE_LIMITED_MESSAGE } from './login.ts';
+import { accountLimits, attemptIp, LOGIN_RATE_LIMITED_MESSAGE } from './login.ts';
 import { requireOwnSession } from './sessions.ts';
 import { valid } from './valid.ts';
 
@@ -34,8 +33,9 @@ function recordRefusal(
 /**
  * ChangePassword: the caller proves the current password and sets a new one (checked like
  * signup's). Every other session and CLI token of the user is revoked in the same transaction;
- * the one the request came with stays. Attempts count against the account like logins (the
- * same limit and message), so a stolen session cannot guess the password here instead.
+ * the one the request came with stays. Attempts count against the account's login limits (from
+ * the client IP and from every IP, the same counts and message as logins), so a stolen session
+ * cannot guess the password here instead; a success clears the account's count from that IP.
  */
 export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService>['changePassword'] {
   return async (req) => {
@@ -43,13 +43,9 @@ export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService
     if (req.currentPassword === '') throw new AppError('invalid_request', 'current_password is required');
     const newPassword = valid(checkPassword(req.newPassword));
     if (newPassword === req.currentPassword) throw new AppError('invalid_request', SAME_PASSWORD_MESSAGE);
-    const accountKey = throttleKeys.loginAccount(session.user.email);
+    const { account, accountIp } = accountLimits(deps, session.user.email, attemptIp(''));
     try {
-      await enforceLimits(
-        deps.loginThrottle,
-        [{ key: accountKey, max: deps.loginLimits.maxPerAccount }],
-        LOGIN_RATE_LIMITED_MESSAGE,
-      );
+      await enforceLimits(deps.loginThrottle, [account, accountIp], LOGIN_RATE_LIMITED_MESSAGE);
     } catch (err) {
       if (err instanceof AppError && err.code === 'rate_limited')
         await recordRefusal(deps, session, 'throttled');
@@ -78,7 +74,7 @@ export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService
         }),
     );
     if (revoked === 'stale') throw new AppError('conflict', PASSWORD_CHANGED_MEANWHILE_MESSAGE);
-    await deps.loginThrottle.clear(accountKey);
+    await deps.loginThrottle.clear(accountIp.key);
     deps.logger.info({ userId: user.id, sessionId: session.id, revoked }, 'password changed');
     return { revokedSessions: revoked };
   };

@@ -5,7 +5,7 @@ import type { Logger } from '@relayplane/shared/logger';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { AuditTrail } from '../audit/trail.ts';
-import type { DeviceFlowConfig, LoginLimits } from '../config.ts';
+import type { DeviceFlowConfig, LoginLimits, SignupLimits } from '../config.ts';
 import type { AdminMetrics } from '../metrics.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
@@ -41,9 +41,12 @@ export interface AdminDeps {
   logger: Logger;
   /** Absent: nothing is counted (handlers built outside the service). */
   metrics?: AdminMetrics;
-  /** Counts login attempts per account and per client IP. */
+  /** Counts login attempts per account, per client IP, and per account and client IP. */
   loginThrottle: RateLimiter;
   loginLimits: LoginLimits;
+  /** Counts sign-ups per client IP (its own window: `signupLimits.windowSeconds`). */
+  signupThrottle: RateLimiter;
+  signupLimits: SignupLimits;
   /** Which throttled login refusals are recorded: one per throttle key and window, with a count. */
   throttledRefusals: ThrottledRefusals;
   sessionTtlSeconds: number;

@@ -8,8 +8,8 @@ export interface Limit {
 }
 
 /** A limit the counted attempt went over, and when its window ends. */
-export interface Exceeded {
-  limit: Limit;
+export interface Exceeded<L extends Limit = Limit> {
+  limit: L;
   resetInMs: number;
 }
 
@@ -18,14 +18,14 @@ export interface Exceeded {
  * in the longest-running window. `onExceeded` (given the limits gone over, in `limits`' order)
  * runs before that answer, e.g. to record the refusal.
  */
-export async function enforceLimits(
+export async function enforceLimits<L extends Limit>(
   throttle: RateLimiter,
-  limits: Limit[],
+  limits: L[],
   message: string,
-  onExceeded?: (exceeded: Exceeded[]) => Promise<void>,
+  onExceeded?: (exceeded: Exceeded<L>[]) => Promise<void>,
 ): Promise<void> {
   const hits = await Promise.all(limits.map((l) => throttle.hit(l.key)));
-  const exceeded: Exceeded[] = [];
+  const exceeded: Exceeded<L>[] = [];
   hits.forEach((hit, i) => {
     const limit = limits[i];
     if (limit && hit.count > limit.max) exceeded.push({ limit, resetInMs: hit.resetInMs });

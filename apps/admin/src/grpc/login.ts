@@ -15,21 +15,62 @@ export const INVALID_CREDENTIALS_MESSAGE = 'invalid email or password';
 export const LOGIN_RATE_LIMITED_MESSAGE = 'too many login attempts; retry later';
 
 /** Which throttle refused an attempt, in its event. */
-type ThrottleName = 'account' | 'ip';
+type ThrottleName = 'account' | 'ip' | 'account_ip';
+
+/** A login limit and the throttle it is, in its refusal's event. */
+interface LoginLimit extends Limit {
+  throttle: ThrottleName;
+}
 
 /**
- * Counts the attempt against the account and the client IP (none when the IP is unknown).
- * Over a limit: records the refusal when it is the first of its throttle key's window
- * (stores/throttled-refusals.ts), then answers `rate_limited`.
+ * The limits a password guess on an account counts against (login and password change): the
+ * account from every client IP (loose: an attacker rotating IPs is slowed, the owner elsewhere
+ * is not locked out) and the account from this client IP (tight). An unknown IP (`''`) is one
+ * client for the tight limit.
+ */
+export function accountLimits(
+  deps: Pick<AdminDeps, 'loginLimits'>,
+  email: string,
+  clientIp: string,
+): { account: LoginLimit; accountIp: LoginLimit } {
+  return {
+    account: {
+      throttle: 'account',
+      key: throttleKeys.loginAccount(email),
+      max: deps.loginLimits.maxPerAccount,
+    },
+    accountIp: {
+      throttle: 'account_ip',
+      key: throttleKeys.loginAccountIp(email, clientIp),
+      max: deps.loginLimits.maxPerAccountAndIp,
+    },
+  };
+}
+
+/** The client IP of a login or password change: the request context's (the gateway's), else the request's. */
+export function attemptIp(fallbackIp: string): string {
+  return clientOrigin(fallbackIp).ip ?? '';
+}
+
+/**
+ * Counts the attempt against the account (all IPs), the client IP (none when it is unknown) and
+ * the account from that IP. Over a limit: records the refusal when it is the first of its
+ * throttle key's window (stores/throttled-refusals.ts), then answers `rate_limited`.
  */
 function countAttempt(deps: AdminDeps, email: string, clientIp: string): Promise<void> {
-  const limits: Limit[] = [{ key: throttleKeys.loginAccount(email), max: deps.loginLimits.maxPerAccount }];
-  if (clientIp !== '') limits.push({ key: throttleKeys.loginIp(clientIp), max: deps.loginLimits.maxPerIp });
+  const { account, accountIp } = accountLimits(deps, email, clientIp);
+  // The order decides which key a refusal over several limits is recorded under: the broadest
+  // (fewest events: one per account or per IP and window), the account and IP pair last.
+  const limits: LoginLimit[] = [account];
+  if (clientIp !== '') {
+    limits.push({ throttle: 'ip', key: throttleKeys.loginIp(clientIp), max: deps.loginLimits.maxPerIp });
+  }
+  limits.push(accountIp);
   return enforceLimits(deps.loginThrottle, limits, LOGIN_RATE_LIMITED_MESSAGE, async (exceeded) => {
-    // One key per refusal: the account's when it is over its limit, else the IP's.
+    // One key per refusal: the first limit (in the order above) it is over.
     const first = exceeded[0];
     if (!first) return;
-    const throttle: ThrottleName = first.limit === limits[0] ? 'account' : 'ip';
+    const { throttle } = first.limit;
     const refused = await deps.throttledRefusals.claim(first.limit.key, first.resetInMs);
     if (refused === 0) return;
     try {
@@ -49,7 +90,9 @@ const NO_USER_ID = '';
  * Login: checks the password and opens a session in the user's first tenant. An unknown
  * email costs one argon2 verification like a wrong password, and both answer the same.
  * Every attempt is counted first: a throttled attempt answers `rate_limited` without any
- * password verification, and a successful login clears its account's count.
+ * password verification. A successful login clears the count of its account from its client IP
+ * only: the account's count from every IP and the IP's count stay, so the owner logging in
+ * gives an attacker elsewhere no fresh budget.
  */
 export function login(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'] {
   const attempt = attemptLogin(deps);
@@ -105,7 +148,8 @@ function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
       throw new AppError('invalid_request', 'email and password are required');
     }
     const email = normaliseEmail(req.email);
-    await countAttempt(deps, email, req.clientIp.trim());
+    const clientIp = attemptIp(req.clientIp);
+    await countAttempt(deps, email, clientIp);
     const user = await deps.accounts.findUserByEmail(email);
     const verified = user
       ? await deps.passwords.verify(user.passwordHash, req.password)
@@ -153,7 +197,7 @@ function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
           details: { email: user.email },
         }),
     );
-    await deps.loginThrottle.clear(throttleKeys.loginAccount(email));
+    await deps.loginThrottle.clear(throttleKeys.loginAccountIp(email, clientIp));
     deps.logger.info({ userId: user.id, sessionId: session.id, clientIp: req.clientIp }, 'user logged in');
     return { token, session: sessionMessage(session) };
   };

@@ -1,15 +1,26 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
+import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { checkEmail, checkPassword, checkTenantName } from '../domain/validation.ts';
+import { throttleKeys } from '../redis/keys.ts';
 import type { AdminDeps } from './deps.ts';
+import { enforceLimits } from './limits.ts';
 import { tenantMessage, userMessage } from './messages.ts';
 import { valid } from './valid.ts';
+
+export const SIGNUP_RATE_LIMITED_MESSAGE = 'too many sign-ups from this address; retry later';
 
 /**
  * Signup: a new tenant and its owner. The tenant starts on billing's default plan (free),
  * which needs no subscription row, so billing is not called.
+ *
+ * Sign-ups are limited per client IP (the request context's, as the gateway saw it; none when
+ * unknown) and window: every well-formed attempt counts, before the password is hashed, whether
+ * it then creates a tenant or finds the email taken (which also limits probing for registered
+ * emails). Malformed input (400) costs nothing and is not counted. Over the limit:
+ * `rate_limited` with the time left in the window; not an audit event (nothing changed).
  */
 export function signup(deps: AdminDeps): ServiceImpl<typeof AdminService>['signup'] {
   return async (req) => {
@@ -17,6 +28,14 @@ export function signup(deps: AdminDeps): ServiceImpl<typeof AdminService>['signu
     const email = valid(checkEmail(req.email));
     const password = valid(checkPassword(req.password));
     const tenantName = valid(checkTenantName(req.tenantName));
+    const clientIp = currentRequestContext()?.clientIp;
+    if (clientIp !== undefined) {
+      await enforceLimits(
+        deps.signupThrottle,
+        [{ key: throttleKeys.signupIp(clientIp), max: deps.signupLimits.maxPerIp }],
+        SIGNUP_RATE_LIMITED_MESSAGE,
+      );
+    }
     const now = deps.clock.now();
     const tenant = { id: newId('tenant'), name: tenantName, createdAt: now };
     const user = { id: newId('user'), email, platformAdmin: false, createdAt: now };

@@ -7,15 +7,31 @@ import { createHash } from 'node:crypto';
 /** Prefix of the bullmq keys of admin's maintenance queue (audit retention), under the deployment's prefix. */
 export const bullPrefix = (prefix: string): string => `${prefix}bull`;
 
-/** Fixed-window counters of the login and device-flow throttles (one string key each, TTL = window). */
+const emailHash = (normalisedEmail: string): string =>
+  createHash('sha256').update(normalisedEmail).digest('hex');
+
+/** How `loginAccountIp` names attempts whose client IP is unknown (a caller that sent none). */
+export const UNKNOWN_CLIENT_IP = '-';
+
+/**
+ * Fixed-window counters of the login, sign-up and device-flow throttles (one string key each,
+ * TTL = window).
+ */
 export const throttleKeys = {
-  /** Login attempts on an account: the normalised email, hashed so no address is stored in Redis. */
-  loginAccount: (normalisedEmail: string): string =>
-    `login:acct:${createHash('sha256').update(normalisedEmail).digest('hex')}`,
-  /** Login attempts from a client IP. */
-  loginIp: (clientIp: string): string => `login:ip:${clientIp}`,
+  /** Login attempts on an account from every IP: the normalised email, hashed so no address is stored in Redis. */
+  loginAccount: (normalisedEmail: string): string => `login:acct:${emailHash(normalisedEmail)}`,
   /**
-   * Throttled login refusals of a throttle key (`loginAccount`/`loginIp`) not yet recorded, and
+   * Login attempts on an account from one client IP (`UNKNOWN_CLIENT_IP` when none is known: the
+   * attempts without one share a count).
+   */
+  loginAccountIp: (normalisedEmail: string, clientIp: string): string =>
+    `login:acct-ip:${emailHash(normalisedEmail)}:${clientIp === '' ? UNKNOWN_CLIENT_IP : clientIp}`,
+  /** Login attempts from a client IP, on any account. */
+  loginIp: (clientIp: string): string => `login:ip:${clientIp}`,
+  /** Sign-ups from a client IP. */
+  signupIp: (clientIp: string): string => `signup:ip:${clientIp}`,
+  /**
+   * Throttled login refusals of a throttle key (`loginAccount`/`loginAccountIp`/`loginIp`) not yet recorded, and
    * the marker of the window whose refusal was recorded (stores/throttled-refusals.ts). The
    * braces keep both in one Redis Cluster slot (one script uses them).
    */

@@ -2,9 +2,10 @@
  * Which throttled login refusals are recorded (docs/audit.md, "Throttled logins"). A throttled
  * attempt changes nothing and costs no password check, so recording each one would let anyone
  * flood a trail (and serialise every unknown email on the platform chain's head lock). Instead,
- * per throttle key (an account or a client IP) and throttle window, the first refusal is
- * recorded, and it carries how many refusals it stands for: itself plus those refused since the
- * key's previous recorded refusal and not recorded (the rest of the previous window).
+ * per throttle key (an account, a client IP, or an account from one client IP) and throttle
+ * window, the first refusal is recorded, and it carries how many refusals it stands for: itself
+ * plus those refused since the key's previous recorded refusal and not recorded (the rest of the
+ * previous window).
  *
  * In Redis, where the throttle counts: one script, so replicas agree on which refusal records.
  * Without Redis, or while it fails, every refusal is recorded on its own, as before.

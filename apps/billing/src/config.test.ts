@@ -34,7 +34,7 @@ function failsOn(env: Record<string, string>, variable: string): void {
 describe('billing config', () => {
   it('defaults to the built-in provider, no Redis, 5 checkouts per 60 s and the local issuer', () => {
     const config = readBillingConfig(BASE);
-    expect(config.provider).toEqual({ kind: 'builtin' });
+    expect(config.provider).toEqual({ kind: 'builtin', paidCheckout: false });
     expect(config.redis).toBeUndefined();
     expect(config.checkout).toEqual({ maxPerWindow: 5, windowSeconds: 60, sessionTtlSeconds: 86_400 });
     expect(config.issuerAddress).toBe('127.0.0.1:50051');
@@ -81,6 +81,30 @@ describe('billing config', () => {
     failsOn(
       { ...BASE, RELAYPLANE_PLANS_FILE: plansFile('plans:\n  pro:\n    stripe_price_id: 12\n') },
       'RELAYPLANE_PLANS_FILE',
+    );
+  });
+
+  it('reads BILLING_BUILTIN_PAID_CHECKOUT (off by default), validated whatever the provider', () => {
+    expect(readBillingConfig({ ...BASE, BILLING_BUILTIN_PAID_CHECKOUT: 'true' }).provider).toEqual({
+      kind: 'builtin',
+      paidCheckout: true,
+    });
+    expect(readBillingConfig({ ...BASE, BILLING_BUILTIN_PAID_CHECKOUT: 'false' }).provider).toEqual({
+      kind: 'builtin',
+      paidCheckout: false,
+    });
+    failsOn({ ...BASE, BILLING_BUILTIN_PAID_CHECKOUT: 'sometimes' }, 'BILLING_BUILTIN_PAID_CHECKOUT');
+    // Stripe takes payment: the setting means nothing there, but a typo still stops the process.
+    const path = plansFile('plans:\n  pro:\n    stripe_price_id: price_pro\n');
+    const stripe = readBillingConfig({
+      ...STRIPE,
+      RELAYPLANE_PLANS_FILE: path,
+      BILLING_BUILTIN_PAID_CHECKOUT: 'true',
+    });
+    expect(stripe.provider).not.toHaveProperty('paidCheckout');
+    failsOn(
+      { ...STRIPE, RELAYPLANE_PLANS_FILE: path, BILLING_BUILTIN_PAID_CHECKOUT: 'yes please' },
+      'BILLING_BUILTIN_PAID_CHECKOUT',
     );
   });
 

@@ -53,7 +53,15 @@ export interface CheckoutConfig {
 }
 
 export type ProviderConfig =
-  | { kind: 'builtin' }
+  | {
+      kind: 'builtin';
+      /**
+       * Whether checkout of a paid plan (`isPaidPlan`) is allowed (`BILLING_BUILTIN_PAID_CHECKOUT`,
+       * default false): the built-in provider takes no payment, so with it on anyone who can sign
+       * up can confirm any plan. For demos and deployments whose users are all trusted.
+       */
+      paidCheckout: boolean;
+    }
   | {
       kind: 'stripe';
       secretKey: string;
@@ -68,7 +76,9 @@ export const BILLING_PROVIDERS = ['builtin', 'stripe'] as const;
 
 function readProvider(r: EnvReader, plans: Record<PlanId, Plan>): ProviderConfig {
   const kind = r.oneOf('BILLING_PROVIDER', BILLING_PROVIDERS, 'builtin');
-  if (kind === 'builtin') return { kind };
+  // Read (so a bad value stops the process) whatever the provider; Stripe takes payment and ignores it.
+  const paidCheckout = r.bool('BILLING_BUILTIN_PAID_CHECKOUT', false);
+  if (kind === 'builtin') return { kind, paidCheckout };
   const secretKey = r.string('STRIPE_SECRET_KEY');
   if (!/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(secretKey)) {
     throw new ConfigError('STRIPE_SECRET_KEY', 'must be a Stripe secret key (sk_test_…, sk_live_… or rk_…)');

@@ -152,6 +152,11 @@ export class BillingService {
       this.provider = new StripeProvider(stripe);
     } else {
       this.provider = new BuiltinProvider();
+      if (config.provider.paidCheckout) {
+        logger.warn(
+          'BILLING_BUILTIN_PAID_CHECKOUT is on: the built-in provider takes no payment, so anyone who can sign up can move their tenant to any paid plan',
+        );
+      }
     }
     const stripeWebhooks =
       stripe && config.provider.kind === 'stripe'
@@ -193,6 +198,7 @@ export class BillingService {
       planChanges,
       checkoutSessions: new CheckoutSessionStore(db),
       provider: this.provider,
+      builtinPaidCheckout: config.provider.kind === 'builtin' && config.provider.paidCheckout,
       checkoutThrottle: this.checkoutThrottle,
       checkout: config.checkout,
       stripeWebhooks,
@@ -200,6 +206,10 @@ export class BillingService {
       clock,
       logger,
       audit: this.audit,
+      recordAlone: async (event) => {
+        await this.audit.enqueue(db, event);
+        this.audit.kick();
+      },
     });
     this.rpc.add(BillingRpc, this.#serving.guard(BillingRpc, handlers));
   }

@@ -89,6 +89,7 @@ describe('billing audit events through the outbox (real gRPC, real PostgreSQL)',
     builtin = await startBilling({
       BILLING_DATABASE_URL: database.url,
       BILLING_ADMIN_ADDRESS: admin.address,
+      BILLING_BUILTIN_PAID_CHECKOUT: 'true',
     });
     const plans = structuredClone(DEFAULT_PLANS);
     plans.pro.stripePriceId = 'price_pro_monthly';
@@ -243,7 +244,37 @@ describe('billing audit events through the outbox (real gRPC, real PostgreSQL)',
     expect(change?.details).toEqual({ from: 'free', to: 'pro', cause: 'stripe_webhook' });
   });
 
-  it('records a refused webhook (bad signature, replay) with outcome failure', async () => {
+  it('records an unpaid checkout and an out-of-order subscription event as denied, not applied, with the reason', async () => {
+    const tenantId = newId('tenant');
+    const unpaid = webhook('checkout.session.completed', {
+      id: 'cs_unpaid',
+      object: 'checkout.session',
+      metadata: { tenant_id: tenantId, plan_id: 'pro' },
+      payment_status: 'unpaid',
+    });
+    expect(await deliver(unpaid)).toMatchObject({ duplicate: false });
+    const sub = { id: 'sub_order', object: 'subscription', metadata: { tenant_id: tenantId } };
+    const deleted = webhook('customer.subscription.deleted', { ...sub, status: 'canceled' });
+    await deliver(deleted);
+    const late = webhook('customer.subscription.updated', {
+      ...sub,
+      status: 'active',
+      items: { data: [{ price: { id: 'price_pro_monthly' } }] },
+    });
+    await deliver(late);
+    const hooks = await delivered(forTenant(tenantId, 'billing.webhook'), 3);
+    expect(hooks.map((e) => [e.target.id, e.outcome, e.details.applied, e.details.reason])).toEqual([
+      [unpaid.id, 'denied', false, 'not_paid'],
+      [deleted.id, 'success', true, undefined],
+      [late.id, 'denied', false, 'stale'],
+    ]);
+    expect(hooks[0]?.details).toMatchObject({ payment_status: 'unpaid' });
+    // The deletion found the tenant on free already: no plan change, so none recorded.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect((await admin.events()).filter(forTenant(tenantId, 'plan.change'))).toEqual([]);
+  });
+
+  it('records a bad signature with outcome failure, and a replay (answered, nothing changed) as denied', async () => {
     const forged = webhook('customer.subscription.deleted', { id: 'sub_2', metadata: {} });
     const badSignature = forged.signature.replace(/v1=[0-9a-f]{4}/, 'v1=0000');
     expect((await rejection(deliver({ payload: forged.payload, signature: badSignature }))).code).toBe(
@@ -260,10 +291,15 @@ describe('billing audit events through the outbox (real gRPC, real PostgreSQL)',
     expect(JSON.stringify(refused)).not.toContain(WEBHOOK_SECRET);
 
     const once = webhook('invoice.paid', { id: 'in_1' });
-    await deliver(once);
-    expect((await rejection(deliver(once))).code).toBe('invalid_request');
+    expect(await deliver(once)).toMatchObject({ eventId: once.id, duplicate: false });
+    expect(await deliver(once)).toMatchObject({ eventId: once.id, duplicate: true });
     const replay = await delivered((e) => e.action === 'billing.webhook' && e.target.id === once.id, 2);
-    expect(replay.map((e) => e.outcome)).toEqual(['success', 'failure']);
-    expect(replay[1]?.details).toMatchObject({ event_id: once.id, type: 'invoice.paid' });
+    expect(replay.map((e) => e.outcome)).toEqual(['success', 'denied']);
+    expect(replay[1]?.details).toMatchObject({
+      event_id: once.id,
+      type: 'invoice.paid',
+      applied: false,
+      reason: 'replay',
+    });
   });
 });

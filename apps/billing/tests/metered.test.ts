@@ -203,6 +203,7 @@ describe('Stripe metered usage (SDK against a local Stripe API, real issuer, Pos
       customer: 'cus_Metered123',
       metadata: { tenant_id: tMetered, plan_id: 'pro' },
       status: 'complete',
+      payment_status: 'paid',
     });
     expect(await customerOf(tMetered)).toBe('cus_Metered123');
     expect((await billing.client.getSubscription({ tenantId: tMetered })).subscription?.planId).toBe('pro');

@@ -17,7 +17,7 @@ import { type Billing, PlanChangeListener, startBilling } from './support/harnes
 
 const BASE = 'https://relay.example.com';
 
-describe('plans, entitlements and built-in checkout (real PostgreSQL and Redis)', () => {
+describe('plans, entitlements and built-in checkout with paid checkout on (real PostgreSQL and Redis)', () => {
   let database: TestDatabase;
   let redis: TestRedis;
   let billing: Billing;
@@ -35,6 +35,8 @@ describe('plans, entitlements and built-in checkout (real PostgreSQL and Redis)'
         BILLING_REDIS_PREFIX: redis.prefix,
         BILLING_CHECKOUT_MAX_PER_WINDOW: '3',
         BILLING_CHECKOUT_WINDOW_SECONDS: '60',
+        // Checkout of paid plans as a demo allows it (tests/builtin-paid-checkout.test.ts: off).
+        BILLING_BUILTIN_PAID_CHECKOUT: 'true',
       },
       {},
       { clock },
@@ -290,6 +292,7 @@ describe('checkout throttle while Redis is down', () => {
         // Nothing listens here: every throttle command fails at once.
         BILLING_REDIS_URL: 'redis://127.0.0.1:1',
         BILLING_CHECKOUT_MAX_PER_WINDOW: '2',
+        BILLING_BUILTIN_PAID_CHECKOUT: 'true',
       },
       {},
       { bus: new MemoryBus(), scheduler: new MemoryScheduler(logger) },

@@ -238,11 +238,13 @@ describe('Stripe provider (SDK against a local Stripe API, signed webhooks)', ()
           checkout_session_id: sent.form.get('metadata[checkout_session_id]'),
         },
         status: 'complete',
+        payment_status: 'paid',
       });
       const announced = listener.announced(tenantId);
       const res = await deliver(payload);
       await announced;
       expect(res.eventId).toMatch(/^evt_test_/);
+      expect(res.duplicate).toBe(false);
       expect(await planOf(tenantId)).toBe('pro');
       expect((await billing.client.getCheckoutSession({ id: session?.id ?? '' })).session?.status).toBe(
         'completed',
@@ -334,26 +336,255 @@ describe('Stripe provider (SDK against a local Stripe API, signed webhooks)', ()
         expect(await planOf(tenantId)).toBe('pro');
       });
 
-      it('a replayed event id, even with a fresh valid signature', async () => {
-        const tenantId = newId('tenant');
-        const id = `evt_replay_${newId('tenant')}`;
-        await deliver(upgrade(tenantId, id));
-        expect(await planOf(tenantId)).toBe('pro');
-        await billing.client.setPlan({ tenantId, planId: 'enterprise' });
-        const replay = upgrade(tenantId, id);
-        clock.advance(60_000);
-        await expect(deliver(replay)).rejects.toMatchObject({
-          code: 'invalid_request',
-          message: 'webhook event already processed',
-        });
-        expect(await planOf(tenantId)).toBe('enterprise');
-      });
-
       it('a missing signature header', async () => {
         await expect(deliver(upgrade(newId('tenant')), '')).rejects.toMatchObject({
           code: 'invalid_request',
         });
       });
+
+      it('a payload without the event fields Stripe always sends (created)', async () => {
+        const tenantId = newId('tenant');
+        const payload = JSON.stringify({
+          id: 'evt_no_created',
+          object: 'event',
+          type: 'customer.subscription.deleted',
+          data: { object: { id: 'sub_x', metadata: { tenant_id: tenantId } } },
+        });
+        await expect(deliver(payload)).rejects.toMatchObject({
+          code: 'invalid_request',
+          message: 'webhook payload is not a Stripe event',
+        });
+      });
+    });
+
+    describe('a checkout grants its plan only once paid', () => {
+      async function stripeCheckout(tenantId: string) {
+        const { session } = await billing.client.createCheckoutSession({
+          tenantId,
+          planId: 'pro',
+          publicBaseUrl: BASE,
+        });
+        const sent = fake.requests.at(-1) as StripeRequest;
+        const object = (paymentStatus: string | undefined) => ({
+          id: `cs_test_${fake.requests.length}`,
+          object: 'checkout.session',
+          client_reference_id: tenantId,
+          metadata: { tenant_id: tenantId, plan_id: 'pro', checkout_session_id: session?.id },
+          status: 'complete',
+          ...(paymentStatus === undefined ? {} : { payment_status: paymentStatus }),
+          subscription: `sub_${sent.form.get('metadata[checkout_session_id]')?.slice(4)}`,
+        });
+        const status = async () =>
+          (await billing.client.getCheckoutSession({ id: session?.id ?? '' })).session?.status;
+        return { object, status };
+      }
+
+      it('an unpaid checkout.session.completed is answered and changes nothing; async_payment_succeeded then grants it', async () => {
+        const tenantId = newId('tenant');
+        const checkout = await stripeCheckout(tenantId);
+        const unpaid = await deliver(event('checkout.session.completed', checkout.object('unpaid')));
+        expect(unpaid.duplicate).toBe(false);
+        await settleAnnouncements();
+        expect(await planOf(tenantId)).toBe('free');
+        expect(listener.received).not.toContain(tenantId);
+        expect(await checkout.status()).toBe('open');
+
+        const announced = listener.announced(tenantId);
+        await deliver(event('checkout.session.async_payment_succeeded', checkout.object('paid')));
+        await announced;
+        expect(await planOf(tenantId)).toBe('pro');
+        expect(await checkout.status()).toBe('completed');
+      });
+
+      it('no payment_status at all grants nothing; no_payment_required grants', async () => {
+        const tenantId = newId('tenant');
+        const checkout = await stripeCheckout(tenantId);
+        await deliver(event('checkout.session.completed', checkout.object(undefined)));
+        expect(await planOf(tenantId)).toBe('free');
+        await deliver(event('checkout.session.completed', checkout.object('no_payment_required')));
+        expect(await planOf(tenantId)).toBe('pro');
+      });
+    });
+
+    describe('subscription events apply only when newer than the last applied one', () => {
+      const T = 1_900_000_000;
+      function subscriptionEvent(
+        type: 'updated' | 'deleted',
+        o: { sub: string; tenantId: string; created: number; id?: string; status?: string; price?: string },
+      ): string {
+        return JSON.stringify({
+          id: o.id ?? `evt_test_${++eventN}`,
+          object: 'event',
+          type: `customer.subscription.${type}`,
+          created: o.created,
+          data: {
+            object: {
+              id: o.sub,
+              object: 'subscription',
+              status: o.status ?? (type === 'deleted' ? 'canceled' : 'active'),
+              metadata: { tenant_id: o.tenantId },
+              items: {
+                object: 'list',
+                data: [{ id: 'si_o', price: { id: o.price ?? 'price_pro_monthly' } }],
+              },
+            },
+          },
+        });
+      }
+      const newSub = () => `sub_${newId('tenant').slice(4)}`;
+
+      it('a late updated: active after deleted is answered and changes nothing, as does any later event of the ended subscription', async () => {
+        const tenantId = newId('tenant');
+        const sub = newSub();
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T }));
+        expect(await planOf(tenantId)).toBe('pro');
+        await deliver(subscriptionEvent('deleted', { sub, tenantId, created: T + 10 }));
+        expect(await planOf(tenantId)).toBe('free');
+        const before = listener.received.filter((t) => t === tenantId).length;
+
+        const late = await deliver(subscriptionEvent('updated', { sub, tenantId, created: T + 5 }));
+        expect(late.duplicate).toBe(false);
+        // Even one stamped after the deletion: Stripe never revives a deleted subscription.
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T + 20 }));
+        await settleAnnouncements();
+        expect(await planOf(tenantId)).toBe('free');
+        expect(listener.received.filter((t) => t === tenantId)).toHaveLength(before);
+      });
+
+      it('an older update arriving after a newer one changes nothing', async () => {
+        const tenantId = newId('tenant');
+        const sub = newSub();
+        await deliver(
+          subscriptionEvent('updated', { sub, tenantId, created: T + 10, price: 'price_enterprise_monthly' }),
+        );
+        expect(await planOf(tenantId)).toBe('enterprise');
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T }));
+        expect(await planOf(tenantId)).toBe('enterprise');
+        // Unpaid falls back to free; an older active arriving after it changes nothing.
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T + 20, status: 'unpaid' }));
+        expect(await planOf(tenantId)).toBe('free');
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T + 15 }));
+        expect(await planOf(tenantId)).toBe('free');
+        // Unpaid is not final: paying later makes it active again.
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T + 30 }));
+        expect(await planOf(tenantId)).toBe('pro');
+      });
+
+      it('within the same second the greater event id wins, whichever arrives first', async () => {
+        const tenantId = newId('tenant');
+        const sub = newSub();
+        await deliver(
+          subscriptionEvent('updated', {
+            sub,
+            tenantId,
+            created: T,
+            id: `evt_b_${sub}`,
+            price: 'price_enterprise_monthly',
+          }),
+        );
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T, id: `evt_a_${sub}` }));
+        expect(await planOf(tenantId)).toBe('enterprise');
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T, id: `evt_c_${sub}` }));
+        expect(await planOf(tenantId)).toBe('pro');
+      });
+
+      it('a deletion in the same second as an applied update ends it, whatever the ids', async () => {
+        const tenantId = newId('tenant');
+        const sub = newSub();
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T, id: `evt_z_${sub}` }));
+        expect(await planOf(tenantId)).toBe('pro');
+        await deliver(subscriptionEvent('deleted', { sub, tenantId, created: T, id: `evt_a_${sub}` }));
+        expect(await planOf(tenantId)).toBe('free');
+      });
+
+      it('an update that decides no plan (incomplete) does not hold back the active one of the same second', async () => {
+        const tenantId = newId('tenant');
+        const sub = newSub();
+        await deliver(
+          subscriptionEvent('updated', {
+            sub,
+            tenantId,
+            created: T,
+            id: `evt_z_${sub}`,
+            status: 'incomplete',
+          }),
+        );
+        expect(await planOf(tenantId)).toBe('free');
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: T, id: `evt_a_${sub}` }));
+        expect(await planOf(tenantId)).toBe('pro');
+      });
+
+      it('a paid checkout.session.completed retried after its subscription was deleted grants nothing', async () => {
+        const tenantId = newId('tenant');
+        const sub = newSub();
+        const completed = event('checkout.session.completed', {
+          id: `cs_late_${sub}`,
+          object: 'checkout.session',
+          metadata: { tenant_id: tenantId, plan_id: 'pro' },
+          payment_status: 'paid',
+          subscription: sub,
+        });
+        await deliver(subscriptionEvent('updated', { sub, tenantId, created: now() - 10 }));
+        await deliver(subscriptionEvent('deleted', { sub, tenantId, created: now() - 5 }));
+        expect(await planOf(tenantId)).toBe('free');
+        await deliver(completed);
+        expect(await planOf(tenantId)).toBe('free');
+      });
+
+      it('concurrent deliveries of one subscription leave the newest event applied', async () => {
+        const tenantId = newId('tenant');
+        const sub = newSub();
+        // 8 events, delivered at once, newest last in the list but in no particular order on arrival.
+        const events = Array.from({ length: 8 }, (_, i) =>
+          subscriptionEvent('updated', {
+            sub,
+            tenantId,
+            created: T + i,
+            price: i % 2 === 0 ? 'price_enterprise_monthly' : 'price_pro_monthly',
+          }),
+        );
+        const results = await Promise.all([...events].reverse().map((e) => deliver(e)));
+        expect(results.every((r) => r.duplicate === false)).toBe(true);
+        // The newest (i = 7) is pro.
+        expect(await planOf(tenantId)).toBe('pro');
+        const [order] = (
+          await billing.service.database.db
+            .selectFrom('stripe_subscriptions')
+            .select(['last_event_at', 'ended'])
+            .where('subscription_id', '=', sub)
+            .execute()
+        ).map((r) => ({ at: r.last_event_at.getTime(), ended: r.ended }));
+        expect(order).toEqual({ at: (T + 7) * 1000, ended: false });
+      });
+    });
+
+    it('answers a replayed event id as a duplicate, even with a fresh valid signature, changing nothing', async () => {
+      const tenantId = newId('tenant');
+      const id = `evt_replay_${newId('tenant')}`;
+      const payload = JSON.stringify({
+        id,
+        object: 'event',
+        type: 'customer.subscription.updated',
+        created: now(),
+        data: {
+          object: {
+            id: `sub_${newId('tenant').slice(4)}`,
+            object: 'subscription',
+            status: 'active',
+            metadata: { tenant_id: tenantId },
+            items: { object: 'list', data: [{ id: 'si_r', price: { id: 'price_pro_monthly' } }] },
+          },
+        },
+      });
+      expect(await deliver(payload)).toMatchObject({ eventId: id, duplicate: false });
+      expect(await planOf(tenantId)).toBe('pro');
+      await billing.client.setPlan({ tenantId, planId: 'enterprise' });
+      clock.advance(60_000);
+      const before = listener.received.filter((t) => t === tenantId).length;
+      expect(await deliver(payload)).toMatchObject({ eventId: id, duplicate: true });
+      await settleAnnouncements();
+      expect(await planOf(tenantId)).toBe('enterprise');
+      expect(listener.received.filter((t) => t === tenantId)).toHaveLength(before);
     });
   });
 });

@@ -34,6 +34,18 @@ export interface WebhookEventsTable {
   received_at: Date;
 }
 
+/** Per Stripe subscription, the last event applied to it (its order; src/domain/stripe-events.ts). */
+export interface StripeSubscriptionsTable {
+  subscription_id: string;
+  tenant_id: string;
+  /** The applied event's `created`. */
+  last_event_at: Date;
+  last_event_id: string;
+  /** The subscription ended (deleted, or a status Stripe never leaves): nothing later is applied. */
+  ended: boolean;
+  updated_at: Date;
+}
+
 /**
  * One UTC day of usage per tenant and project (`project_id` '' is the tenant's total),
  * recomputed from the issuer and replaced as a whole day at a time.
@@ -73,6 +85,7 @@ export interface BillingDatabase {
   subscriptions: SubscriptionsTable;
   checkout_sessions: CheckoutSessionsTable;
   webhook_events: WebhookEventsTable;
+  stripe_subscriptions: StripeSubscriptionsTable;
   usage_daily: UsageDailyTable;
   metered_usage_reports: MeteredUsageReportsTable;
   /** Audit events not yet delivered to admin (@relayplane/shared/audit-outbox). */

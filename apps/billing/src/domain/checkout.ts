@@ -4,6 +4,7 @@
  */
 import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
+import { isPaidPlan, type Plan } from './plans.ts';
 
 export type CheckoutStatus = 'open' | 'completed' | 'expired';
 
@@ -67,4 +68,24 @@ export function replayOf(earlier: CheckoutSession, planId: string, now: Date): C
     throw new AppError('conflict', 'a checkout request with this Idempotency-Key is still in progress');
   }
   return sessionView(earlier, now);
+}
+
+/** The setting that lets the built-in provider check out paid plans (docs/billing.md). */
+export const BUILTIN_PAID_CHECKOUT_SETTING = 'BILLING_BUILTIN_PAID_CHECKOUT';
+
+/** `details.reason` of the `checkout.create` / `checkout.confirm` events that record the refusal. */
+export const PAID_CHECKOUT_OFF_REASON = 'builtin_paid_checkout_off';
+
+/**
+ * Why a built-in checkout of `plan` is refused (`unprocessable`, 422), or undefined when it may
+ * go ahead: the built-in provider takes no payment, so it checks out a paid plan only when the
+ * operator allowed it (`paidCheckout`). A free plan (a downgrade) always goes ahead.
+ */
+export function builtinCheckoutRefusal(plan: Plan, paidCheckout: boolean): string | undefined {
+  if (paidCheckout || !isPaidPlan(plan)) return undefined;
+  return (
+    `checkout of the paid ${plan.id} plan is off: the built-in billing provider takes no payment. ` +
+    `An operator can allow it with ${BUILTIN_PAID_CHECKOUT_SETTING}=true (demos, trusted users), ` +
+    'or a platform admin can set the plan'
+  );
 }

@@ -193,3 +193,13 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
 export function planIdOf(subscription: { planId: string } | undefined): PlanId {
   return subscription && isPlanId(subscription.planId) ? subscription.planId : DEFAULT_PLAN;
 }
+
+/**
+ * Whether a plan is paid: a monthly price above 0, or sold by contact with sales (the default
+ * `enterprise`: price 0 in the catalogue, but never free). Decided from the plan data alone, so
+ * a plans file that prices a plan makes it paid, and the default `free` (0, not contact sales)
+ * is the one plan the built-in provider checks out while paid checkout is off.
+ */
+export function isPaidPlan(plan: Plan): boolean {
+  return plan.price.monthlyAmountMinor > 0 || plan.price.contactSales;
+}

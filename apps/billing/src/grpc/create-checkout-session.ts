@@ -2,7 +2,14 @@ import type { BillingService } from '@relayplane/proto/billing';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { type CheckoutSession, idempotencyKeyOf, publicBaseUrlOf, replayOf } from '../domain/checkout.ts';
+import {
+  builtinCheckoutRefusal,
+  type CheckoutSession,
+  idempotencyKeyOf,
+  PAID_CHECKOUT_OFF_REASON,
+  publicBaseUrlOf,
+  replayOf,
+} from '../domain/checkout.ts';
 import { planIdOf } from '../domain/plans.ts';
 import { requirePlanId, requireTenantId } from '../domain/requests.ts';
 import { checkoutThrottleKey } from '../redis/keys.ts';
@@ -15,17 +22,23 @@ type CreateDeps = Pick<
   | 'subscriptions'
   | 'checkoutSessions'
   | 'provider'
+  | 'builtinPaidCheckout'
   | 'checkoutThrottle'
   | 'checkout'
   | 'clock'
   | 'logger'
   | 'audit'
+  | 'recordAlone'
 >;
 
 /**
  * CreateCheckoutSession: throttled per tenant, idempotent per Idempotency-Key (a replay answers
  * the stored session, unthrottled and without a provider call). The session is stored before
  * the provider is called, so a concurrent request with the same key finds it.
+ *
+ * The built-in provider takes no payment: a paid plan is refused (`unprocessable`) unless
+ * `BILLING_BUILTIN_PAID_CHECKOUT` is on, and the refusal is recorded (`checkout.create`, outcome
+ * denied). It comes after the throttle, so refusals, and their audit rows, are bounded per tenant.
  */
 export function createCheckoutSession(
   deps: CreateDeps,
@@ -56,6 +69,23 @@ export function createCheckoutSession(
     const plan = plans[planId];
     if (planIdOf(await subscriptions.get(req.tenantId)) === planId) {
       throw new AppError('conflict', `the tenant is already on the ${planId} plan`);
+    }
+    if (provider.name === 'builtin') {
+      const off = builtinCheckoutRefusal(plan, deps.builtinPaidCheckout);
+      if (off !== undefined) {
+        await deps.recordAlone({
+          action: 'checkout.create',
+          tenantId: req.tenantId,
+          outcome: 'denied',
+          target: { type: 'tenant', id: req.tenantId },
+          details: { plan_id: planId, provider: provider.name, reason: PAID_CHECKOUT_OFF_REASON },
+        });
+        logger.info(
+          { tenantId: req.tenantId, planId },
+          'built-in checkout of a paid plan refused (paid checkout is off)',
+        );
+        throw new AppError('unprocessable', off);
+      }
     }
     const refusal = provider.refuses(plan);
     if (refusal !== undefined) throw new AppError('invalid_request', refusal);

@@ -1,4 +1,4 @@
-import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
+import type { AuditEventInput, AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Clock } from '@relayplane/shared/clock';
 import type { PlanId } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
@@ -19,6 +19,12 @@ export interface BillingDeps {
   planChanges: PlanChanges;
   checkoutSessions: CheckoutSessionStore;
   provider: BillingProvider;
+  /**
+   * Whether a built-in checkout of a paid plan may be created and completed: the built-in
+   * provider with `BILLING_BUILTIN_PAID_CHECKOUT` on. False with Stripe (a built-in session left
+   * from before a switch to Stripe is not completed for a paid plan either).
+   */
+  builtinPaidCheckout: boolean;
   /** Checkout sessions created per tenant (fixed window). */
   checkoutThrottle: RateLimiter;
   checkout: CheckoutConfig;
@@ -29,4 +35,6 @@ export interface BillingDeps {
   logger: Logger;
   /** The audit outbox (checkout.create; plan changes record theirs through planChanges). */
   audit: AuditRecorder;
+  /** Records an outcome that changes nothing (a refusal) in a transaction of its own, then kicks. */
+  recordAlone(event: AuditEventInput): Promise<void>;
 }

@@ -3,7 +3,10 @@ import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { BillingDeps } from './deps.ts';
 
-/** HandleWebhook: a provider's signed event, applied once per event id. */
+/**
+ * HandleWebhook: a provider's signed event, applied once per event id; a replay answers
+ * `duplicate` (not an error: Stripe retries anything but a 2xx for days).
+ */
 export function handleWebhook({
   stripeWebhooks,
 }: Pick<BillingDeps, 'stripeWebhooks'>): ServiceImpl<typeof BillingService>['handleWebhook'] {
@@ -17,7 +20,6 @@ export function handleWebhook({
         'stripe webhooks are not accepted: the billing provider is not stripe',
       );
     }
-    const { eventId } = await stripeWebhooks.handle(req.payload, req.signature);
-    return { eventId, duplicate: false };
+    return stripeWebhooks.handle(req.payload, req.signature);
   };
 }

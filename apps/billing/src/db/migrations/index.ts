@@ -4,6 +4,7 @@ import * as checkoutSessions from './20261122T2200-checkout-sessions.ts';
 import * as usageDaily from './20261123T1100-usage-daily.ts';
 import * as stripeMetering from './20261123T1300-stripe-metering.ts';
 import * as auditOutbox from './20261129T1000-audit-outbox.ts';
+import * as stripeSubscriptionOrder from './20261130T0100-stripe-subscription-order.ts';
 
 /** Every migration of the billing schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -12,4 +13,5 @@ export const migrations: Record<string, Migration> = {
   '20261123T1100-usage-daily': usageDaily,
   '20261123T1300-stripe-metering': stripeMetering,
   '20261129T1000-audit-outbox': auditOutbox,
+  '20261130T0100-stripe-subscription-order': stripeSubscriptionOrder,
 };

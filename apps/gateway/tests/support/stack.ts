@@ -38,6 +38,8 @@ export interface StackOptions {
   serveMetrics?: boolean;
   /** The admin service's clock (session expiry); default the system clock. */
   adminClock?: Clock;
+  /** Admin's variables on top of the stack's (e.g. login or sign-up limits). */
+  adminEnv?: Record<string, string>;
 }
 
 export async function startStack(label: string, options: StackOptions = {}): Promise<Stack> {
@@ -52,6 +54,10 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
     RELAYPLANE_BOOTSTRAP_EMAIL: OWNER.email,
     RELAYPLANE_BOOTSTRAP_PASSWORD: OWNER.password,
     RELAYPLANE_BOOTSTRAP_TENANT: 'acme',
+    // Route tests sign up many tenants, all from inject's 127.0.0.1: the per-IP sign-up limit
+    // (default 10 per hour) must not be the one that bites. login-throttle.test.ts sets its own.
+    ADMIN_SIGNUP_MAX_PER_IP: '100000',
+    ...options.adminEnv,
   };
   const metricsAddress = options.serveMetrics ? '127.0.0.1:0' : undefined;
   const closers: (() => Promise<void>)[] = [];

@@ -25,13 +25,17 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         operationId: 'signup',
         summary: 'Sign up: a new tenant on the free plan and its owner',
         description:
-          'Can be disabled by the operator (`RELAYPLANE_SIGNUP_ENABLED=false`: 403). Passwords: 12 to 256 characters.',
+          'Can be disabled by the operator (`RELAYPLANE_SIGNUP_ENABLED=false`: 403). Passwords: 12 to 256 characters. ' +
+          'Sign-ups are limited per client IP (`ADMIN_SIGNUP_MAX_PER_IP`, default 10 per ' +
+          '`ADMIN_SIGNUP_WINDOW_SECONDS`, default 3600): every well-formed attempt counts, a taken email too; ' +
+          'over the limit 429 with `Retry-After` (seconds until the window ends).',
         tags: ['auth'],
         body: object({ ...credentials, tenant_name: { type: 'string', minLength: 1, maxLength: 64 } }),
         response: {
           201: object({ user: ref('User'), tenant: ref('Tenant') }),
           403: errorResponse('Signup is disabled on this installation.'),
           409: errorResponse('The email is already registered.'),
+          429: errorResponse('Too many sign-ups from this client IP: retry after `Retry-After` seconds.'),
         },
       },
     },
@@ -61,7 +65,12 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'the session lifetime) for browsers. A request authenticated by that cookie (no `Authorization` ' +
           'header) must send `csrf_token` as `X-CSRF-Token` on every POST, PUT, PATCH and DELETE, else 403 ' +
           '`missing or invalid CSRF token`; bearer requests need no CSRF token. Wrong email and wrong ' +
-          'password get the same 401. Attempts are limited per account and per client IP: 429 with `Retry-After`.',
+          'password get the same 401, and count the same. Attempts are limited in a fixed window ' +
+          '(`ADMIN_LOGIN_WINDOW_SECONDS`, default 900 s) per account from one client IP (tight, default 10), per ' +
+          'account from every client IP (loose, default 100: an attacker rotating IPs is slowed, the owner ' +
+          'logging in from elsewhere is not locked out) and per client IP across accounts (default 50); over any ' +
+          'of them 429 with `Retry-After`, before the password is checked. A successful login resets the count ' +
+          'of its account from its client IP.',
         tags: ['auth'],
         body: object(credentials),
         response: {
@@ -77,7 +86,10 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
             session: ref('Session'),
           }),
           401: errorResponse('Invalid email or password.'),
-          429: errorResponse('Too many login attempts: retry after `Retry-After` seconds.'),
+          429: errorResponse(
+            'Too many login attempts for this account from this client IP, for this account, or from this ' +
+              'client IP: retry after `Retry-After` seconds.',
+          ),
         },
       },
     },

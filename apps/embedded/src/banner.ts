@@ -25,6 +25,21 @@ export function banner(info: EmbeddedInfo, options: { showSecrets: boolean }): s
       '',
     );
   }
+  if (info.billing.provider === 'builtin') {
+    lines.push(
+      ...(info.billing.paidCheckout
+        ? [
+            '  WARNING: BILLING_BUILTIN_PAID_CHECKOUT is on: the built-in checkout confirms paid plans without payment,',
+            '           so anyone who can sign up can move their tenant to any plan. Fine for a demo only.',
+          ]
+        : [
+            '  Billing: built-in provider (takes no payment), paid checkout off: checking out a paid plan answers 422.',
+            '           A platform admin sets any plan: PUT /admin/v1/tenants/{tenant_id}/plan.',
+            '           For a demo of paid checkout: BILLING_BUILTIN_PAID_CHECKOUT=true pnpm start',
+          ]),
+      '',
+    );
+  }
   const login = info.generatedLogin;
   if (login) {
     lines.push(

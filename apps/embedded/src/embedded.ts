@@ -29,6 +29,8 @@ export interface EmbeddedInfo {
   generatedLogin: { email: string; password: string; passwordFile: string } | undefined;
   bootstrapEmail: string | undefined;
   kekGenerated: boolean;
+  /** How plan changes are paid for: the billing provider, and whether built-in checkout confirms paid plans. */
+  billing: { provider: 'builtin' | 'stripe'; paidCheckout: boolean };
 }
 
 export class Embedded {
@@ -152,6 +154,10 @@ export class Embedded {
         generatedLogin,
         bootstrapEmail: created ? (generated?.email ?? givenEmail) : undefined,
         kekGenerated: kek?.created ?? false,
+        billing: {
+          provider: billing.config.provider.kind,
+          paidCheckout: billing.config.provider.kind === 'builtin' && billing.config.provider.paidCheckout,
+        },
       });
     } catch (err) {
       for (const s of started.reverse()) await s.destroy().catch(() => {});

@@ -50,7 +50,10 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           'Answers a session whose `url` is where the change is confirmed: the built-in ' +
           "provider's page on this gateway, or Stripe Checkout. Throttled per tenant: 429 with `Retry-After`. " +
           'With an `Idempotency-Key` header, repeating the request answers the same session ' +
-          '(`Idempotent-Replayed: true`) and creates nothing.',
+          '(`Idempotent-Replayed: true`) and creates nothing. The built-in provider takes no payment: ' +
+          'a paid plan answers 422 unless the operator set `BILLING_BUILTIN_PAID_CHECKOUT=true` ' +
+          '(a free plan, a downgrade, always goes ahead; platform admins set any plan with ' +
+          '`PUT /admin/v1/tenants/{tenant_id}/plan`).',
         tags: ['billing'],
         headers: {
           type: 'object',
@@ -63,6 +66,9 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           201: ref('CheckoutSession'),
           403: errorResponse('Only owners and admins may change the plan.'),
           409: errorResponse('The tenant is already on that plan.'),
+          422: errorResponse(
+            'Built-in provider: the plan is paid and paid checkout is off (`BILLING_BUILTIN_PAID_CHECKOUT`).',
+          ),
           429: errorResponse(
             'Too many checkout sessions for this tenant; retry after `Retry-After` seconds.',
           ),
@@ -180,7 +186,10 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           summary: 'Billing provider webhook',
           description:
             'For `stripe`: the event as Stripe sends it, verified with the `Stripe-Signature` header (HMAC-SHA256, ' +
-            'timestamp tolerance 300 s). A forged, stale or already processed event answers 400 and changes nothing.',
+            'timestamp tolerance 300 s). A forged or stale-signed event answers 400 and changes nothing. ' +
+            'A verified event answers 200 whether or not it changes a plan: an already processed event id, a ' +
+            'checkout whose `payment_status` is not `paid` or `no_payment_required`, and a subscription event ' +
+            'older than the last one applied to its subscription change nothing.',
           tags: ['billing'],
           params: {
             type: 'object',
@@ -189,9 +198,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           },
           response: {
             200: object({ received: { type: 'boolean', const: true } }),
-            400: errorResponse(
-              'Missing or invalid signature, stale timestamp, replayed event, or unreadable event.',
-            ),
+            400: errorResponse('Missing or invalid signature, stale timestamp, or unreadable event.'),
             404: errorResponse('Unknown provider, or not the configured one.'),
             // The raw body has no schema to derive these from.
             413: BODY_ERRORS[413],

@@ -5,11 +5,20 @@
  */
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
-import { CHECKOUT_PATH, checkoutPages, page } from '../html.ts';
+import { CHECKOUT_PATH, checkoutPages, type Page, page } from '../html.ts';
 import { htmlResponse, pathParams } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const NOT_FOUND = htmlResponse('No such open session.');
+
+/** Billing refused the confirmation (`unprocessable`): a paid plan while paid built-in checkout is off. */
+const PAID_CHECKOUT_OFF: Page = {
+  title: 'Checkout not available',
+  body:
+    '<p>This plan is paid, and this deployment does not confirm paid plans through the built-in ' +
+    'provider (it takes no payment; the operator setting is <code>BILLING_BUILTIN_PAID_CHECKOUT</code>). ' +
+    'A platform admin can set the plan.</p>',
+};
 
 /** Billing's answer for an unknown or malformed session id: no such page. */
 function unknownSession(err: unknown): undefined {
@@ -49,16 +58,26 @@ export function registerCheckoutPage(forms: FastifyInstance, { clients }: RouteD
         operationId: 'confirmCheckout',
         summary: 'Confirm a built-in checkout',
         description:
-          'Applies the plan change of an open built-in checkout session and shows the result (HTML).',
+          'Applies the plan change of an open built-in checkout session and shows the result (HTML). ' +
+          'A session of a paid plan is not confirmed while `BILLING_BUILTIN_PAID_CHECKOUT` is off (422), ' +
+          'even one created while it was on.',
         tags: ['billing'],
         params: pathParams('id'),
-        response: { 200: htmlResponse('The plan changed.'), 404: NOT_FOUND },
+        response: {
+          200: htmlResponse('The plan changed.'),
+          404: NOT_FOUND,
+          422: htmlResponse('A paid plan, and paid built-in checkout is off; nothing changed.'),
+        },
       },
     },
     async (request, reply) => {
       const done = await clients.billing
         .completeCheckoutSession({ id: request.params.id })
-        .catch(unknownSession);
+        .catch((err: unknown) => {
+          if (err instanceof AppError && err.code === 'unprocessable') return 'paid_checkout_off' as const;
+          return unknownSession(err);
+        });
+      if (done === 'paid_checkout_off') return page(reply, 422, PAID_CHECKOUT_OFF);
       if (!done?.session) return page(reply, 404, checkoutPages.unknownOrExpired);
       return page(reply, 200, checkoutPages.changedNow(done.session.planId));
     },

@@ -56,7 +56,8 @@ function rotationDueAt(active: KeyTimeline, policy: RotationPolicy): Date {
   return new Date(since.getTime() + policy.rotationIntervalSeconds * 1000);
 }
 
-const STATE_ORDER: Record<KeyState, number> = { active: 0, next: 1, previous: 2, removed: 3 };
+/** Listing order of the states (also the keys table's paged listing, stores/signing-keys.ts). */
+export const STATE_ORDER: Record<KeyState, number> = { active: 0, next: 1, previous: 2, removed: 3 };
 
 /** JWKS and listing order: active, next, then previous and removed keys, newest first. */
 export function compareKeys(a: KeyTimeline, b: KeyTimeline): number {

@@ -19,6 +19,8 @@ export function rotateSigningKeys({
       throw new AppError('invalid_request', `requested_by must be at most ${MAX_REQUESTED_BY} characters`);
     }
     const result = await keys.rotate(requestedBy || 'unspecified');
-    return { ...signingKeysMessage(await keys.list()), rotated: result.rotation !== null };
+    // The listing's first page, as ListSigningKeys without a cursor answers it.
+    const page = await keys.page({ limit: 0, cursor: '' });
+    return { ...signingKeysMessage(page), nextCursor: page.nextCursor, rotated: result.rotation !== null };
   };
 }

@@ -18,8 +18,9 @@ import type { Logger } from '@relayplane/shared/logger';
 import type { Kysely } from 'kysely';
 import type { IssuerKeysConfig } from '../config.ts';
 import type { IssuerDatabase } from '../db/schema.ts';
-import { compareKeys } from '../domain/key-lifecycle.ts';
-import { SigningKeyStore, type StoredKey } from '../stores/signing-keys.ts';
+import { compareKeys, keyState, STATE_ORDER } from '../domain/key-lifecycle.ts';
+import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../domain/list-paging.ts';
+import { type KeyListPosition, SigningKeyStore, type StoredKey } from '../stores/signing-keys.ts';
 import { KeyMaintenance, type MaintenanceResult } from './key-maintenance.ts';
 import { kekFingerprint, openPrivateKey } from './key-material.ts';
 import { type ActiveSigningKey, type JwksDocument, KeyRing } from './key-ring.ts';
@@ -36,6 +37,29 @@ export interface KeysReloadedEvent {
 export interface SigningKeyListing {
   keys: StoredKey[];
   rotationPendingSince: Date | null;
+}
+
+export interface SigningKeyPage extends SigningKeyListing {
+  /** Empty after the last page. */
+  nextCursor: string;
+}
+
+/** A key's latest change, the listing's order within a state (`compareKeys`). */
+function lastChange(key: StoredKey): Date {
+  return key.removedAt ?? key.deactivatedAt ?? key.activatedAt ?? key.createdAt;
+}
+
+const KID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** A ListSigningKeys cursor as `page` writes it: `[rank, changed ms, created ms, kid]`. */
+function keyCursor(value: unknown): KeyListPosition | undefined {
+  if (!Array.isArray(value) || value.length !== 4) return undefined;
+  const [rank, changed, created, kid] = value as unknown[];
+  const changedAt = instantOf(changed);
+  const createdAt = instantOf(created);
+  if (!Object.values(STATE_ORDER).includes(rank as number) || !changedAt || !createdAt) return undefined;
+  if (typeof kid !== 'string' || !KID.test(kid)) return undefined;
+  return { rank: rank as number, changedAt, createdAt, kid };
 }
 
 export class SigningKeys {
@@ -150,6 +174,36 @@ export class SigningKeys {
   async list(): Promise<SigningKeyListing> {
     const [keys, request] = await Promise.all([this.#store.list(), this.#store.rotationRequest()]);
     return { keys: keys.sort(compareKeys), rotationPendingSince: request?.requestedAt ?? null };
+  }
+
+  /**
+   * One page of `list()`: at most `limit` keys (1..200, 0: 50) after `cursor` (a previous
+   * page's `nextCursor`; empty: the first page), the pending rotation request, and the cursor
+   * of the next page (empty after the last). A key whose state changes between two pages
+   * (a rotation, a removal) moves in the order and may be listed twice or not at all.
+   */
+  async page(input: { limit: number; cursor: string }): Promise<SigningKeyPage> {
+    const limit = pageLimit(input.limit);
+    const after = input.cursor ? decodeCursor(input.cursor, keyCursor) : undefined;
+    const [keys, request] = await Promise.all([
+      this.#store.listPage(limit + 1, after),
+      this.#store.rotationRequest(),
+    ]);
+    const page = keys.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      keys: page,
+      rotationPendingSince: request?.requestedAt ?? null,
+      nextCursor:
+        keys.length > limit && last
+          ? encodeCursor([
+              STATE_ORDER[keyState(last)],
+              lastChange(last).getTime(),
+              last.createdAt.getTime(),
+              last.kid,
+            ])
+          : '',
+    };
   }
 
   /**

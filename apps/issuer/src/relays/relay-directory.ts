@@ -14,6 +14,7 @@ import type { Logger } from '@relayplane/shared/logger';
 import { hashToken, newToken, parseToken } from '@relayplane/shared/tokens';
 import type { Kysely } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
+import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../domain/list-paging.ts';
 import { assignRelays, isHealthy } from '../domain/relay-assignment.ts';
 import {
   hostPort,
@@ -42,6 +43,27 @@ export interface RelayView {
   static: boolean;
   lastHeartbeatAt?: Date;
   createdAt?: Date;
+}
+
+/**
+ * Where a relay page starts: after the first `static` static relays (then the registered
+ * ones from the oldest), or after the registered relay `after`.
+ */
+type RelayCursor = { static: number } | { after: { createdAt: Date; id: string } };
+
+/** A ListRelays cursor as `page` writes it: `{"s": n}` or `{"r": [created_at ms, id]}`. */
+function relayCursor(value: unknown): RelayCursor | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { s, r } = value as { s?: unknown; r?: unknown };
+  if (Object.keys(value).length !== 1) return undefined;
+  // A static relay count: configuration may have shrunk since; past its end, registered ones follow.
+  if (typeof s === 'number' && Number.isSafeInteger(s) && s > 0) return { static: s };
+  if (Array.isArray(r) && r.length === 2) {
+    const createdAt = instantOf(r[0]);
+    if (createdAt && typeof r[1] === 'string' && isId('relay', r[1]))
+      return { after: { createdAt, id: r[1] } };
+  }
+  return undefined;
 }
 
 export class RelayDirectory {
@@ -267,6 +289,39 @@ export class RelayDirectory {
       ...[...this.#static.values()].map((r) => this.#staticView(r)),
       ...records.map((record) => this.#view(record, now)),
     ];
+  }
+
+  /**
+   * One page of `list()`: at most `limit` relays (1..200, 0: 50) after `cursor` (a previous
+   * page's `nextCursor`; empty: the first page), and the cursor of the next page (empty after
+   * the last). Static relays come from configuration (in memory); registered ones are read a
+   * page at a time from PostgreSQL, by (created_at, id) after the last one answered.
+   */
+  async page(input: { limit: number; cursor: string }): Promise<{ relays: RelayView[]; nextCursor: string }> {
+    const limit = pageLimit(input.limit);
+    const position = input.cursor ? decodeCursor(input.cursor, relayCursor) : { static: 0 };
+    // One more than asked for, to know whether a next page exists.
+    const statics =
+      'static' in position
+        ? [...this.#static.values()].slice(position.static, position.static + limit + 1)
+        : [];
+    const records =
+      statics.length > limit
+        ? []
+        : await this.#store.listLivePage(
+            limit + 1 - statics.length,
+            'after' in position ? position.after : undefined,
+          );
+    const now = this.#clock.now();
+    const views = [...statics.map((r) => this.#staticView(r)), ...records.map((r) => this.#view(r, now))];
+    if (views.length <= limit) return { relays: views, nextCursor: '' };
+    const relays = views.slice(0, limit);
+    // Static relays come first: a page that ends on one holds no registered relay.
+    const lastRecord = records[limit - statics.length - 1];
+    const nextCursor = lastRecord
+      ? encodeCursor({ r: [lastRecord.createdAt.getTime(), lastRecord.id] })
+      : encodeCursor({ s: ('static' in position ? position.static : 0) + relays.length });
+    return { relays, nextCursor };
   }
 
   /** Soft-deletes a registered relay: it leaves assignment and its token stops working. */

@@ -47,6 +47,30 @@ export class RelayStore {
     return rows.map(toRecord);
   }
 
+  /**
+   * At most `limit` live relays, oldest first (created_at, then id), after `after` (the last
+   * one of the previous page): a keyset page, so relays registered or removed meanwhile
+   * neither repeat nor shift the rest.
+   */
+  async listLivePage(limit: number, after?: { createdAt: Date; id: string }): Promise<RelayRecord[]> {
+    let query = this.#db
+      .selectFrom('relays')
+      .select(COLUMNS)
+      .where('deleted_at', 'is', null)
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(limit);
+    if (after) {
+      query = query.where((eb) =>
+        eb.or([
+          eb('created_at', '>', after.createdAt),
+          eb.and([eb('created_at', '=', after.createdAt), eb('id', '>', after.id)]),
+        ]),
+      );
+    }
+    return (await query.execute()).map(toRecord);
+  }
+
   async getLive(id: string): Promise<RelayRecord | undefined> {
     const row = await this.#db
       .selectFrom('relays')

@@ -1,6 +1,6 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { Bytes, IssuerDatabase, SigningKeysTable } from '../db/schema.ts';
-import type { KeyTimeline } from '../domain/key-lifecycle.ts';
+import { type KeyTimeline, STATE_ORDER } from '../domain/key-lifecycle.ts';
 import type { SealedPrivateKey } from '../keys/key-material.ts';
 
 export interface StoredKey extends KeyTimeline {
@@ -49,6 +49,24 @@ function toStoredKey(row: Selectable<SigningKeysTable>): StoredKey {
   };
 }
 
+/** Where a page of the key listing ended: the last key's sort values (`listPage`). */
+export interface KeyListPosition {
+  /** `STATE_ORDER` of its state. */
+  rank: number;
+  /** Its latest change: removed, else deactivated, else activated, else created. */
+  changedAt: Date;
+  createdAt: Date;
+  kid: string;
+}
+
+/** The listing's order of states (`compareKeys`), as SQL sees them. */
+const KEY_RANK = sql<number>`(case when removed_at is not null then ${sql.lit(STATE_ORDER.removed)}
+  when deactivated_at is not null then ${sql.lit(STATE_ORDER.previous)}
+  when activated_at is not null then ${sql.lit(STATE_ORDER.active)} else ${sql.lit(STATE_ORDER.next)} end)`;
+const KEY_CHANGED_AT = sql<Date>`coalesce(removed_at, deactivated_at, activated_at, created_at)`;
+// Code-unit order, as `compareKeys` compares kids, whatever the database's collation.
+const KID_BYTES = sql<string>`(kid collate "C")`;
+
 /** Signing keys and the pending rotation request in PostgreSQL (or PGlite). */
 export class SigningKeyStore {
   readonly #db: Kysely<IssuerDatabase>;
@@ -71,6 +89,32 @@ export class SigningKeyStore {
   async list(): Promise<StoredKey[]> {
     const rows = await this.#db.selectFrom('signing_keys').selectAll().orderBy('created_at').execute();
     return rows.map(toStoredKey);
+  }
+
+  /**
+   * At most `limit` keys in listing order (`compareKeys`: active, next, previous, removed;
+   * within a state the latest change first, then the newest, then by kid), after `after`
+   * (where the previous page ended). Removed keys stay forever, one per rotation: the page is
+   * cut here rather than after reading them all.
+   */
+  async listPage(limit: number, after?: KeyListPosition): Promise<StoredKey[]> {
+    let query = this.#db
+      .selectFrom('signing_keys')
+      .selectAll()
+      .orderBy(KEY_RANK)
+      .orderBy(KEY_CHANGED_AT, 'desc')
+      .orderBy('created_at', 'desc')
+      .orderBy(KID_BYTES)
+      .limit(limit);
+    if (after) {
+      const { rank, changedAt, createdAt, kid } = after;
+      query = query.where(
+        sql<boolean>`(${KEY_RANK} > ${rank} or (${KEY_RANK} = ${rank} and (${KEY_CHANGED_AT} < ${changedAt}
+          or (${KEY_CHANGED_AT} = ${changedAt} and (created_at < ${createdAt}
+          or (created_at = ${createdAt} and ${KID_BYTES} > ${kid}))))))`,
+      );
+    }
+    return (await query.execute()).map(toStoredKey);
   }
 
   /** Keys still in the JWKS. */

@@ -7,6 +7,7 @@ import * as dropCredentialsTenantIssued from './20261125T1600-drop-credentials-t
 import * as credentialsTenantLive from './20261127T1000-credentials-tenant-live.ts';
 import * as credentialContainment from './20261128T2000-credential-containment.ts';
 import * as auditOutbox from './20261129T1000-audit-outbox.ts';
+import * as relaysLiveOrder from './20261130T1000-relays-live-order.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '20261127T1000-credentials-tenant-live': credentialsTenantLive,
   '20261128T2000-credential-containment': credentialContainment,
   '20261129T1000-audit-outbox': auditOutbox,
+  '20261130T1000-relays-live-order': relaysLiveOrder,
 };

@@ -66,6 +66,12 @@ describe('throttle keys', () => {
     const sha = createHash('sha256').update('ann@example.com').digest('hex');
     expect(throttleKeys.loginAccount('ann@example.com')).toBe(`login:acct:${sha}`);
     expect(throttleKeys.loginIp('203.0.113.7')).toBe('login:ip:203.0.113.7');
+    expect(throttleKeys.loginAccountIp('ann@example.com', '203.0.113.7')).toBe(
+      `login:acct-ip:${sha}:203.0.113.7`,
+    );
+    // Attempts without a client IP share one key per account.
+    expect(throttleKeys.loginAccountIp('ann@example.com', '')).toBe(`login:acct-ip:${sha}:-`);
+    expect(throttleKeys.signupIp('2001:db8::1')).toBe('signup:ip:2001:db8::1');
   });
 
   it('stores the Redis window under <prefix>login:acct:<sha256(email)> with the window as TTL', async () => {

@@ -10,16 +10,19 @@ import { createRequestPathRedis } from '@relayplane/shared/redis';
 import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { GatewayClients } from './clients.ts';
-import type { GatewayConfig } from './config.ts';
+import { type GatewayConfig, SLOW_CLIENT_DEFAULTS } from './config.ts';
 import { EntitlementCache } from './entitlements.ts';
 import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
 import { lazyChildLoggerFactory } from './lazy-logger.ts';
 import { documentRoute, registerOpenApi } from './openapi.ts';
+import { accessLogger } from './plugins/access-log.ts';
 import { type ApiKeyAuth, authGuards, guardOf } from './plugins/auth.ts';
 import { refuseControlCharactersInUrl, registerErrorHandling } from './plugins/errors.ts';
 import { acceptForms } from './plugins/forms.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
+import { registerSecurityHeaders } from './plugins/security-headers.ts';
+import { capConnections, type SlowClientLimits, slowClientServerOptions } from './plugins/slow-clients.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAudit } from './routes/audit.ts';
@@ -58,6 +61,10 @@ export interface AppDeps {
         | 'issuanceStreams'
         | 'issuanceStreamMaxAgeMs'
         | 'redis'
+        | 'headersTimeoutMs'
+        | 'requestTimeoutMs'
+        | 'keepAliveTimeoutMs'
+        | 'maxConnections'
       >
     >;
   clients: GatewayClients;
@@ -88,8 +95,17 @@ export interface GatewayApp {
 /** Builds the HTTP application without listening (tests drive it with `inject()`). */
 export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   const httpMetrics = deps.metrics ? new HttpMetrics(deps.metrics) : undefined;
+  const limits: SlowClientLimits = {
+    headersTimeoutMs: deps.config.headersTimeoutMs ?? SLOW_CLIENT_DEFAULTS.headersTimeoutMs,
+    requestTimeoutMs: deps.config.requestTimeoutMs ?? SLOW_CLIENT_DEFAULTS.requestTimeoutMs,
+    keepAliveTimeoutMs: deps.config.keepAliveTimeoutMs ?? SLOW_CLIENT_DEFAULTS.keepAliveTimeoutMs,
+    maxConnections: deps.config.maxConnections ?? SLOW_CLIENT_DEFAULTS.maxConnections,
+  };
   const app = Fastify({
-    loggerInstance: deps.logger as FastifyBaseLogger,
+    // Access log lines never show a capability URL in full (plugins/access-log.ts).
+    loggerInstance: accessLogger(deps.logger) as FastifyBaseLogger,
+    // Header, request and keep-alive timeouts; slow clients answered 408 (plugins/slow-clients.ts).
+    ...slowClientServerOptions(limits, deps.logger),
     // Request loggers are built only when a request logs something (lazy-logger.ts).
     childLoggerFactory: lazyChildLoggerFactory,
     bodyLimit: deps.config.bodyLimitBytes,
@@ -115,6 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
       customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true, useDefaults: true },
     },
   });
+  capConnections(app.server, limits.maxConnections, deps.logger);
   app.decorateRequest('auth', null);
   app.decorateRequest('apiKey', null);
   app.decorateRequest('relay', null);
@@ -179,6 +196,9 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   });
 
   registerErrorHandling(app, deps.config.bodyLimitBytes);
+  // no-store unless a route sets its own Cache-Control; CSP on HTML; HSTS over HTTPS. Before
+  // every route and plugin (the docs UI included), which all inherit it.
+  registerSecurityHeaders(app);
   // Like NUL in a JSON body: a NUL (or other control character) in the path or query is a 400.
   refuseControlCharactersInUrl(app);
   // Parses `Cookie` for the session cookie login sets (see plugins/csrf.ts).

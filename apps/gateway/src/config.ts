@@ -40,6 +40,21 @@ export interface GatewayConfig {
   authCacheMs: number;
   /** Longest a cached JWKS is served without asking the issuer again (bus messages refresh it sooner). */
   jwksCacheMs: number;
+  /**
+   * A connection must have sent its request headers within this (slow or silent clients are
+   * closed, 408). `GATEWAY_HEADERS_TIMEOUT_MS`; at most `requestTimeoutMs`.
+   */
+  headersTimeoutMs: number;
+  /**
+   * A request must have been received in full (headers and body) within this: a trickling body
+   * is cut with 408. Measured until the request is received, so long-polls and long answers are
+   * not bounded by it. `GATEWAY_REQUEST_TIMEOUT_MS`.
+   */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. `GATEWAY_KEEP_ALIVE_TIMEOUT_MS`. */
+  keepAliveTimeoutMs: number;
+  /** Concurrent connections per gateway; over it a new connection is closed at once. `GATEWAY_MAX_CONNECTIONS`. */
+  maxConnections: number;
   /** host:port of the Prometheus metrics listener (`GATEWAY_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
   logLevel: LogLevel;
@@ -94,10 +109,48 @@ export function readGatewayConfig(
       overrides.shutdownDrainMs ?? r.int('GATEWAY_SHUTDOWN_DRAIN_MS', 5_000, { min: 0, max: 120_000 }),
     authCacheMs: overrides.authCacheMs ?? r.int('GATEWAY_AUTH_CACHE_MS', 1_000, { min: 0, max: 1_000 }),
     jwksCacheMs: overrides.jwksCacheMs ?? r.int('GATEWAY_JWKS_CACHE_MS', 10_000, { min: 0, max: 300_000 }),
+    ...slowClientLimits(r, overrides),
     metricsAddress:
       'metricsAddress' in overrides
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'GATEWAY_METRICS_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
+}
+
+/** Defaults of the slow and idle client limits (docs/security.md). */
+export const SLOW_CLIENT_DEFAULTS = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 10_000,
+} as const;
+
+function slowClientLimits(
+  r: EnvReader,
+  overrides: Partial<GatewayConfig>,
+): Pick<GatewayConfig, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'> {
+  const d = SLOW_CLIENT_DEFAULTS;
+  const limits = {
+    headersTimeoutMs:
+      overrides.headersTimeoutMs ??
+      r.int('GATEWAY_HEADERS_TIMEOUT_MS', d.headersTimeoutMs, { min: 1_000, max: 120_000 }),
+    requestTimeoutMs:
+      overrides.requestTimeoutMs ??
+      r.int('GATEWAY_REQUEST_TIMEOUT_MS', d.requestTimeoutMs, { min: 1_000, max: 600_000 }),
+    keepAliveTimeoutMs:
+      overrides.keepAliveTimeoutMs ??
+      r.int('GATEWAY_KEEP_ALIVE_TIMEOUT_MS', d.keepAliveTimeoutMs, { min: 1_000, max: 600_000 }),
+    maxConnections:
+      overrides.maxConnections ??
+      r.int('GATEWAY_MAX_CONNECTIONS', d.maxConnections, { min: 1, max: 1_000_000 }),
+  };
+  // Node refuses a headers timeout longer than the request timeout (and it could never apply).
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new ConfigError(
+      'GATEWAY_HEADERS_TIMEOUT_MS',
+      `(${limits.headersTimeoutMs}) must not exceed GATEWAY_REQUEST_TIMEOUT_MS (${limits.requestTimeoutMs})`,
+    );
+  }
+  return limits;
 }

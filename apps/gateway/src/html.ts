@@ -13,7 +13,9 @@
  *
  * This is the union of what the two kinds of page sent before they shared this module (the
  * checkout page lacked `frame-ancestors`, `base-uri`, the referrer policy and `nosniff`): the
- * strictest set that every page already works under.
+ * strictest set that every page already works under. An HTML answer that does not go through
+ * `page()` still gets the policy, `X-Frame-Options` and `no-store` from
+ * plugins/security-headers.ts (docs/security.md).
  */
 import type { Session } from '@relayplane/proto/admin';
 import type { FastifyReply } from 'fastify';
@@ -24,10 +26,16 @@ export const VERIFICATION_LOGIN_PATH = `${VERIFICATION_PATH}/login`;
 /** `<path>/<session id>`: the built-in provider's checkout page. */
 export const CHECKOUT_PATH = '/billing/checkout';
 
+/**
+ * The pages' policy; also what plugins/security-headers.ts gives any other `text/html` answer
+ * that comes without a policy of its own.
+ */
+export const PAGE_CSP =
+  "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
 const SECURITY_HEADERS = {
   'cache-control': 'no-store',
-  'content-security-policy':
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'content-security-policy': PAGE_CSP,
   'x-frame-options': 'DENY',
   'referrer-policy': 'no-referrer',
   'x-content-type-options': 'nosniff',

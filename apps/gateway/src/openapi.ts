@@ -36,7 +36,9 @@ const OPENAPI_INFO = {
     'Issues short-lived Ed25519 relay credentials, publishes the keys that verify them, and manages tenants, ' +
     'projects and plans. Every error body is exactly `{"error": "<message>"}`; every response carries ' +
     '`X-Request-Id` (send one to correlate logs). Request bodies are JSON, at most 64 KiB by default, and ' +
-    'unknown fields are rejected with 400.',
+    'unknown fields are rejected with 400. Every answer is `Cache-Control: no-store` unless its operation says ' +
+    'otherwise; over HTTPS every answer carries `Strict-Transport-Security`. A request must arrive in full ' +
+    'within the request timeout (30 s by default), else 408.',
 };
 
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
@@ -86,8 +88,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
             in: 'cookie',
             name: 'rp_session',
             description:
-              'The HttpOnly session cookie `POST /admin/v1/auth/login` sets (the same `rpu_` token). Used ' +
-              'only when no `Authorization` header is sent. POST, PUT, PATCH and DELETE must then carry ' +
+              'The HttpOnly session cookie `POST /admin/v1/auth/login` sets (the same `rpu_` token): ' +
+              '`rp_session` over plain HTTP; over HTTPS (TLS in front of the gateway, `X-Forwarded-Proto` from a ' +
+              'trusted proxy) `__Host-rp_session` (`Secure`, `Path=/`, no `Domain`), and only that name is read ' +
+              'there. Used only when no `Authorization` header is sent. POST, PUT, PATCH and DELETE must then carry ' +
               "`X-CSRF-Token` (the login answer's `csrf_token`), else 403 `missing or invalid CSRF token`.",
           },
         },

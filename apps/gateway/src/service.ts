@@ -69,7 +69,11 @@ export class GatewayService {
 
   async start(): Promise<void> {
     this.#url = await this.app.listen({ host: this.config.host, port: this.config.port });
-    this.logger.info({ url: this.#url }, 'gateway listening');
+    const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections } = this.config;
+    this.logger.info(
+      { url: this.#url, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections },
+      'gateway listening',
+    );
     if (this.config.metricsAddress !== undefined) {
       this.#metricsServer = await serveMetrics(this.config.metricsAddress, this.metrics, this.logger);
     }

@@ -46,7 +46,7 @@ describe('gateway cookie sessions', () => {
     expect(session.csrf_token).toMatch(/^[A-Za-z0-9_-]{43}$/);
   });
 
-  it('the cookie is Secure when the request came over HTTPS through a trusted proxy', async () => {
+  it('the cookie is __Host-rp_session and Secure when the request came over HTTPS through a trusted proxy', async () => {
     const proxied = await startStack('gw_cookie_secure', { trustedProxies: ['127.0.0.1'] });
     try {
       const res = await proxied.app.inject({
@@ -57,7 +57,10 @@ describe('gateway cookie sessions', () => {
         remoteAddress: '127.0.0.1',
       });
       expect(res.statusCode).toBe(200);
-      expect(String(res.headers['set-cookie']).split('; ')).toContain('Secure');
+      const attributes = String(res.headers['set-cookie']).split('; ');
+      expect(attributes[0]).toBe(`__Host-rp_session=${res.json().token}`);
+      expect(attributes).toContain('Secure');
+      expect(attributes).toContain('Path=/');
     } finally {
       await proxied.close();
     }

@@ -1,22 +1,42 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isHttps } from './security-headers.ts';
 
-/** The session cookie login sets: the same `rpu_` token the body answers. */
+/** The session cookie login sets over plain HTTP: the same `rpu_` token the body answers. */
 export const SESSION_COOKIE = 'rp_session';
+/**
+ * Its name over HTTPS. Browsers accept a `__Host-` cookie only with `Secure`, `Path=/` and no
+ * `Domain`, and only from a secure origin: a sibling subdomain or a plain-HTTP response cannot
+ * set or overwrite it (no session fixation, no cookie tossing).
+ */
+export const SECURE_SESSION_COOKIE = '__Host-rp_session';
 const CSRF_HEADER = 'x-csrf-token';
 export const CSRF_REFUSED_MESSAGE = 'missing or invalid CSRF token';
 
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
+ * The session cookie's name for a request: `__Host-rp_session` over HTTPS, `rp_session` over
+ * plain HTTP. Only that name is read: over HTTPS a plain `rp_session` (which anyone able to set
+ * a cookie for the host could have planted) is ignored.
+ */
+export function sessionCookieName(request: FastifyRequest): string {
+  return isHttps(request) ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+}
+
+function cookiesOf(request: FastifyRequest): Record<string, string | undefined> | undefined {
+  const header = request.headers.cookie;
+  if (header === undefined || header === '') return undefined;
+  return request.server.parseCookie(header);
+}
+
+/**
  * The session cookie of a request, parsed on demand: only session routes read it, so the hot
  * paths (credentials, JWKS) never parse a Cookie header (@fastify/cookie runs with `hook: false`).
  */
 export function sessionCookieOf(request: FastifyRequest): string | undefined {
-  const header = request.headers.cookie;
-  if (header === undefined || header === '') return undefined;
-  return request.server.parseCookie(header)[SESSION_COOKIE];
+  return cookiesOf(request)?.[sessionCookieName(request)];
 }
 
 export function isStateChanging(method: string): boolean {
@@ -70,9 +90,9 @@ export function loginCsrfMatches(request: FastifyRequest, sent: unknown): boolea
 /**
  * `HttpOnly` (scripts cannot read it), `SameSite=Strict` (browsers do not send it on any
  * cross-site request, navigations included: the cookie only serves the API and the admin UI of
- * the same site, so nothing legitimate needs it cross-site), `Path=/`, `Secure` when the request
- * came over HTTPS (`X-Forwarded-Proto` believed from trusted proxies only), `Max-Age` = the time
- * left of the session.
+ * the same site, so nothing legitimate needs it cross-site), `Path=/`, no `Domain`, `Max-Age` =
+ * the time left of the session. Over HTTPS (`X-Forwarded-Proto` believed from trusted proxies
+ * only) it is `__Host-rp_session` and `Secure`; over plain HTTP `rp_session`.
  */
 export function setSessionCookie(
   request: FastifyRequest,
@@ -81,11 +101,23 @@ export function setSessionCookie(
   expiresAt: string,
 ): void {
   const maxAge = Math.max(0, Math.floor((Date.parse(expiresAt) - Date.now()) / 1000));
-  reply.setCookie(SESSION_COOKIE, token, cookieOptions(request, maxAge));
+  reply.setCookie(sessionCookieName(request), token, cookieOptions(request, maxAge));
+  clearLegacySessionCookie(request, reply);
 }
 
 export function clearSessionCookie(request: FastifyRequest, reply: FastifyReply): void {
-  reply.setCookie(SESSION_COOKIE, '', cookieOptions(request, 0));
+  reply.setCookie(sessionCookieName(request), '', cookieOptions(request, 0));
+  clearLegacySessionCookie(request, reply);
+}
+
+/**
+ * Over HTTPS, a plain `rp_session` the browser still sends (set before the gateway named it
+ * `__Host-`) is never read again: it is expired, so it does not linger until its Max-Age.
+ */
+function clearLegacySessionCookie(request: FastifyRequest, reply: FastifyReply): void {
+  if (isHttps(request) && cookiesOf(request)?.[SESSION_COOKIE] !== undefined) {
+    reply.setCookie(SESSION_COOKIE, '', cookieOptions(request, 0));
+  }
 }
 
 function cookieOptions(request: FastifyRequest, maxAge: number) {
@@ -93,7 +125,7 @@ function cookieOptions(request: FastifyRequest, maxAge: number) {
     httpOnly: true,
     sameSite: 'strict' as const,
     path: '/',
-    secure: request.protocol === 'https',
+    secure: isHttps(request),
     maxAge,
   };
 }

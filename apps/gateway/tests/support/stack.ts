@@ -8,6 +8,7 @@ import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { IssuerService, readIssuerConfig } from '@relayplane/issuer';
 import { RedisBus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
+import type { Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRedis } from '@relayplane/shared/redis';
 import { testLogger } from '@relayplane/testing/logger';
@@ -15,6 +16,7 @@ import { createTestDatabase, createTestRedis } from '@relayplane/testing/storage
 import type { FastifyInstance } from 'fastify';
 import { buildApp, type ServedRoute } from '../../src/app.ts';
 import { closeClients, connectClients, type GatewayClients } from '../../src/clients.ts';
+import type { SlowClientLimits } from '../../src/plugins/slow-clients.ts';
 
 export const OWNER = { email: 'owner@example.test', password: 'correct horse battery staple' };
 
@@ -40,6 +42,10 @@ export interface StackOptions {
   adminClock?: Clock;
   /** Admin's variables on top of the stack's (e.g. login or sign-up limits). */
   adminEnv?: Record<string, string>;
+  /** The gateway app's logger (e.g. one that captures its lines); default a test logger. */
+  gatewayLogger?: Logger;
+  /** The gateway's header, request and keep-alive timeouts and connection cap; default the app's. */
+  slowClients?: Partial<SlowClientLimits>;
 }
 
 export async function startStack(label: string, options: StackOptions = {}): Promise<Stack> {
@@ -114,9 +120,10 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
         bodyLimitBytes: 64 * 1024,
         jwksCacheMs: 10_000,
         trustedProxies: options.trustedProxies ?? [],
+        ...options.slowClients,
       },
       clients,
-      logger,
+      logger: options.gatewayLogger ?? logger,
       bus,
       metrics,
     });

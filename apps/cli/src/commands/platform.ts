@@ -1,7 +1,46 @@
 /** Platform administration: relays, signing keys. */
 import type { RegisteredRelay, SigningKeyList } from '../api-types.ts';
 import type { CommandSpec, Context } from '../command.ts';
+import { CliError, EXIT } from '../errors.ts';
 import { renderTable } from '../output.ts';
+
+/** The largest page the API answers: the fewest requests for a whole list. */
+const PAGE_LIMIT = 200;
+
+/** A page of a paged list: its items and the cursor of the next page (null on the last). */
+type Paged = { next_cursor?: string | null };
+
+/**
+ * Reads every page of a paged list (`limit` 200, following `next_cursor`; as `fetchAll` in
+ * paging.ts, but keeping the first page's other fields, such as `rotation_pending_since`):
+ * `append` adds a later page's items to the first page's body. Answers the body in the shape
+ * the API gave before it paged (no `next_cursor`).
+ */
+async function everyPage<B extends Paged>(
+  ctx: Context,
+  path: string,
+  append: (into: B, page: B) => void,
+): Promise<Omit<B, 'next_cursor'>> {
+  const get = async (cursor?: string) => {
+    const query = new URLSearchParams({ limit: String(PAGE_LIMIT) });
+    if (cursor) query.set('cursor', cursor);
+    return (await ctx.api.request<B>('GET', `${path}?${query}`, { auth: ctx.bearer() })).body;
+  };
+  const { next_cursor: first, ...body } = await get();
+  const seen = new Set<string>();
+  // A gateway from before paging answers everything, without a cursor.
+  for (let cursor = first; cursor; ) {
+    // A server that answered one cursor twice would otherwise keep this loop going for ever.
+    if (seen.has(cursor)) {
+      throw new CliError(EXIT.api, `the API answered the same next_cursor twice while listing ${path}`);
+    }
+    seen.add(cursor);
+    const page = await get(cursor);
+    append(body as B, page);
+    cursor = page.next_cursor;
+  }
+  return body;
+}
 
 function keysTable(ctx: Context, body: SigningKeyList): string {
   const table = renderTable(
@@ -17,10 +56,13 @@ function keysTable(ctx: Context, body: SigningKeyList): string {
 const relays: CommandSpec = {
   path: ['relays'],
   summary: 'List relays and their health (platform admins)',
+  description: 'Every relay: the command reads every page of the list (200 a request).',
   async run(ctx) {
-    const { body } = await ctx.api.request<{ relays: RegisteredRelay[] }>('GET', '/admin/v1/relays', {
-      auth: ctx.bearer(),
-    });
+    const body = await everyPage<{ relays: RegisteredRelay[] } & Paged>(
+      ctx,
+      '/admin/v1/relays',
+      (into, page) => into.relays.push(...page.relays),
+    );
     ctx.print(body, () =>
       body.relays.length === 0
         ? 'No relays.\n'
@@ -45,10 +87,11 @@ const relays: CommandSpec = {
 const keys: CommandSpec = {
   path: ['keys'],
   summary: 'List signing keys and their state (platform admins)',
+  description: 'Every key, removed ones too: the command reads every page of the list (200 a request).',
   async run(ctx) {
-    const { body } = await ctx.api.request<SigningKeyList>('GET', '/admin/v1/signing-keys', {
-      auth: ctx.bearer(),
-    });
+    const body = await everyPage<SigningKeyList & Paged>(ctx, '/admin/v1/signing-keys', (into, page) =>
+      into.keys.push(...page.keys),
+    );
     ctx.print(body, () => keysTable(ctx, body));
   },
 };

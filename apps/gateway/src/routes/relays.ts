@@ -1,27 +1,47 @@
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { presentRegisteredRelay, presentRelay, required } from '../present.ts';
-import { errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
+import {
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  pageOf,
+  pageParams,
+  pageQuery,
+  pathParams,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const FORBIDDEN = errorResponse('Only platform administrators manage relays.');
 const JWT_BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
 
 export function registerRelays(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get(
+  app.get<{ Querystring: PageQuery }>(
     '/admin/v1/relays',
     {
       onRequest: guards.platformAdmin,
       schema: {
         operationId: 'listRelays',
         summary: 'List relays (static and registered) with their health',
+        description:
+          'Static relays (`RELAYPLANE_RELAYS_FILE`, in file order), then registered ones, oldest first. ' +
+          `${PAGING} Registered relays are paged where they are stored: one registered or removed ` +
+          'while you page neither repeats nor shifts the others.',
         tags: ['relays'],
-        response: { 200: listOf('relays', ref('RegisteredRelay')), 403: FORBIDDEN },
+        querystring: pageQuery(),
+        response: {
+          200: pageOf('relays', ref('RegisteredRelay')),
+          400: PAGE_BAD_REQUEST,
+          403: FORBIDDEN,
+        },
       },
     },
-    async () => {
-      const res = await clients.issuer.listRelays({});
-      return { relays: res.relays.map(presentRegisteredRelay) };
+    async (request) => {
+      const res = await clients.issuer.listRelays(pageParams(request.query));
+      return { relays: res.relays.map(presentRegisteredRelay), next_cursor: res.nextCursor || null };
     },
   );
 

@@ -49,7 +49,8 @@ describe('credential issuance across two gateways and two issuers', () => {
       kek: Buffer.alloc(32, 3).toString('base64'),
       bootstrap: OWNER,
       replicas: { issuer: 2, gateway: 2 },
-      extraEnv: { RELAYPLANE_PLANS_FILE: plans },
+      // 11 tenants sign up from 127.0.0.1: over the per-IP sign-up limit's default of 10.
+      extraEnv: { RELAYPLANE_PLANS_FILE: plans, ADMIN_SIGNUP_MAX_PER_IP: '10000' },
     });
     // The rounds start at once: startDistributed returns only when every issuer serves issuance
     // and the gateways, started after them, are ready (see there for the start-up 503s this

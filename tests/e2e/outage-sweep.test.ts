@@ -652,6 +652,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
         GATEWAY_RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS),
         // Every request of this file comes from 127.0.0.1.
         ADMIN_LOGIN_MAX_PER_IP: '10000',
+        ADMIN_SIGNUP_MAX_PER_IP: '10000',
         ADMIN_DEVICE_MAX_CODES_PER_IP: '10000',
       },
     });

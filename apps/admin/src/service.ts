@@ -122,6 +122,8 @@ export class AdminService {
   readonly #clock: Clock;
   readonly #serving: Serving;
   #sweep: NodeJS.Timeout | undefined;
+  /** The sweep start() runs; destroy() waits for it (it never rejects). */
+  #startSweep: Promise<number> | undefined;
   #bootstrapped = false;
 
   private constructor(
@@ -260,6 +262,9 @@ export class AdminService {
       await this.pruneAuditEvents();
     });
     await scheduler.start();
+    // Once at start, then on the timer: a replica restarted more often than every
+    // SWEEP_INTERVAL_MS (a rollout a few minutes apart) would otherwise never sweep.
+    this.#startSweep = this.sweepExpiredSessions();
     this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SWEEP_INTERVAL_MS);
     this.#sweep.unref();
     await serving.ready();
@@ -308,6 +313,7 @@ export class AdminService {
   async destroy(): Promise<void> {
     this.#serving.stop();
     clearInterval(this.#sweep);
+    await this.#startSweep;
     await this.#busSetup.scheduler.close();
     await this.rpc.close();
     if (this.#ownsBilling) this.#billing.close();

@@ -304,6 +304,21 @@ describe('admin service over gRPC (real PostgreSQL, real billing)', () => {
       expect(left).toEqual([]);
     });
 
+    it('a replica deletes expired sessions when it starts, not only every 10 minutes', async () => {
+      const { principal } = await newTenant('swept-at-start');
+      clock.advance((TTL_SECONDS + 1) * 1000);
+      // A second replica on the same database and clock: its start() sweeps before it serves.
+      const replica = await createAdmin(database.url, `127.0.0.1:${billing.port}`, {}, { clock });
+      await replica.start();
+      await replica.destroy();
+      const left = await admin.database.db
+        .selectFrom('sessions')
+        .select('id')
+        .where('id', '=', principal.sessionId)
+        .execute();
+      expect(left).toEqual([]);
+    });
+
     it('records when a session was last seen', async () => {
       const { token, principal } = await newTenant('seen');
       clock.advance(90_000);

@@ -1,7 +1,7 @@
 /**
  * Reclaims the rows of expired sessions and device grants. Both are already refused when
- * presented; this only keeps the tables small. Runs on every replica on a timer: the deletes
- * are idempotent, so replicas racing each other only delete nothing.
+ * presented; this only keeps the tables small. Runs on every replica at start and then on a
+ * timer: the deletes are idempotent, so replicas racing each other only delete nothing.
  */
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';

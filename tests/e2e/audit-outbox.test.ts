@@ -53,6 +53,8 @@ describe('audit events from issuer and billing, through their outboxes into admi
       kek: Buffer.alloc(32, 7).toString('base64'),
       bootstrap: OWNER,
       replicas: { issuer: 2 },
+      // The checkout below confirms enterprise through the built-in provider.
+      extraEnv: { BILLING_BUILTIN_PAID_CHECKOUT: 'true' },
     });
     api = await Api.connect(system.baseUrl);
     const login = await api.request('POST', '/admin/v1/auth/login', { body: OWNER });

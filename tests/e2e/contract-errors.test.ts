@@ -161,6 +161,8 @@ describe('contract error cases, end to end over four processes', () => {
         ADMIN_LOGIN_MAX_PER_IP: '10000',
         BILLING_CHECKOUT_MAX_PER_WINDOW: '1',
         BILLING_CHECKOUT_WINDOW_SECONDS: String(CHECKOUT_WINDOW_SECONDS),
+        // B's first checkout (pro) goes through the built-in provider.
+        BILLING_BUILTIN_PAID_CHECKOUT: 'true',
       },
     });
     api = await Api.connect(system.baseUrl);

@@ -654,6 +654,8 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
         ADMIN_LOGIN_MAX_PER_IP: '10000',
         ADMIN_SIGNUP_MAX_PER_IP: '10000',
         ADMIN_DEVICE_MAX_CODES_PER_IP: '10000',
+        // The buyer checks out pro through the built-in provider.
+        BILLING_BUILTIN_PAID_CHECKOUT: 'true',
       },
     });
     api = await Api.connect(system.baseUrl);

@@ -122,7 +122,8 @@ export function readGatewayConfig(
 export const SLOW_CLIENT_DEFAULTS = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
-  keepAliveTimeoutMs: 5_000,
+  // Above the 60 s idle timeout of AWS ALB and ingress-nginx toward backends (docs/security.md).
+  keepAliveTimeoutMs: 72_000,
   maxConnections: 10_000,
 } as const;
 

@@ -7,7 +7,7 @@ describe('gateway slow-client settings', () => {
     expect(defaults).toMatchObject({
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,
-      keepAliveTimeoutMs: 5_000,
+      keepAliveTimeoutMs: 72_000,
       maxConnections: 10_000,
     });
     const set = readGatewayConfig({

@@ -1,6 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { clearSessionCookie, csrfTokenFor, SESSION_COOKIE, setSessionCookie } from '../plugins/csrf.ts';
+import {
+  clearSessionCookie,
+  csrfTokenFor,
+  SECURE_SESSION_COOKIE,
+  SESSION_COOKIE,
+  setSessionCookie,
+} from '../plugins/csrf.ts';
 import {
   presentBotSession,
   presentOwnSession,
@@ -61,7 +67,8 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         description:
           'Answers a bearer session token (prefix `rpu_`), shown only here and stored hashed. Send it as ' +
           '`Authorization: Bearer <token>`. The same token is also set as the session cookie ' +
-          `\`${SESSION_COOKIE}\` (\`HttpOnly; SameSite=Strict; Path=/\`, \`Secure\` over HTTPS, \`Max-Age\` = ` +
+          `\`${SESSION_COOKIE}\` over HTTP, \`${SECURE_SESSION_COOKIE}\` with \`Secure\` over HTTPS (a trusted proxy's ` +
+          '`X-Forwarded-Proto: https`) (`HttpOnly; SameSite=Strict; Path=/`, `Max-Age` = ' +
           'the session lifetime) for browsers. A request authenticated by that cookie (no `Authorization` ' +
           'header) must send `csrf_token` as `X-CSRF-Token` on every POST, PUT, PATCH and DELETE, else 403 ' +
           '`missing or invalid CSRF token`; bearer requests need no CSRF token. Wrong email and wrong ' +

@@ -99,6 +99,14 @@ export const checkoutPages = {
     title: 'Plan changed',
     body: `<p>The tenant is now on the ${b(plan)} plan.</p>`,
   }),
+  /** Billing refused the confirmation (`unprocessable`): a paid plan while paid built-in checkout is off. */
+  paidCheckoutOff: {
+    title: 'Checkout not available',
+    body:
+      '<p>This plan is paid, and this deployment does not confirm paid plans through the built-in ' +
+      'provider (it takes no payment; the operator setting is <code>BILLING_BUILTIN_PAID_CHECKOUT</code>). ' +
+      'A platform admin can set the plan.</p>',
+  },
 } as const;
 
 /** Who is logged in, as the verification page names them. */

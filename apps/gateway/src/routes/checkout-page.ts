@@ -5,20 +5,11 @@
  */
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
-import { CHECKOUT_PATH, checkoutPages, type Page, page } from '../html.ts';
+import { CHECKOUT_PATH, checkoutPages, page } from '../html.ts';
 import { htmlResponse, pathParams } from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const NOT_FOUND = htmlResponse('No such open session.');
-
-/** Billing refused the confirmation (`unprocessable`): a paid plan while paid built-in checkout is off. */
-const PAID_CHECKOUT_OFF: Page = {
-  title: 'Checkout not available',
-  body:
-    '<p>This plan is paid, and this deployment does not confirm paid plans through the built-in ' +
-    'provider (it takes no payment; the operator setting is <code>BILLING_BUILTIN_PAID_CHECKOUT</code>). ' +
-    'A platform admin can set the plan.</p>',
-};
 
 /** Billing's answer for an unknown or malformed session id: no such page. */
 function unknownSession(err: unknown): undefined {
@@ -77,7 +68,7 @@ export function registerCheckoutPage(forms: FastifyInstance, { clients }: RouteD
           if (err instanceof AppError && err.code === 'unprocessable') return 'paid_checkout_off' as const;
           return unknownSession(err);
         });
-      if (done === 'paid_checkout_off') return page(reply, 422, PAID_CHECKOUT_OFF);
+      if (done === 'paid_checkout_off') return page(reply, 422, checkoutPages.paidCheckoutOff);
       if (!done?.session) return page(reply, 404, checkoutPages.unknownOrExpired);
       return page(reply, 200, checkoutPages.changedNow(done.session.planId));
     },

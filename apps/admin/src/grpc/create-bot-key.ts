@@ -10,7 +10,19 @@ import { botKeyMessage } from './messages.ts';
 import { requireActor } from './principal.ts';
 import { BOT_NOT_FOUND_MESSAGE, requireBot, requireProject } from './project-access.ts';
 
-/** CreateBotKey: a bot token (`rpb_`), answered here once; only its SHA-256 is stored. */
+/** What creating a key over the per-bot limit answers (unprocessable, 422). */
+export function botKeyLimitMessage(max: number): string {
+  return (
+    `the bot already has ${max} active keys, the most a bot may have (ADMIN_MAX_ACTIVE_KEYS_PER_BOT): ` +
+    'revoke one to create another'
+  );
+}
+
+/**
+ * CreateBotKey: a bot token (`rpb_`), answered here once; only its SHA-256 is stored. A bot has
+ * at most `ADMIN_MAX_ACTIVE_KEYS_PER_BOT` unrevoked keys (counted with the bot locked, so
+ * concurrent calls cannot pass it); one more is unprocessable.
+ */
 export function createBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>['createBotKey'] {
   return async (req) => {
     const actor = await requireActor(deps, req.principal, 'bots:write');
@@ -43,6 +55,9 @@ export function createBotKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
       }),
     );
     if (outcome === 'bot_not_found') throw new AppError('not_found', BOT_NOT_FOUND_MESSAGE);
+    if (outcome === 'limit_reached') {
+      throw new AppError('unprocessable', botKeyLimitMessage(deps.bots.maxActiveKeysPerBot));
+    }
     deps.logger.info(
       {
         botKeyId: key.id,

@@ -12,6 +12,7 @@ import {
   IDENTITY_TOKEN_DISPLAY_PREFIX_LENGTH,
 } from '../domain/identity-tokens.ts';
 import type { AdminDeps } from './deps.ts';
+import { nextCursor, pageRequest } from './list-page.ts';
 import { identityTokenMessage } from './messages.ts';
 import { type Actor, requireActor, subjectOfActor } from './principal.ts';
 import { requireBot, requireProject } from './project-access.ts';
@@ -34,10 +35,20 @@ async function requireIdentity(deps: AdminDeps, actor: Actor, projectId: string,
   );
 }
 
+/** What creating a token over the per-identity limit answers (unprocessable, 422). */
+export function identityTokenLimitMessage(max: number): string {
+  return (
+    `the identity already has ${max} active tokens, the most an identity may have ` +
+    '(ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT): revoke one, or let one expire, to create another'
+  );
+}
+
 /**
  * CreateIdentityToken: a token (`rpi_`) acting as a bot of the project with the requested
  * scopes, each of which the caller holds (else 403) and the identity's role grants (else 403:
  * a token never holds more than its identity). Callers: a user session or an identity token.
+ * An identity has at most `ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT` unrevoked, unexpired tokens
+ * (counted with the identity locked); one more is unprocessable.
  */
 export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'] {
   return async (req) => {
@@ -103,6 +114,9 @@ export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'
       }),
     );
     if (outcome === 'bot_not_found') throw new AppError('not_found', IDENTITY_NOT_FOUND_MESSAGE);
+    if (outcome === 'limit_reached') {
+      throw new AppError('unprocessable', identityTokenLimitMessage(deps.identityTokens.maxActivePerBot));
+    }
     deps.logger.info(
       {
         identityTokenId: token.id,
@@ -118,13 +132,14 @@ export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'
   };
 }
 
-/** ListIdentityTokens: the identity's tokens (never their values), newest first. */
+/** ListIdentityTokens: a page of the identity's tokens (never their values), newest first. */
 export function listIdentityTokens(deps: AdminDeps): Impl['listIdentityTokens'] {
   return async (req) => {
     const actor = await requireActor(deps, req.principal, 'identity_tokens:read');
+    const paging = pageRequest(req);
     const bot = await requireIdentity(deps, actor, req.projectId, req.identityId);
-    const tokens = await deps.identityTokens.list(bot.tenantId, bot.projectId, bot.id);
-    return { identityTokens: tokens.map(identityTokenMessage) };
+    const page = await deps.identityTokens.list(bot.tenantId, bot.projectId, bot.id, paging);
+    return { identityTokens: page.items.map(identityTokenMessage), nextCursor: nextCursor(page) };
   };
 }
 

@@ -15,6 +15,7 @@ import { sessionActor } from '../audit/actor.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { SessionInfoRecord } from '../stores/sessions.ts';
 import type { AdminDeps } from './deps.ts';
+import { nextCursor, pageRequest } from './list-page.ts';
 import { requireUserSession } from './principal.ts';
 
 export const SESSION_NOT_FOUND_MESSAGE = 'session not found';
@@ -52,12 +53,15 @@ function sessionInfoMessage(s: SessionInfoRecord, currentId: string) {
   };
 }
 
-/** ListSessions: the caller's unexpired sessions and CLI tokens, newest first. */
+/** ListSessions: a page of the caller's unexpired sessions and CLI tokens, newest first. */
 export function listSessions(deps: AdminDeps): ServiceImpl<typeof AdminService>['listSessions'] {
   return async (req) => {
     const session = await requireOwnSession(deps, req.principal);
-    const sessions = await deps.sessions.listForUser(session.user.id, deps.clock.now());
-    return { sessions: sessions.map((s) => sessionInfoMessage(s, session.id)) };
+    const page = await deps.sessions.listForUser(session.user.id, deps.clock.now(), pageRequest(req));
+    return {
+      sessions: page.items.map((s) => sessionInfoMessage(s, session.id)),
+      nextCursor: nextCursor(page),
+    };
   };
 }
 

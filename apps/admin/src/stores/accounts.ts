@@ -3,6 +3,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase } from '../db/schema.ts';
 import type { MemberChange, MemberDecision } from '../domain/memberships.ts';
+import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import { isUniqueViolation, type MemberRecord, type TenantRecord, type UserRecord } from './records.ts';
 
 /** Any constant works; it only has to be the same in every replica (and unused elsewhere). */
@@ -110,10 +111,23 @@ export class AccountStore {
     return row && { id: row.id, name: row.name, createdAt: row.created_at };
   }
 
-  /** The tenant's members, oldest membership first. */
-  async listMembers(tenantId: string): Promise<MemberRecord[]> {
-    const rows = await memberQuery(this.#db, tenantId).orderBy('m.created_at').orderBy('u.id').execute();
-    return rows.flatMap((row) => memberRecord(tenantId, row) ?? []);
+  /** A page of the tenant's members, oldest membership first (then by user id). */
+  async listMembers(tenantId: string, page: PageRequest): Promise<Page<MemberRecord>> {
+    let query = memberQuery(this.#db, tenantId).select(positionAt('m.created_at').as('position_at'));
+    if (page.after) query = query.where(after('m.created_at', 'u.id', 'asc', page.after));
+    const rows = await query
+      .orderBy('m.created_at')
+      .orderBy('u.id')
+      .limit(page.limit + 1)
+      .execute();
+    const { items, next } = toPage(
+      rows,
+      page,
+      (r) => r.id,
+      (r) => memberRecord(tenantId, r),
+    );
+    // The column's check constraint allows only known roles: nothing is dropped in practice.
+    return { items: items.flatMap((m) => m ?? []), next };
   }
 
   /** The role `userId` holds in `tenantId`, if a member. */

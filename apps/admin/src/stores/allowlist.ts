@@ -1,6 +1,7 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, AllowlistEntriesTable } from '../db/schema.ts';
+import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import { type AllowlistEntryRecord, isForeignKeyViolation } from './records.ts';
 
 export type CreateAllowlistOutcome = 'created' | 'duplicate' | 'limit_reached' | 'project_not_found';
@@ -73,17 +74,24 @@ export class AllowlistStore {
     }
   }
 
-  /** The project's entries, oldest first; entries of the same instant by network (ids are random). */
-  async list(tenantId: string, projectId: string): Promise<AllowlistEntryRecord[]> {
-    const rows = await this.#db
+  /**
+   * A page of the project's entries, oldest first; entries of the same instant by network (ids
+   * are random; the network is unique in the project).
+   */
+  async list(tenantId: string, projectId: string, page: PageRequest): Promise<Page<AllowlistEntryRecord>> {
+    let query = this.#db
       .selectFrom('allowlist_entries')
       .select(COLUMNS)
+      .select(positionAt('created_at').as('position_at'))
       .where('project_id', '=', projectId)
-      .where('tenant_id', '=', tenantId)
+      .where('tenant_id', '=', tenantId);
+    if (page.after) query = query.where(after('created_at', 'cidr', 'asc', page.after));
+    const rows = await query
       .orderBy('created_at', 'asc')
       .orderBy('cidr', 'asc')
+      .limit(page.limit + 1)
       .execute();
-    return rows.map(toRecord);
+    return toPage(rows, page, (r) => r.cidr, toRecord);
   }
 
   /** Deletes the entry; undefined when no such entry exists in that project and tenant. */

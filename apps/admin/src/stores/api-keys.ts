@@ -2,6 +2,7 @@ import { DEFAULT_KEY_MODE, isKeyMode } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, ApiKeysTable } from '../db/schema.ts';
+import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import { type ApiKeyRecord, isForeignKeyViolation } from './records.ts';
 
 export interface NewApiKey extends ApiKeyRecord {
@@ -102,17 +103,27 @@ export class ApiKeyStore {
     }
   }
 
-  /** The project's keys, revoked ones included, newest first. */
-  async list(tenantId: string, projectId: string): Promise<ApiKeyRecord[]> {
-    const rows = await this.#db
+  /** A page of the project's keys, revoked ones included, newest first; `onlyId` keeps that key only. */
+  async list(
+    tenantId: string,
+    projectId: string,
+    page: PageRequest,
+    onlyId?: string,
+  ): Promise<Page<ApiKeyRecord>> {
+    let query = this.#db
       .selectFrom('api_keys as k')
       .select(COLUMNS)
+      .select(positionAt('k.created_at').as('position_at'))
       .where('k.project_id', '=', projectId)
-      .where('k.tenant_id', '=', tenantId)
+      .where('k.tenant_id', '=', tenantId);
+    if (onlyId !== undefined) query = query.where('k.id', '=', onlyId);
+    if (page.after) query = query.where(after('k.created_at', 'k.id', 'desc', page.after));
+    const rows = await query
       .orderBy('k.created_at', 'desc')
       .orderBy('k.id', 'desc')
+      .limit(page.limit + 1)
       .execute();
-    return rows.map(toRecord);
+    return toPage(rows, page, (r) => r.id, toRecord);
   }
 
   /**

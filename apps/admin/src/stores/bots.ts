@@ -2,6 +2,7 @@ import { isBotRoleName, ROLES } from '@relayplane/shared/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, BotKeysTable, BotsTable } from '../db/schema.ts';
+import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import { type BotKeyRecord, type BotRecord, isForeignKeyViolation } from './records.ts';
 
 export interface NewBotKey extends BotKeyRecord {
@@ -54,11 +55,17 @@ function toKey(row: Omit<Selectable<BotKeysTable>, 'token_hash'>): BotKeyRecord 
   };
 }
 
+/** `ADMIN_MAX_ACTIVE_KEYS_PER_BOT`'s default (docs/iam.md, "Limits"). */
+export const DEFAULT_MAX_ACTIVE_KEYS_PER_BOT = 10;
+
 /** Bots and their keys. Only the SHA-256 of a bot token is stored. */
 export class BotStore {
   readonly #db: Kysely<AdminDatabase>;
-  constructor(db: Kysely<AdminDatabase>) {
+  /** Unrevoked keys a bot may have; creating one more is refused ('limit_reached'). */
+  readonly maxActiveKeysPerBot: number;
+  constructor(db: Kysely<AdminDatabase>, maxActiveKeysPerBot = DEFAULT_MAX_ACTIVE_KEYS_PER_BOT) {
     this.#db = db;
+    this.maxActiveKeysPerBot = maxActiveKeysPerBot;
   }
 
   /**
@@ -101,17 +108,21 @@ export class BotStore {
     }
   }
 
-  /** The project's bots, oldest first. */
-  async list(tenantId: string, projectId: string): Promise<BotRecord[]> {
-    const rows = await this.#db
+  /** A page of the project's bots, oldest first. */
+  async list(tenantId: string, projectId: string, page: PageRequest): Promise<Page<BotRecord>> {
+    let query = this.#db
       .selectFrom('bots as b')
       .select(BOT_COLUMNS)
+      .select(positionAt('b.created_at').as('position_at'))
       .where('b.project_id', '=', projectId)
-      .where('b.tenant_id', '=', tenantId)
+      .where('b.tenant_id', '=', tenantId);
+    if (page.after) query = query.where(after('b.created_at', 'b.id', 'asc', page.after));
+    const rows = await query
       .orderBy('b.created_at')
       .orderBy('b.id')
+      .limit(page.limit + 1)
       .execute();
-    return rows.map(toBot);
+    return toPage(rows, page, (r) => r.id, toBot);
   }
 
   /** The bot with this id in this project and tenant; undefined as well when it is elsewhere. */
@@ -126,10 +137,26 @@ export class BotStore {
     return row && toBot(row);
   }
 
-  /** 'bot_not_found' when the bot is not (or no longer) in that project and tenant. */
-  async createKey(key: NewBotKey, audit: AuditStep<BotKeyRecord>): Promise<'created' | 'bot_not_found'> {
+  /**
+   * Stores the key unless its bot already has `maxActiveKeysPerBot` active (unrevoked) keys
+   * ('limit_reached'). Creations for one bot serialise on an advisory lock held until commit,
+   * so concurrent requests cannot overshoot the limit; a revoked key frees its place.
+   * 'bot_not_found' when the bot is not (or no longer) in that project and tenant.
+   */
+  async createKey(
+    key: NewBotKey,
+    audit: AuditStep<BotKeyRecord>,
+  ): Promise<'created' | 'limit_reached' | 'bot_not_found'> {
     try {
-      await this.#db.transaction().execute(async (trx) => {
+      return await this.#db.transaction().execute(async (trx) => {
+        await sql`select pg_advisory_xact_lock(hashtext(${`admin.bot_keys:${key.botId}`}))`.execute(trx);
+        const { count } = await trx
+          .selectFrom('bot_keys')
+          .select((eb) => eb.fn.countAll<string>().as('count'))
+          .where('bot_id', '=', key.botId)
+          .where('revoked_at', 'is', null)
+          .executeTakeFirstOrThrow();
+        if (Number(count) >= this.maxActiveKeysPerBot) return 'limit_reached';
         await trx
           .insertInto('bot_keys')
           .values({
@@ -145,26 +172,35 @@ export class BotStore {
           .execute();
         const { tokenHash: _, ...record } = key;
         await audit(trx, record);
+        return 'created';
       });
-      return 'created';
     } catch (err) {
       if (isForeignKeyViolation(err, 'bot_keys_bot_fkey')) return 'bot_not_found';
       throw err;
     }
   }
 
-  /** The bot's keys, revoked ones included, newest first. */
-  async listKeys(tenantId: string, projectId: string, botId: string): Promise<BotKeyRecord[]> {
-    const rows = await this.#db
+  /** A page of the bot's keys, revoked ones included, newest first. */
+  async listKeys(
+    tenantId: string,
+    projectId: string,
+    botId: string,
+    page: PageRequest,
+  ): Promise<Page<BotKeyRecord>> {
+    let query = this.#db
       .selectFrom('bot_keys as k')
       .select(KEY_COLUMNS)
+      .select(positionAt('k.created_at').as('position_at'))
       .where('k.bot_id', '=', botId)
       .where('k.project_id', '=', projectId)
-      .where('k.tenant_id', '=', tenantId)
+      .where('k.tenant_id', '=', tenantId);
+    if (page.after) query = query.where(after('k.created_at', 'k.id', 'desc', page.after));
+    const rows = await query
       .orderBy('k.created_at', 'desc')
       .orderBy('k.id', 'desc')
+      .limit(page.limit + 1)
       .execute();
-    return rows.map(toKey);
+    return toPage(rows, page, (r) => r.id, toKey);
   }
 
   /** Revokes the key at `now`, or leaves an earlier revocation as it is (idempotent). */

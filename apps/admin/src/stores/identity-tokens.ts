@@ -2,6 +2,7 @@ import { isBotRoleName, isRoleName, ROLES, type RoleName } from '@relayplane/sha
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, IdentityTokensTable } from '../db/schema.ts';
+import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import { type BotRecord, type IdentityTokenRecord, isForeignKeyViolation } from './records.ts';
 
 export interface NewIdentityToken extends IdentityTokenRecord {
@@ -53,20 +54,43 @@ function toRecord(row: Omit<Selectable<IdentityTokensTable>, 'token_hash'>): Ide
   };
 }
 
+/** `ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT`'s default (docs/iam.md, "Limits"). */
+export const DEFAULT_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT = 100;
+
 /** Identity tokens. Only the SHA-256 of a token is stored. */
 export class IdentityTokenStore {
   readonly #db: Kysely<AdminDatabase>;
-  constructor(db: Kysely<AdminDatabase>) {
+  /** Unrevoked, unexpired tokens an identity (a bot) may have; one more is refused ('limit_reached'). */
+  readonly maxActivePerBot: number;
+  constructor(db: Kysely<AdminDatabase>, maxActivePerBot = DEFAULT_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT) {
     this.#db = db;
+    this.maxActivePerBot = maxActivePerBot;
   }
 
-  /** 'bot_not_found' when the bot is not (or no longer) in that project and tenant. */
+  /**
+   * Stores the token unless its bot (the identity) already has `maxActivePerBot` active tokens —
+   * unrevoked and unexpired at the token's `createdAt` — ('limit_reached'). Creations for one
+   * bot serialise on an advisory lock held until commit, so concurrent requests cannot overshoot
+   * the limit; a revoked or expired token frees its place. 'bot_not_found' when the bot is not
+   * (or no longer) in that project and tenant.
+   */
   async create(
     token: NewIdentityToken,
     audit: AuditStep<IdentityTokenRecord>,
-  ): Promise<'created' | 'bot_not_found'> {
+  ): Promise<'created' | 'limit_reached' | 'bot_not_found'> {
     try {
-      await this.#db.transaction().execute(async (trx) => {
+      return await this.#db.transaction().execute(async (trx) => {
+        await sql`select pg_advisory_xact_lock(hashtext(${`admin.identity_tokens:${token.botId}`}))`.execute(
+          trx,
+        );
+        const { count } = await trx
+          .selectFrom('identity_tokens')
+          .select((eb) => eb.fn.countAll<string>().as('count'))
+          .where('bot_id', '=', token.botId)
+          .where('revoked_at', 'is', null)
+          .where('expires_at', '>', token.createdAt)
+          .executeTakeFirstOrThrow();
+        if (Number(count) >= this.maxActivePerBot) return 'limit_reached';
         await trx
           .insertInto('identity_tokens')
           .values({
@@ -87,26 +111,35 @@ export class IdentityTokenStore {
           .execute();
         const { tokenHash: _, ...record } = token;
         await audit(trx, record);
+        return 'created';
       });
-      return 'created';
     } catch (err) {
       if (isForeignKeyViolation(err, 'identity_tokens_bot_fkey')) return 'bot_not_found';
       throw err;
     }
   }
 
-  /** The identity's tokens, revoked and expired ones included, newest first. */
-  async list(tenantId: string, projectId: string, botId: string): Promise<IdentityTokenRecord[]> {
-    const rows = await this.#db
+  /** A page of the identity's tokens, revoked and expired ones included, newest first. */
+  async list(
+    tenantId: string,
+    projectId: string,
+    botId: string,
+    page: PageRequest,
+  ): Promise<Page<IdentityTokenRecord>> {
+    let query = this.#db
       .selectFrom('identity_tokens as t')
       .select(COLUMNS)
+      .select(positionAt('t.created_at').as('position_at'))
       .where('t.bot_id', '=', botId)
       .where('t.project_id', '=', projectId)
-      .where('t.tenant_id', '=', tenantId)
+      .where('t.tenant_id', '=', tenantId);
+    if (page.after) query = query.where(after('t.created_at', 't.id', 'desc', page.after));
+    const rows = await query
       .orderBy('t.created_at', 'desc')
       .orderBy('t.id', 'desc')
+      .limit(page.limit + 1)
       .execute();
-    return rows.map(toRecord);
+    return toPage(rows, page, (r) => r.id, toRecord);
   }
 
   /** Revokes the token at `now`, or leaves an earlier revocation as it is (idempotent). */

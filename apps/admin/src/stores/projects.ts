@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase } from '../db/schema.ts';
+import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import { isUniqueViolation, type ProjectRecord } from './records.ts';
 
 export class ProjectStore {
@@ -74,20 +75,34 @@ export class ProjectStore {
     );
   }
 
-  async list(tenantId: string): Promise<ProjectRecord[]> {
-    const rows = await this.#db
+  /**
+   * A page of the tenant's projects, oldest first (then by id); `onlyId` keeps that project only
+   * (what a bot or an identity token may see).
+   */
+  async list(tenantId: string, page: PageRequest, onlyId?: string): Promise<Page<ProjectRecord>> {
+    let query = this.#db
       .selectFrom('projects')
       .select(['id', 'tenant_id', 'name', 'environment', 'created_at'])
-      .where('tenant_id', '=', tenantId)
+      .select(positionAt('created_at').as('position_at'))
+      .where('tenant_id', '=', tenantId);
+    if (onlyId !== undefined) query = query.where('id', '=', onlyId);
+    if (page.after) query = query.where(after('created_at', 'id', 'asc', page.after));
+    const rows = await query
       .orderBy('created_at')
       .orderBy('id')
+      .limit(page.limit + 1)
       .execute();
-    return rows.map((r) => ({
-      id: r.id,
-      tenantId: r.tenant_id,
-      name: r.name,
-      environment: r.environment,
-      createdAt: r.created_at,
-    }));
+    return toPage(
+      rows,
+      page,
+      (r) => r.id,
+      (r) => ({
+        id: r.id,
+        tenantId: r.tenant_id,
+        name: r.name,
+        environment: r.environment,
+        createdAt: r.created_at,
+      }),
+    );
   }
 }

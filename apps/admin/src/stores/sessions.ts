@@ -1,6 +1,7 @@
 import { isRoleName } from '@relayplane/shared/contract';
 import type { Kysely, Transaction } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
+import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import type { SessionKind, SessionRecord } from './records.ts';
 
 /**
@@ -162,25 +163,34 @@ export class SessionStore {
       .execute();
   }
 
-  /** The user's unexpired sessions and CLI tokens, newest first. */
-  async listForUser(userId: string, now: Date): Promise<SessionInfoRecord[]> {
-    const rows = await this.#db
+  /** A page of the user's unexpired sessions and CLI tokens, newest first. */
+  async listForUser(userId: string, now: Date, page: PageRequest): Promise<Page<SessionInfoRecord>> {
+    let query = this.#db
       .selectFrom('sessions')
       .select(['id', 'kind', 'browser', 'created_at', 'last_seen_at', 'expires_at', 'ip', 'user_agent'])
+      .select(positionAt('created_at').as('position_at'))
       .where('user_id', '=', userId)
-      .where('expires_at', '>', now)
+      .where('expires_at', '>', now);
+    if (page.after) query = query.where(after('created_at', 'id', 'desc', page.after));
+    const rows = await query
       .orderBy('created_at', 'desc')
       .orderBy('id', 'desc')
+      .limit(page.limit + 1)
       .execute();
-    return rows.map((r) => ({
-      id: r.id,
-      kind: r.kind === 'cli' ? 'cli' : r.browser ? 'browser' : 'bearer',
-      createdAt: r.created_at,
-      lastUsedAt: r.last_seen_at,
-      expiresAt: r.expires_at,
-      ip: r.ip,
-      userAgent: r.user_agent,
-    }));
+    return toPage(
+      rows,
+      page,
+      (r) => r.id,
+      (r) => ({
+        id: r.id,
+        kind: r.kind === 'cli' ? 'cli' : r.browser ? 'browser' : 'bearer',
+        createdAt: r.created_at,
+        lastUsedAt: r.last_seen_at,
+        expiresAt: r.expires_at,
+        ip: r.ip,
+        userAgent: r.user_agent,
+      }),
+    );
   }
 
   /**

@@ -42,7 +42,7 @@ describe('gateway routes: bots', () => {
     botId = bot.id;
     const list = await stack.app.inject({ method: 'GET', url: bots(), headers: auth });
     expect(list.statusCode).toBe(200);
-    expect(list.json()).toEqual({ bots: [bot] });
+    expect(list.json()).toEqual({ bots: [bot], next_cursor: null });
   });
 
   it('creates a key (201) answering the bot token once; lists never show it', async () => {
@@ -64,7 +64,7 @@ describe('gateway routes: bots', () => {
 
     const list = await stack.app.inject({ method: 'GET', url: keys(botId), headers: auth });
     expect(list.statusCode).toBe(200);
-    expect(list.json()).toEqual({ bot_keys: [body.bot_key] });
+    expect(list.json()).toEqual({ bot_keys: [body.bot_key], next_cursor: null });
     expect(list.body).not.toContain(token.slice(8, -4));
   });
 

@@ -117,7 +117,8 @@ describe('sessions a user controls, over HTTP', () => {
       headers: laptop.cookie,
     });
     expect(res.statusCode).toBe(200);
-    expect(Object.keys(res.json())).toEqual(['sessions']);
+    expect(Object.keys(res.json())).toEqual(['sessions', 'next_cursor']);
+    expect(res.json().next_cursor).toBeNull();
     const sessions = res.json<{ sessions: Record<string, unknown>[] }>().sessions;
     for (const s of sessions) expect(Object.keys(s).sort()).toEqual(SESSION_KEYS);
     // Newest first: the script's, the laptop's, the one tenant() logged in with.
@@ -394,7 +395,7 @@ describe('sessions a user controls, over HTTP', () => {
   describe('relayplane sessions (the CLI, in-process, against this gateway over HTTP)', () => {
     const cli = inProcessCli(() => stack.app, 'sessions');
 
-    it('sessions list: --json is the API body as is; the table marks the current session', async () => {
+    it('sessions list: --json is the whole list the API pages (its sessions field); the table marks the current session', async () => {
       const owner = await user();
       const other = await login(owner.email, 'curl/8.5.0', '198.51.100.9');
       const json = await cli(['sessions', 'list', '--json'], owner.token);
@@ -404,7 +405,9 @@ describe('sessions a user controls, over HTTP', () => {
         url: '/admin/v1/auth/sessions',
         headers: owner.auth,
       });
-      expect(JSON.parse(json.stdout)).toEqual(api.json());
+      // The whole list, followed through next_cursor (one page here), in the API's items field.
+      expect(api.json().next_cursor).toBeNull();
+      expect(JSON.parse(json.stdout)).toEqual({ sessions: api.json().sessions });
       const human = await cli(['sessions', 'list'], owner.token);
       expect(human.code).toBe(EXIT.ok);
       const lines = human.stdout.trimEnd().split('\n');

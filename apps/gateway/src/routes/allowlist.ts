@@ -1,28 +1,49 @@
 import type { FastifyInstance } from 'fastify';
 import { inProject } from '../plugins/auth.ts';
 import { presentAllowlistEntry, required } from '../present.ts';
-import { errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
+import {
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  pageOf,
+  pageParams,
+  pageQuery,
+  pathParams,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse('The project (or entry) does not exist in the active tenant.');
 
 export function registerAllowlist(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get<{ Params: { project_id: string } }>(
+  app.get<{ Params: { project_id: string }; Querystring: PageQuery }>(
     '/admin/v1/projects/:project_id/allowlist',
     {
       onRequest: guards.allow('allowlist:read'),
       schema: {
         operationId: 'listAllowlistEntries',
         summary: "List a project's IP allowlist",
-        description: 'Empty: API keys of the project work from any address.',
+        description:
+          'Empty: API keys of the project work from any address. Oldest entry first (entries of the same ' +
+          `instant by network). ${PAGING}`,
         tags: ['allowlist'],
         params: pathParams('project_id'),
-        response: { 200: listOf('entries', ref('AllowlistEntry')), 404: NOT_FOUND },
+        querystring: pageQuery(),
+        response: {
+          200: pageOf('entries', ref('AllowlistEntry')),
+          400: PAGE_BAD_REQUEST,
+          404: NOT_FOUND,
+        },
       },
     },
     async (request) => {
-      const res = await clients.admin.listAllowlistEntries(inProject(request));
-      return { entries: res.entries.map(presentAllowlistEntry) };
+      const res = await clients.admin.listAllowlistEntries({
+        ...inProject(request),
+        ...pageParams(request.query),
+      });
+      return { entries: res.entries.map(presentAllowlistEntry), next_cursor: res.nextCursor || null };
     },
   );
 

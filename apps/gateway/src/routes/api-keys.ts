@@ -3,7 +3,20 @@ import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
-import { codeList, errorResponse, listOf, object, pathParams, ref, SHARED_SCHEMAS } from '../schemas.ts';
+import {
+  codeList,
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  pageOf,
+  pageParams,
+  pageQuery,
+  pathParams,
+  ref,
+  SHARED_SCHEMAS,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 /** The `ApiKey` schema's fields: the revoke answer is the key plus `revoked_credentials`. */
@@ -16,22 +29,25 @@ const ApiKeyFields = (() => {
 const NOT_FOUND = errorResponse('The project (or key) does not exist in the active tenant.');
 
 export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetApiKey }: RouteDeps): void {
-  app.get<{ Params: { project_id: string } }>(
+  app.get<{ Params: { project_id: string }; Querystring: PageQuery }>(
     '/admin/v1/projects/:project_id/api-keys',
     {
       onRequest: guards.allow('api_keys:read'),
       schema: {
         operationId: 'listApiKeys',
         summary: "List a project's API keys",
-        description: 'Never shows a key itself: only its display prefix and last four characters.',
+        description:
+          'Never shows a key itself: only its display prefix and last four characters. Revoked keys too, newest ' +
+          `first. ${PAGING}`,
         tags: ['api-keys'],
         params: pathParams('project_id'),
-        response: { 200: listOf('api_keys', ref('ApiKey')), 404: NOT_FOUND },
+        querystring: pageQuery(),
+        response: { 200: pageOf('api_keys', ref('ApiKey')), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
       },
     },
     async (request) => {
-      const res = await clients.admin.listApiKeys(inProject(request));
-      return { api_keys: res.apiKeys.map(presentApiKey) };
+      const res = await clients.admin.listApiKeys({ ...inProject(request), ...pageParams(request.query) });
+      return { api_keys: res.apiKeys.map(presentApiKey), next_cursor: res.nextCursor || null };
     },
   );
 
@@ -127,7 +143,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
       const keyId = request.params.key_id;
       // The project (404 for another tenant's) and the key must exist before the issuer records
       // anything: it refuses credentials of whatever key id it is told is revoked.
-      const { apiKeys } = await clients.admin.listApiKeys(inProject(request));
+      const { apiKeys } = await clients.admin.listApiKeys({ ...inProject(request), keyId });
       if (!apiKeys.some((k) => k.id === keyId)) throw new AppError('not_found', 'API key not found');
       // First its credentials, and no new one of the key from then on (the issuer records it as
       // revoked): when the key's revocation below fails, the leak is contained all the same.

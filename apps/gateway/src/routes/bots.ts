@@ -3,28 +3,40 @@ import { tenantRole } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { inProject } from '../plugins/auth.ts';
 import { presentBot, presentBotKey, required } from '../present.ts';
-import { errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
+import {
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  pageOf,
+  pageParams,
+  pageQuery,
+  pathParams,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse('The project, bot or key does not exist in the active tenant.');
 
 export function registerBots(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get<{ Params: { project_id: string } }>(
+  app.get<{ Params: { project_id: string }; Querystring: PageQuery }>(
     '/admin/v1/projects/:project_id/bots',
     {
       onRequest: guards.allow('bots:read'),
       schema: {
         operationId: 'listBots',
         summary: "List a project's bots (machine identities)",
-        description: 'The bots of the project, oldest first.',
+        description: `The bots of the project, oldest first. ${PAGING}`,
         tags: ['bots'],
         params: pathParams('project_id'),
-        response: { 200: listOf('bots', ref('Bot')), 404: NOT_FOUND },
+        querystring: pageQuery(),
+        response: { 200: pageOf('bots', ref('Bot')), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
       },
     },
     async (request) => {
-      const res = await clients.admin.listBots(inProject(request));
-      return { bots: res.bots.map(presentBot) };
+      const res = await clients.admin.listBots({ ...inProject(request), ...pageParams(request.query) });
+      return { bots: res.bots.map(presentBot), next_cursor: res.nextCursor || null };
     },
   );
 
@@ -73,7 +85,9 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         summary: 'Create a key for a bot (its bot token, shown once)',
         description:
           'Answers the bot token once, in field `token` (`rpb_…`); only its hash is stored. Send it as ' +
-          '`Authorization: Bearer <token>`: it authenticates as the bot, within its project, with its role.',
+          '`Authorization: Bearer <token>`: it authenticates as the bot, within its project, with its role. ' +
+          'A bot has at most `ADMIN_MAX_ACTIVE_KEYS_PER_BOT` (default 10) unrevoked keys: one more is 422 ' +
+          '(revoke one first).',
         tags: ['bots'],
         params: pathParams('project_id', 'bot_id'),
         response: {
@@ -82,6 +96,9 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
             token: { type: 'string', description: 'The bot token. Shown only here.' },
           }),
           404: NOT_FOUND,
+          422: errorResponse(
+            'The bot already has the most active keys a bot may have; the message names the limit.',
+          ),
         },
       },
     },
@@ -92,7 +109,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.get<{ Params: { project_id: string; bot_id: string } }>(
+  app.get<{ Params: { project_id: string; bot_id: string }; Querystring: PageQuery }>(
     '/admin/v1/projects/:project_id/bots/:bot_id/keys',
     {
       onRequest: guards.allow('bots:read'),
@@ -100,15 +117,21 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         operationId: 'listBotKeys',
         summary: "List a bot's keys",
         description:
-          'Revoked keys too, newest first. Never shows a token: only its display prefix and last four.',
+          'Revoked keys too, newest first. Never shows a token: only its display prefix and last four. ' +
+          PAGING,
         tags: ['bots'],
         params: pathParams('project_id', 'bot_id'),
-        response: { 200: listOf('bot_keys', ref('BotKey')), 404: NOT_FOUND },
+        querystring: pageQuery(),
+        response: { 200: pageOf('bot_keys', ref('BotKey')), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
       },
     },
     async (request) => {
-      const res = await clients.admin.listBotKeys({ ...inProject(request), botId: request.params.bot_id });
-      return { bot_keys: res.botKeys.map(presentBotKey) };
+      const res = await clients.admin.listBotKeys({
+        ...inProject(request),
+        botId: request.params.bot_id,
+        ...pageParams(request.query),
+      });
+      return { bot_keys: res.botKeys.map(presentBotKey), next_cursor: res.nextCursor || null };
     },
   );
 

@@ -4,7 +4,19 @@ import { PERMISSIONS } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { inProject } from '../plugins/auth.ts';
 import { presentIdentityToken, required } from '../present.ts';
-import { errorResponse, listOf, object, PERMISSION_LIST, pathParams, ref } from '../schemas.ts';
+import {
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  PERMISSION_LIST,
+  pageOf,
+  pageParams,
+  pageQuery,
+  pathParams,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const dateTime = { type: 'string', format: 'date-time' } as const;
@@ -25,7 +37,9 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
           'The token (`rpi_…`, field `value`, shown only here) acts as the identity within its project and holds ' +
           "exactly `scopes`: each must be held by the caller and granted by the identity's role (else 403). " +
           '`expires_at`: at least 60 s and at most 30 days ahead (else 400); default one hour. Callers: a user ' +
-          'session or an identity token; a bot token or an API key: 403.',
+          'session or an identity token; a bot token or an API key: 403. An identity has at most ' +
+          '`ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT` (default 100) unrevoked, unexpired tokens: one more is 422 ' +
+          '(revoke one, or wait for one to expire).',
         tags: ['identity-tokens'],
         params: pathParams('project_id', 'identity_id'),
         body: object(
@@ -49,6 +63,9 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
               "the caller or not granted by the identity's role.",
           ),
           404: NOT_FOUND,
+          422: errorResponse(
+            'The identity already has the most active tokens an identity may have; the message names the limit.',
+          ),
         },
       },
     },
@@ -75,25 +92,34 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
     },
   );
 
-  app.get<{ Params: IdentityParams }>(
+  app.get<{ Params: IdentityParams; Querystring: PageQuery }>(
     TOKENS,
     {
       onRequest: guards.allow('identity_tokens:read'),
       schema: {
         operationId: 'listIdentityTokens',
         summary: "List an identity's tokens",
-        description: 'Revoked and expired ones too, newest first. Never shows a value.',
+        description: `Revoked and expired ones too, newest first. Never shows a value. ${PAGING}`,
         tags: ['identity-tokens'],
         params: pathParams('project_id', 'identity_id'),
-        response: { 200: listOf('identity_tokens', ref('IdentityToken')), 404: NOT_FOUND },
+        querystring: pageQuery(),
+        response: {
+          200: pageOf('identity_tokens', ref('IdentityToken')),
+          400: PAGE_BAD_REQUEST,
+          404: NOT_FOUND,
+        },
       },
     },
     async (request) => {
       const res = await clients.admin.listIdentityTokens({
         ...inProject(request),
         identityId: request.params.identity_id,
+        ...pageParams(request.query),
       });
-      return { identity_tokens: res.identityTokens.map(presentIdentityToken) };
+      return {
+        identity_tokens: res.identityTokens.map(presentIdentityToken),
+        next_cursor: res.nextCursor || null,
+      };
     },
   );
 

@@ -3,7 +3,18 @@ import { tenantRole } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { presentMember, presentOwnSession, required } from '../present.ts';
-import { errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
+import {
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  pageOf,
+  pageParams,
+  pageQuery,
+  pathParams,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const ROLE = { type: 'string', enum: ROLE_NAMES } as const;
@@ -38,21 +49,25 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
     },
   );
 
-  app.get(
+  app.get<{ Querystring: PageQuery }>(
     '/admin/v1/members',
     {
       onRequest: guards.allow('members:read'),
       schema: {
         operationId: 'listMembers',
         summary: 'List the members of the active tenant',
-        description: 'Every member may list them, oldest membership first.',
+        description: `Every member may list them, oldest membership first. ${PAGING}`,
         tags: ['members'],
-        response: { 200: listOf('members', ref('Member')) },
+        querystring: pageQuery(),
+        response: { 200: pageOf('members', ref('Member')), 400: PAGE_BAD_REQUEST },
       },
     },
     async (request) => {
-      const res = await clients.admin.listMembers({ principal: principalOf(request) });
-      return { members: res.members.map(presentMember) };
+      const res = await clients.admin.listMembers({
+        principal: principalOf(request),
+        ...pageParams(request.query),
+      });
+      return { members: res.members.map(presentMember), next_cursor: res.nextCursor || null };
     },
   );
 

@@ -2,7 +2,17 @@ import { DEFAULT_PROJECT_ENVIRONMENT, PROJECT_ENVIRONMENTS } from '@relayplane/s
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { presentProject, required } from '../present.ts';
-import { errorResponse, listOf, object, ref } from '../schemas.ts';
+import {
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  pageOf,
+  pageParams,
+  pageQuery,
+  ref,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 export function registerProjects(app: FastifyInstance, { clients, guards }: RouteDeps): void {
@@ -53,20 +63,25 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
     },
   );
 
-  app.get(
+  app.get<{ Querystring: PageQuery }>(
     '/admin/v1/projects',
     {
       onRequest: guards.allow('projects:read'),
       schema: {
         operationId: 'listProjects',
         summary: 'List the projects of the active tenant',
+        description: `Oldest first; a bot or an identity token sees its own project only. ${PAGING}`,
         tags: ['projects'],
-        response: { 200: listOf('projects', ref('Project')) },
+        querystring: pageQuery(),
+        response: { 200: pageOf('projects', ref('Project')), 400: PAGE_BAD_REQUEST },
       },
     },
     async (request) => {
-      const res = await clients.admin.listProjects({ principal: principalOf(request) });
-      return { projects: res.projects.map(presentProject) };
+      const res = await clients.admin.listProjects({
+        principal: principalOf(request),
+        ...pageParams(request.query),
+      });
+      return { projects: res.projects.map(presentProject), next_cursor: res.nextCursor || null };
     },
   );
 }

@@ -8,7 +8,17 @@ import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { clearSessionCookie } from '../plugins/csrf.ts';
 import { iso, required } from '../present.ts';
-import { errorResponse, listOf, object, pathParams } from '../schemas.ts';
+import {
+  errorResponse,
+  object,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  type PageQuery,
+  pageOf,
+  pageParams,
+  pageQuery,
+  pathParams,
+} from '../schemas.ts';
 import type { RouteDeps } from './deps.ts';
 
 const dateTime = { type: 'string', format: 'date-time' } as const;
@@ -59,7 +69,7 @@ const USER_ROUTE =
   'Bot tokens and identity tokens: 403. With the session cookie, `X-CSRF-Token` is required on state changes.';
 
 export function registerSessions(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get(
+  app.get<{ Querystring: PageQuery }>(
     '/admin/v1/auth/sessions',
     {
       onRequest: guards.session,
@@ -68,14 +78,18 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
         summary: "The caller's sessions and CLI tokens",
         description:
           "Every unexpired login session and CLI token of the caller's user (in any tenant), newest first. " +
-          `No token value is ever answered (only its SHA-256 is stored). ${USER_ROUTE}`,
+          `No token value is ever answered (only its SHA-256 is stored). ${PAGING} ${USER_ROUTE}`,
         tags: ['auth'],
-        response: { 200: listOf('sessions', SESSION_INFO) },
+        querystring: pageQuery(),
+        response: { 200: pageOf('sessions', SESSION_INFO), 400: PAGE_BAD_REQUEST },
       },
     },
     async (request) => {
-      const res = await clients.admin.listSessions({ principal: principalOf(request) });
-      return { sessions: res.sessions.map(presentSessionInfo) };
+      const res = await clients.admin.listSessions({
+        principal: principalOf(request),
+        ...pageParams(request.query),
+      });
+      return { sessions: res.sessions.map(presentSessionInfo), next_cursor: res.nextCursor || null };
     },
   );
 

@@ -57,7 +57,8 @@ function stubApi(deviceAnswer: () => { status: number; body: unknown }) {
         }
         case 'GET /admin/v1/auth/session':
           return authed ? send(200, SESSION) : send(401, { error: 'invalid or expired token' });
-        case 'GET /admin/v1/projects':
+        // The CLI pages through lists; a paged API's last (here: only) page has next_cursor null.
+        case 'GET /admin/v1/projects?limit=200':
           return authed
             ? send(200, {
                 projects: [
@@ -69,6 +70,7 @@ function stubApi(deviceAnswer: () => { status: number; body: unknown }) {
                     created_at: SESSION.created_at,
                   },
                 ],
+                next_cursor: null,
               })
             : send(401, { error: 'invalid or expired token' });
         case 'POST /admin/v1/auth/logout':

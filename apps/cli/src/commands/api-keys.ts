@@ -4,6 +4,7 @@ import type { ApiKey } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';
 import { renderFields, renderTable } from '../output.ts';
+import { fetchAll } from '../paging.ts';
 import { idArg, listValue, stringValue } from '../parse.ts';
 
 const ONCE_WARNING = 'warning: the API key is shown only once. Store it now; it cannot be retrieved again.';
@@ -12,10 +13,11 @@ const keyShape = (k: Pick<ApiKey, 'display_prefix' | 'last_four'>) => `${k.displ
 
 async function listKeys(ctx: Context, { positionals }: Parsed, path: readonly string[]): Promise<void> {
   const project = idArg(positionals[0] ?? '', 'project_id', path);
-  const { body } = await ctx.api.request<{ api_keys: ApiKey[] }>(
-    'GET',
+  const body = await fetchAll<'api_keys', ApiKey>(
+    ctx.api,
     apiPath`/admin/v1/projects/${project}/api-keys`,
-    { auth: ctx.bearer() },
+    'api_keys',
+    ctx.bearer(),
   );
   ctx.print(body, () =>
     body.api_keys.length === 0

@@ -4,16 +4,16 @@ import type { Bot, BotKey } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';
 import { renderFields, renderTable } from '../output.ts';
+import { fetchAll } from '../paging.ts';
 import { idArg, stringValue } from '../parse.ts';
 
 async function listBots(ctx: Context, { positionals }: Parsed, path: readonly string[]): Promise<void> {
   const project = idArg(positionals[0] ?? '', 'project_id', path);
-  const { body } = await ctx.api.request<{ bots: Bot[] }>(
-    'GET',
+  const body = await fetchAll<'bots', Bot>(
+    ctx.api,
     apiPath`/admin/v1/projects/${project}/bots`,
-    {
-      auth: ctx.bearer(),
-    },
+    'bots',
+    ctx.bearer(),
   );
   ctx.print(body, () =>
     body.bots.length === 0

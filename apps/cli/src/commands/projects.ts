@@ -3,12 +3,11 @@ import { PROJECT_ENVIRONMENTS } from '@relayplane/shared/contract';
 import type { Project } from '../api-types.ts';
 import type { CommandSpec, Context } from '../command.ts';
 import { renderFields, renderTable } from '../output.ts';
+import { fetchAll } from '../paging.ts';
 import { stringValue } from '../parse.ts';
 
 async function listProjects(ctx: Context): Promise<void> {
-  const { body } = await ctx.api.request<{ projects: Project[] }>('GET', '/admin/v1/projects', {
-    auth: ctx.bearer(),
-  });
+  const body = await fetchAll<'projects', Project>(ctx.api, '/admin/v1/projects', 'projects', ctx.bearer());
   ctx.print(body, () =>
     body.projects.length === 0
       ? 'No projects yet. Create one with: relayplane projects create <name>\n'

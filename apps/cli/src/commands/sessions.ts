@@ -2,6 +2,7 @@
 import type { CommandSpec } from '../command.ts';
 import { apiPath } from '../http.ts';
 import { renderTable } from '../output.ts';
+import { fetchAll } from '../paging.ts';
 import { idArg } from '../parse.ts';
 
 /** One session as `GET /admin/v1/auth/sessions` lists it (never a token). */
@@ -26,9 +27,12 @@ const list: CommandSpec = {
     'this command used. No token is ever shown.',
   examples: ['relayplane sessions list', 'relayplane sessions list --json'],
   async run(ctx) {
-    const { body } = await ctx.api.request<{ sessions: SessionInfo[] }>('GET', '/admin/v1/auth/sessions', {
-      auth: ctx.bearer(),
-    });
+    const body = await fetchAll<'sessions', SessionInfo>(
+      ctx.api,
+      '/admin/v1/auth/sessions',
+      'sessions',
+      ctx.bearer(),
+    );
     ctx.print(body, () =>
       renderTable(
         ['id', 'kind', 'current', 'created', 'last used', 'expires', 'ip', 'client'],

@@ -142,6 +142,13 @@ export declare type SigningKey = Message<"relayplane.issuer.v1.SigningKey"> & {
    * @generated from field: google.protobuf.Timestamp removed_at = 8;
    */
   removedAt?: Timestamp | undefined;
+
+  /**
+   * When the key was revoked (RevokeSigningKey); unset for keys that were never revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 9;
+   */
+  revokedAt?: Timestamp | undefined;
 };
 
 /**
@@ -259,6 +266,61 @@ export declare type RotateSigningKeysResponse = Message<"relayplane.issuer.v1.Ro
  * Use `create(RotateSigningKeysResponseSchema)` to create a new message.
  */
 export declare const RotateSigningKeysResponseSchema: GenMessage<RotateSigningKeysResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RevokeSigningKeyRequest
+ */
+export declare type RevokeSigningKeyRequest = Message<"relayplane.issuer.v1.RevokeSigningKeyRequest"> & {
+  /**
+   * @generated from field: string kid = 1;
+   */
+  kid: string;
+
+  /**
+   * Who asked (recorded with the key's audit event by the caller).
+   *
+   * @generated from field: string requested_by = 2;
+   */
+  requestedBy: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeSigningKeyRequest.
+ * Use `create(RevokeSigningKeyRequestSchema)` to create a new message.
+ */
+export declare const RevokeSigningKeyRequestSchema: GenMessage<RevokeSigningKeyRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RevokeSigningKeyResponse
+ */
+export declare type RevokeSigningKeyResponse = Message<"relayplane.issuer.v1.RevokeSigningKeyResponse"> & {
+  /**
+   * The revoked key (state REMOVED, revoked_at set).
+   *
+   * @generated from field: relayplane.issuer.v1.SigningKey revoked = 1;
+   */
+  revoked?: SigningKey | undefined;
+
+  /**
+   * The key that signs now.
+   *
+   * @generated from field: relayplane.issuer.v1.SigningKey active = 2;
+   */
+  active?: SigningKey | undefined;
+
+  /**
+   * True when the key had already been revoked before this call (nothing changed).
+   *
+   * @generated from field: bool already_revoked = 3;
+   */
+  alreadyRevoked: boolean;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokeSigningKeyResponse.
+ * Use `create(RevokeSigningKeyResponseSchema)` to create a new message.
+ */
+export declare const RevokeSigningKeyResponseSchema: GenMessage<RevokeSigningKeyResponse>;
 
 /**
  * @generated from message relayplane.issuer.v1.IssueCredentialRequest
@@ -761,6 +823,16 @@ export declare type ListRevocationsResponse = Message<"relayplane.issuer.v1.List
    * @generated from field: repeated relayplane.issuer.v1.Watermark watermarks = 3;
    */
   watermarks: Watermark[];
+
+  /**
+   * Every signing key revocation still in force (until every credential the key signed has
+   * expired): credentials whose JWT header kid is one of them are refused, and a verifier drops
+   * the key and refetches the JWKS. Revoking a key moves the feed's cursor, so a long-poll
+   * wakes for it like for a revocation.
+   *
+   * @generated from field: repeated relayplane.issuer.v1.RevokedKey revoked_keys = 4;
+   */
+  revokedKeys: RevokedKey[];
 };
 
 /**
@@ -768,6 +840,27 @@ export declare type ListRevocationsResponse = Message<"relayplane.issuer.v1.List
  * Use `create(ListRevocationsResponseSchema)` to create a new message.
  */
 export declare const ListRevocationsResponseSchema: GenMessage<ListRevocationsResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RevokedKey
+ */
+export declare type RevokedKey = Message<"relayplane.issuer.v1.RevokedKey"> & {
+  /**
+   * @generated from field: string kid = 1;
+   */
+  kid: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 2;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RevokedKey.
+ * Use `create(RevokedKeySchema)` to create a new message.
+ */
+export declare const RevokedKeySchema: GenMessage<RevokedKey>;
 
 /**
  * @generated from message relayplane.issuer.v1.Watermark
@@ -1336,6 +1429,21 @@ export declare const IssuerService: GenService<{
     methodKind: "unary";
     input: typeof RotateSigningKeysRequestSchema;
     output: typeof RotateSigningKeysResponseSchema;
+  },
+  /**
+   * RevokeSigningKey revokes a compromised signing key at once (an emergency, not a rotation):
+   * the key leaves the JWKS and its private half is wiped (state REMOVED, revoked_at set);
+   * every credential it signed is refused by assignment and introspection and named by the
+   * revocation feed's revoked_keys. When it was the active key, the next key (or a new key
+   * when there is none) signs from now on, without waiting to be published first. Revoking a
+   * revoked key answers it again with already_revoked. Unknown kid: NOT_FOUND.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.RevokeSigningKey
+   */
+  revokeSigningKey: {
+    methodKind: "unary";
+    input: typeof RevokeSigningKeyRequestSchema;
+    output: typeof RevokeSigningKeyResponseSchema;
   },
   /**
    * IssueCredential reserves a concurrent-connection slot of the tenant (Redis, atomic),

@@ -104,6 +104,20 @@ describe('readAdminConfig', () => {
     }
   });
 
+  it('reads the per-bot limits, defaulting to 10 keys and 100 identity tokens', () => {
+    expect(readAdminConfig(base).perBotLimits).toEqual({ maxActiveKeys: 10, maxActiveIdentityTokens: 100 });
+    expect(
+      readAdminConfig({
+        ...base,
+        ADMIN_MAX_ACTIVE_KEYS_PER_BOT: '3',
+        ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT: '7',
+      }).perBotLimits,
+    ).toEqual({ maxActiveKeys: 3, maxActiveIdentityTokens: 7 });
+    expect(() => readAdminConfig({ ...base, ADMIN_MAX_ACTIVE_KEYS_PER_BOT: '0' })).toThrow(
+      /ADMIN_MAX_ACTIVE_KEYS_PER_BOT/,
+    );
+  });
+
   it('rejects a Redis URL that is not redis: or rediss:, naming the variable', () => {
     expect(configError({ ...base, ADMIN_REDIS_URL: 'http://cache:6379' }).variable).toBe('ADMIN_REDIS_URL');
   });

@@ -12,6 +12,8 @@ import { DEFAULT_AUDIT_RETENTION_DAYS, PLAN_IDS, PLANS, type PlanId } from '@rel
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
+import { DEFAULT_MAX_ACTIVE_KEYS_PER_BOT } from './stores/bots.ts';
+import { DEFAULT_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT } from './stores/identity-tokens.ts';
 
 /** The first tenant and its owner, created at start when no user exists. */
 export interface BootstrapConfig {
@@ -50,6 +52,8 @@ export interface AdminConfig {
   logLevel: LogLevel;
   /** Audit events older than this are pruned (`RELAYPLANE_AUDIT_RETENTION_DAYS`, docs/audit.md). */
   auditRetentionDays: number;
+  /** Per-bot limits (docs/iam.md, "Limits"): one more answers 422. */
+  perBotLimits: { maxActiveKeys: number; maxActiveIdentityTokens: number };
 }
 
 /**
@@ -199,5 +203,16 @@ export function readAdminConfig(
     auditRetentionDays:
       overrides.auditRetentionDays ??
       r.int('RELAYPLANE_AUDIT_RETENTION_DAYS', DEFAULT_AUDIT_RETENTION_DAYS, { min: 1, max: 36_500 }),
+    perBotLimits: overrides.perBotLimits ?? {
+      maxActiveKeys: r.int('ADMIN_MAX_ACTIVE_KEYS_PER_BOT', DEFAULT_MAX_ACTIVE_KEYS_PER_BOT, {
+        min: 1,
+        max: 100_000,
+      }),
+      maxActiveIdentityTokens: r.int(
+        'ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT',
+        DEFAULT_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT,
+        { min: 1, max: 1_000_000 },
+      ),
+    },
   };
 }

@@ -18,8 +18,12 @@ const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as co
 
 export function registerCredentialContainment(app: FastifyInstance, { clients, guards }: RouteDeps): void {
   /** The project's API key ids; 404 unless the project is the caller's (admin's project access). */
-  const keysOf = async (request: Parameters<typeof inProject>[0]): Promise<Set<string>> => {
-    const { apiKeys } = await clients.admin.listApiKeys(inProject(request));
+  /**
+   * The project's API keys with id `keyId` (none or one; empty `keyId`: the first one): answers
+   * 404 for another tenant's project either way. Looked up by id, not by paging the list.
+   */
+  const keysOf = async (request: Parameters<typeof inProject>[0], keyId = ''): Promise<Set<string>> => {
+    const { apiKeys } = await clients.admin.listApiKeys({ ...inProject(request), keyId, limit: 1 });
     return new Set(apiKeys.map((k) => k.id));
   };
 
@@ -80,7 +84,7 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
         );
       }
       // One look-up answers both the project (404 for another tenant's, whatever else the body says) and the key.
-      const keys = await keysOf(request);
+      const keys = await keysOf(request, body.api_key_id ?? '');
       const issuedBefore = body.issued_before === undefined ? undefined : parseRfc3339(body.issued_before);
       if (body.issued_before !== undefined && issuedBefore === undefined) {
         throw new AppError('invalid_request', 'issued_before must be an RFC 3339 date-time');

@@ -178,16 +178,6 @@ export const SHARED_SCHEMAS = [
     ),
   },
   {
-    $id: 'SigningKeyList',
-    ...object({
-      keys: { type: 'array', items: ref('SigningKey') },
-      rotation_pending_since: {
-        ...nullableDateTime,
-        description: 'Set while a requested rotation waits for the next key to become eligible.',
-      },
-    }),
-  },
-  {
     $id: 'ApiKey',
     ...object({
       id: { type: 'string' },

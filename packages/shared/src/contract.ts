@@ -150,6 +150,7 @@ export const AUDIT_ACTIONS = [
   'relay.register',
   'relay.delete',
   'signing_key.rotate',
+  'signing_key.revoke',
   // billing
   'plan.change',
   'checkout.create',

@@ -8,6 +8,7 @@ import * as credentialsTenantLive from './20261127T1000-credentials-tenant-live.
 import * as credentialContainment from './20261128T2000-credential-containment.ts';
 import * as auditOutbox from './20261129T1000-audit-outbox.ts';
 import * as relaysLiveOrder from './20261130T1000-relays-live-order.ts';
+import * as signingKeyRevocations from './20261201T1000-signing-key-revocations.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '20261128T2000-credential-containment': credentialContainment,
   '20261129T1000-audit-outbox': auditOutbox,
   '20261130T1000-relays-live-order': relaysLiveOrder,
+  '20261201T1000-signing-key-revocations': signingKeyRevocations,
 };

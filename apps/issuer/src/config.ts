@@ -43,6 +43,11 @@ export interface IssuerConfig {
   redis: RedisConfig | undefined;
   /** 32-byte key-encryption key sealing the signing keys' private halves. */
   kek: Buffer;
+  /**
+   * Earlier KEKs (`RELAYPLANE_KEK_PREVIOUS`, comma-separated): keys they sealed still open, and
+   * key maintenance re-encrypts them under `kek` (docs/ARCHITECTURE.md, key life cycle).
+   */
+  previousKeks: Buffer[];
   keys: IssuerKeysConfig;
   credentials: CredentialsConfig;
   /**
@@ -115,6 +120,7 @@ export function readIssuerConfig(
             { required: true },
           ),
     kek: overrides.kek ?? requiredKek(r),
+    previousKeks: overrides.previousKeks ?? previousKeks(r),
     keys,
     credentials: overrides.credentials ?? {
       issuer: claimValue(r, 'RELAYPLANE_CREDENTIAL_ISSUER', DEFAULT_CREDENTIAL_ISSUER),
@@ -150,6 +156,33 @@ function requiredKek(r: EnvReader): Buffer {
     );
   }
   return kek;
+}
+
+const KEK_PREVIOUS = 'RELAYPLANE_KEK_PREVIOUS';
+
+/**
+ * `RELAYPLANE_KEK_PREVIOUS`: comma-separated KEKs, each as `RELAYPLANE_KEK` (base64 of 32
+ * bytes); spaces around an entry are ignored, an empty entry is an error. Unset or empty: none.
+ * The message names the entry by position, never its value.
+ */
+function previousKeks(r: EnvReader): Buffer[] {
+  const raw = r.optional(KEK_PREVIOUS);
+  if (raw === undefined) return [];
+  return raw.split(',').map((entry, i) => {
+    const text = entry.trim();
+    const kek = Buffer.from(text, 'base64');
+    if (
+      text === '' ||
+      kek.length !== KEK_BYTES ||
+      kek.toString('base64').replace(/=+$/, '') !== text.replace(/=+$/, '')
+    ) {
+      throw new ConfigError(
+        KEK_PREVIOUS,
+        `entry ${i + 1} must be ${KEK_BYTES} bytes, base64-encoded (comma-separated keys, each like RELAYPLANE_KEK)`,
+      );
+    }
+    return kek;
+  });
 }
 
 /**

@@ -7,6 +7,6 @@ import { migrations } from './db/migrations/index.ts';
 // Migrating needs neither the KEK nor Redis.
 await runMigrations(
   SERVICES.issuer,
-  readIssuerConfig(process.env, { kek: Buffer.alloc(32), redis: undefined }),
+  readIssuerConfig(process.env, { kek: Buffer.alloc(32), previousKeks: [], redis: undefined }),
   migrations,
 );

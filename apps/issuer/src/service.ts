@@ -134,11 +134,13 @@ export class IssuerService {
     this.keys = new SigningKeys({
       db: database.db,
       kek: config.kek,
+      previousKeks: config.previousKeks,
       policy: config.keys,
       clock,
       bus: this.bus,
       logger,
       audit: this.audit,
+      metrics: this.metrics,
     });
     this.slots =
       deps.slotStore ??

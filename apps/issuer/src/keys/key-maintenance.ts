@@ -6,8 +6,8 @@ import {
   type RotationPolicy,
   removeAfterFor,
 } from '../domain/key-lifecycle.ts';
-import type { SigningKeyStore } from '../stores/signing-keys.ts';
-import { generateSigningKey, kekFingerprint, sealPrivateKey } from './key-material.ts';
+import type { SigningKeyStore, StoredKey } from '../stores/signing-keys.ts';
+import { generateSigningKey, type KekSet } from './key-material.ts';
 
 /** The scheduler's job id of the maintenance tick, and the audit actor of what a tick does. */
 export const KEY_MAINTENANCE_JOB = 'issuer-key-maintenance';
@@ -19,28 +19,30 @@ export interface MaintenanceResult {
   rotationPendingSince: Date | null;
   created: string[];
   removed: string[];
+  /** Kids of the keys this tick re-encrypted from a previous KEK under the current one. */
+  resealed: string[];
 }
 
 /** Applies `planMaintenance` to the stored keys: one transaction under the advisory lock. */
 export class KeyMaintenance {
   readonly #store: SigningKeyStore;
-  readonly #kek: Buffer;
-  readonly #fingerprint: string;
+  readonly #keks: KekSet;
   readonly #policy: RotationPolicy;
   readonly #logger: Logger;
   readonly #audit: AuditRecorder;
+  /** Fingerprints of unknown KEKs already warned about (once per process each). */
+  readonly #warnedUnknown = new Set<string>();
 
   constructor(deps: {
     store: SigningKeyStore;
-    kek: Buffer;
+    keks: KekSet;
     policy: RotationPolicy;
     logger: Logger;
     audit: AuditRecorder;
   }) {
     this.#store = deps.store;
     this.#audit = deps.audit;
-    this.#kek = deps.kek;
-    this.#fingerprint = kekFingerprint(deps.kek);
+    this.#keks = deps.keks;
     this.#policy = deps.policy;
     this.#logger = deps.logger;
   }
@@ -55,6 +57,9 @@ export class KeyMaintenance {
    * (the caller's actor; `rotated` false while the next key is not yet eligible), and for every
    * rotation a tick makes on its own (actor system `issuer-key-maintenance`). Kids only,
    * never key material.
+   *
+   * Last, every live key still sealed by a previous KEK (`RELAYPLANE_KEK_PREVIOUS`) is
+   * re-encrypted under the current one (`#reseal`).
    */
   async run(now: Date, request?: { requestedBy: string }): Promise<MaintenanceResult> {
     const result = await this.#store.locked(async (tx, trx) => {
@@ -81,8 +86,7 @@ export class KeyMaintenance {
             await tx.insert({
               kid: key.kid,
               x: key.x,
-              kekFingerprint: this.#fingerprint,
-              sealed: sealPrivateKey(key.privateKey, this.#kek, key.kid),
+              ...this.#keks.seal(key.privateKey, key.kid),
               createdAt: now,
               activatedAt: action.type === 'create-active' ? now : null,
             });
@@ -151,15 +155,65 @@ export class KeyMaintenance {
           },
         });
       }
+      const resealed = await this.#reseal(
+        tx,
+        keys.filter((k) => !removed.includes(k.kid)),
+      );
       return {
-        changed: plan.actions.length > 0 || requested,
+        changed: plan.actions.length > 0 || requested || resealed.length > 0,
         rotation: plan.rotation,
         rotationPendingSince: plan.rotationPendingSince,
         created,
         removed,
+        resealed,
       };
     });
     if (request || result.rotation) this.#audit.kick();
     return result;
+  }
+
+  /**
+   * Re-encrypts under the current KEK each of `keys` sealed by a previous one. Runs inside the
+   * tick's transaction, under the maintenance advisory lock, and each write is a
+   * compare-and-set on the old fingerprint (`SigningKeyStore.reseal`): with several replicas
+   * ticking, each key is re-encrypted exactly once. A key sealed by a KEK this replica does not
+   * have (a replica not yet given the new KEK can still be writing keys under the old one) is
+   * left for a replica that has it; one that cannot be opened is logged and left as it is, so
+   * the rest of maintenance goes on.
+   */
+  async #reseal(tx: SigningKeyStore, keys: readonly StoredKey[]): Promise<string[]> {
+    const resealed: string[] = [];
+    for (const key of keys) {
+      const from = key.kekFingerprint;
+      if (!key.sealed || from === this.#keks.currentFingerprint) continue;
+      if (!this.#keks.byFingerprint(from)) {
+        if (!this.#warnedUnknown.has(from)) {
+          this.#warnedUnknown.add(from);
+          this.#logger.warn(
+            { kid: key.kid, kekFingerprint: from, current: this.#keks.currentFingerprint },
+            'signing key sealed by a key-encryption key this replica does not have (neither RELAYPLANE_KEK nor RELAYPLANE_KEK_PREVIOUS); left for a replica that has it',
+          );
+        }
+        continue;
+      }
+      let next: ReturnType<KekSet['seal']>;
+      try {
+        next = this.#keks.seal(this.#keks.open(key.sealed, from, key.kid, key.x), key.kid);
+      } catch (err) {
+        this.#logger.error(
+          { kid: key.kid, kekFingerprint: from, err: { message: (err as Error).message } },
+          'could not re-encrypt a signing key under the current key-encryption key',
+        );
+        continue;
+      }
+      if (await tx.reseal(key.kid, from, next)) {
+        resealed.push(key.kid);
+        this.#logger.info(
+          { kid: key.kid, from, to: next.kekFingerprint },
+          'signing key re-encrypted under the current key-encryption key',
+        );
+      }
+    }
+    return resealed;
   }
 }

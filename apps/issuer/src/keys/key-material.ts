@@ -3,7 +3,8 @@
  *
  * The private half is stored only as PKCS#8 DER sealed with AES-256-GCM under the
  * key-encryption key (KEK); the kid is the additional authenticated data, so a sealed
- * key cannot be swapped onto another row without failing to open.
+ * key cannot be swapped onto another row without failing to open. Each row names the KEK
+ * that sealed it by fingerprint, so during a KEK rotation (`KekSet`) the right one opens it.
  */
 import {
   createCipheriv,
@@ -65,9 +66,63 @@ function publicX(key: KeyObject): string {
   return jwk.x;
 }
 
-/** Identifies a KEK without revealing it: the first 16 hex digits of its SHA-256. */
+/**
+ * Identifies a KEK without revealing it: the first 16 hex digits of the SHA-256 of its 32
+ * bytes (`printf %s "$KEK" | base64 -d | sha256sum | cut -c1-16`, as deploy/README.md shows
+ * operators). Every row has carried it since the first migration, so it is kept as it is.
+ */
 export function kekFingerprint(kek: Buffer): string {
   return createHash('sha256').update(kek).digest('hex').slice(0, 16);
+}
+
+/**
+ * The configured KEKs: the current one (`RELAYPLANE_KEK`) seals every key written from now on;
+ * it and the previous ones (`RELAYPLANE_KEK_PREVIOUS`) each open what they sealed, picked by
+ * the fingerprint the row records.
+ */
+export class KekSet {
+  readonly current: Buffer;
+  readonly currentFingerprint: string;
+  /** Fingerprints of the previous KEKs, in configuration order (the current one left out). */
+  readonly previousFingerprints: readonly string[];
+  readonly #byFingerprint = new Map<string, Buffer>();
+
+  constructor(current: Buffer, previous: readonly Buffer[] = []) {
+    assertKek(current);
+    this.current = current;
+    this.currentFingerprint = kekFingerprint(current);
+    this.#byFingerprint.set(this.currentFingerprint, current);
+    const fingerprints: string[] = [];
+    for (const kek of previous) {
+      assertKek(kek);
+      const fingerprint = kekFingerprint(kek);
+      if (this.#byFingerprint.has(fingerprint)) continue;
+      this.#byFingerprint.set(fingerprint, kek);
+      fingerprints.push(fingerprint);
+    }
+    this.previousFingerprints = fingerprints;
+  }
+
+  /** The configured KEK with this fingerprint, or undefined. */
+  byFingerprint(fingerprint: string): Buffer | undefined {
+    return this.#byFingerprint.get(fingerprint);
+  }
+
+  /** Opens a key sealed under any configured KEK; throws `KeyDecryptionError` otherwise. */
+  open(sealed: SealedPrivateKey, fingerprint: string, kid: string, x: string): KeyObject {
+    const kek = this.byFingerprint(fingerprint);
+    if (!kek) {
+      throw new KeyDecryptionError(
+        `signing key ${kid} was sealed by the key-encryption key with fingerprint ${fingerprint}, which is neither RELAYPLANE_KEK (${this.currentFingerprint}) nor in RELAYPLANE_KEK_PREVIOUS`,
+      );
+    }
+    return openPrivateKey(sealed, kek, kid, x);
+  }
+
+  /** Seals under the current KEK. */
+  seal(privateKey: KeyObject, kid: string): { kekFingerprint: string; sealed: SealedPrivateKey } {
+    return { kekFingerprint: this.currentFingerprint, sealed: sealPrivateKey(privateKey, this.current, kid) };
+  }
 }
 
 function assertKek(kek: Buffer): void {
@@ -88,7 +143,7 @@ export function sealPrivateKey(privateKey: KeyObject, kek: Buffer, kid: string):
   }
 }
 
-class KeyDecryptionError extends Error {
+export class KeyDecryptionError extends Error {
   override readonly name = 'KeyDecryptionError';
 }
 

@@ -7,6 +7,10 @@
  * announces it on the bus and every replica (itself included) reloads; since the bus delivers
  * at most once, a timer reloads as well, bounding how long a lost message can matter. Reloads
  * never overlap, so a slow one cannot overwrite a newer one.
+ *
+ * KEK rotation: the private halves are sealed under `RELAYPLANE_KEK`; keys sealed under one of
+ * `RELAYPLANE_KEK_PREVIOUS` still open (the row's fingerprint picks the KEK), and maintenance
+ * re-encrypts them under the current one. A gauge counts the live keys not yet re-encrypted.
  */
 import type { KeyObject } from 'node:crypto';
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
@@ -15,6 +19,7 @@ import type { Clock } from '@relayplane/shared/clock';
 import { ConfigError } from '@relayplane/shared/config';
 import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
+import { type Counter, counter, type Gauge, gauge, type Registry } from '@relayplane/shared/metrics';
 import type { Kysely } from 'kysely';
 import type { IssuerKeysConfig } from '../config.ts';
 import type { IssuerDatabase } from '../db/schema.ts';
@@ -22,7 +27,7 @@ import { compareKeys, keyState, STATE_ORDER } from '../domain/key-lifecycle.ts';
 import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../domain/list-paging.ts';
 import { type KeyListPosition, SigningKeyStore, type StoredKey } from '../stores/signing-keys.ts';
 import { KeyMaintenance, type MaintenanceResult } from './key-maintenance.ts';
-import { kekFingerprint, openPrivateKey } from './key-material.ts';
+import { KekSet } from './key-material.ts';
 import { type ActiveSigningKey, type JwksDocument, KeyRing } from './key-ring.ts';
 
 export type KeysReloadReason = 'tick' | 'bus' | 'refresh';
@@ -66,7 +71,11 @@ export class SigningKeys {
   readonly #store: SigningKeyStore;
   readonly #ring: KeyRing;
   readonly #maintenance: KeyMaintenance;
-  readonly #kek: Buffer;
+  readonly #keks: KekSet;
+  /** `relayplane_issuer_signing_keys_sealed_by_previous_kek`, set at every reload. */
+  readonly #sealedByPrevious: Gauge | undefined;
+  /** `relayplane_issuer_signing_keys_resealed_total`. */
+  readonly #resealed: Counter | undefined;
   readonly #refreshIntervalMs: number;
   readonly #clock: Clock;
   readonly #bus: Bus;
@@ -78,24 +87,39 @@ export class SigningKeys {
 
   constructor(deps: {
     db: Kysely<IssuerDatabase>;
+    /** The current KEK (`RELAYPLANE_KEK`): seals every key written. */
     kek: Buffer;
+    /** Earlier KEKs (`RELAYPLANE_KEK_PREVIOUS`): open the keys they sealed, until re-encrypted. */
+    previousKeks?: readonly Buffer[];
     policy: IssuerKeysConfig;
     clock: Clock;
     bus: Bus;
     logger: Logger;
     /** The audit outbox: every rotation commits with its `signing_key.rotate` event. */
     audit: AuditRecorder;
+    /** The service's registry, for the KEK rotation metrics (none without it). */
+    metrics?: Registry;
   }) {
     this.#store = new SigningKeyStore(deps.db);
-    this.#ring = new KeyRing(deps.kek);
+    this.#keks = new KekSet(deps.kek, deps.previousKeks);
+    this.#ring = new KeyRing(this.#keks.current);
     this.#maintenance = new KeyMaintenance({
       store: this.#store,
-      kek: deps.kek,
+      keks: this.#keks,
       policy: deps.policy,
       logger: deps.logger,
       audit: deps.audit,
     });
-    this.#kek = deps.kek;
+    if (deps.metrics) {
+      this.#sealedByPrevious = gauge(deps.metrics, {
+        name: 'relayplane_issuer_signing_keys_sealed_by_previous_kek',
+        help: 'Signing keys still in the JWKS whose private half is sealed by a key-encryption key other than RELAYPLANE_KEK (0: the previous KEKs can be dropped).',
+      });
+      this.#resealed = counter(deps.metrics, {
+        name: 'relayplane_issuer_signing_keys_resealed_total',
+        help: 'Signing keys this issuer re-encrypted from a previous key-encryption key under RELAYPLANE_KEK.',
+      });
+    }
     this.#refreshIntervalMs = deps.policy.maintenanceIntervalSeconds * 1000;
     this.#clock = deps.clock;
     this.#bus = deps.bus;
@@ -150,12 +174,18 @@ export class SigningKeys {
     return this.#afterMaintenance(await this.#maintenance.run(this.#clock.now()));
   }
 
+  /** Fingerprints of the configured KEKs: the current one and the previous ones. */
+  get kekFingerprints(): { current: string; previous: readonly string[] } {
+    return { current: this.#keks.currentFingerprint, previous: this.#keks.previousFingerprints };
+  }
+
   /** Records an on-demand rotation and runs a tick at once. */
   async rotate(requestedBy: string): Promise<MaintenanceResult> {
     return this.#afterMaintenance(await this.#maintenance.run(this.#clock.now(), { requestedBy }));
   }
 
   async #afterMaintenance(result: MaintenanceResult): Promise<MaintenanceResult> {
+    if (result.resealed.length) this.#resealed?.inc(result.resealed.length);
     if (result.changed) {
       await this.#bus
         .publish(BUS_CHANNELS.signingKeysChanged, this.#clock.now().toISOString())
@@ -213,7 +243,7 @@ export class SigningKeys {
   async privateKey(kid: string): Promise<KeyObject | undefined> {
     const key = await this.#store.get(kid);
     if (!key?.sealed) return undefined;
-    return openPrivateKey(key.sealed, this.#kek, key.kid, key.x);
+    return this.#keks.open(key.sealed, key.kekFingerprint, key.kid, key.x);
   }
 
   /** Listens to every ring reload; returns a function that stops listening. */
@@ -226,7 +256,10 @@ export class SigningKeys {
   reload(reason: KeysReloadReason): Promise<void> {
     const run = this.#reloadChain.then(async () => {
       try {
-        const changed = this.#ring.load(await this.#store.listLive());
+        const live = await this.#store.listLive();
+        const current = this.#keks.currentFingerprint;
+        this.#sealedByPrevious?.set(live.filter((k) => k.sealed && k.kekFingerprint !== current).length);
+        const changed = this.#ring.load(live.map((k) => this.#underCurrentKek(k)));
         if (changed) {
           this.#logger.info({ reason, activeKid: this.#ring.activeKey()?.kid }, 'signing key set reloaded');
         }
@@ -241,13 +274,38 @@ export class SigningKeys {
     return run;
   }
 
+  /**
+   * The ring opens keys with the current KEK only: a key still sealed by a previous one (until
+   * maintenance re-encrypts it, normally the same tick) is handed to it re-sealed in memory.
+   */
+  #underCurrentKek(key: StoredKey): StoredKey {
+    if (!key.sealed || key.kekFingerprint === this.#keks.currentFingerprint) return key;
+    if (!this.#keks.byFingerprint(key.kekFingerprint)) return key;
+    try {
+      return {
+        ...key,
+        ...this.#keks.seal(this.#keks.open(key.sealed, key.kekFingerprint, key.kid, key.x), key.kid),
+      };
+    } catch {
+      // Unopenable: as stored, so the ring's own error names it should it be the active key.
+      return key;
+    }
+  }
+
+  /**
+   * Refuses to start (a configuration error: exit 78) when a stored private half was sealed by a
+   * KEK that is neither `RELAYPLANE_KEK` nor one of `RELAYPLANE_KEK_PREVIOUS`, naming the
+   * fingerprints found and configured. Runs before the first maintenance tick, so a wrong KEK
+   * never leads to a replacement key set.
+   */
   async #assertKek(): Promise<void> {
-    const configured = kekFingerprint(this.#kek);
-    const stored = (await this.#store.kekFingerprints()).filter((f) => f !== configured);
+    const { currentFingerprint: configured, previousFingerprints: previous } = this.#keks;
+    const stored = (await this.#store.kekFingerprints()).filter((f) => !this.#keks.byFingerprint(f));
     if (stored.length) {
+      const also = previous.length ? `, previous ${previous.join(', ')}` : '';
       throw new ConfigError(
         'RELAYPLANE_KEK',
-        `does not match the key-encryption key that sealed the stored signing keys (stored key fingerprint ${stored.join(', ')}, configured ${configured}); start with the key they were created with`,
+        `does not match the key-encryption key that sealed the stored signing keys (stored key fingerprint ${stored.join(', ')}, configured ${configured}${also}); start with the key they were sealed with as RELAYPLANE_KEK, or, while rotating it, in RELAYPLANE_KEK_PREVIOUS`,
       );
     }
   }

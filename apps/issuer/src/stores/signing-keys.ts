@@ -148,6 +148,32 @@ export class SigningKeyStore {
     return rows.map((r) => r.kek_fingerprint);
   }
 
+  /**
+   * Replaces a key's sealed private half with one sealed under another KEK, only if the row is
+   * still sealed by `from` (compare-and-set on the fingerprint, one UPDATE): of two replicas
+   * re-encrypting the same key, exactly one succeeds. False when the row had changed (already
+   * re-encrypted, or removed).
+   */
+  async reseal(
+    kid: string,
+    from: string,
+    to: { kekFingerprint: string; sealed: SealedPrivateKey },
+  ): Promise<boolean> {
+    const result = await this.#db
+      .updateTable('signing_keys')
+      .set({
+        kek_fingerprint: to.kekFingerprint,
+        private_iv: to.sealed.iv,
+        private_ciphertext: to.sealed.ciphertext,
+        private_tag: to.sealed.tag,
+      })
+      .where('kid', '=', kid)
+      .where('kek_fingerprint', '=', from)
+      .where('removed_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
   async insert(key: NewKey): Promise<void> {
     await this.#db
       .insertInto('signing_keys')

@@ -72,8 +72,10 @@ export interface Distributed {
    * SIGTERM to `proc` and its exit awaited (SIGKILL after Proc.stop's grace period, as the
    * kubelet does), then the same script started again with the same environment and port and
    * awaited until ready: gRPC health SERVING for a service, `/readyz` 200 for a gateway.
+   * `envOverrides` change its environment from this restart on (as a changed Secret would; an
+   * empty value unsets a variable for the apps).
    */
-  restart(proc: Proc): Promise<Restarted>;
+  restart(proc: Proc, envOverrides?: Record<string, string>): Promise<Restarted>;
 }
 
 /** How to start one process again, and how to tell it is ready. */
@@ -172,10 +174,11 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     throw err;
   }
 
-  async function restart(proc: Proc): Promise<Restarted> {
+  async function restart(proc: Proc, envOverrides?: Record<string, string>): Promise<Restarted> {
     const index = procs.findIndex((p) => p.name === proc.name);
     const how = launches.get(proc.name);
     if (index < 0 || !how) throw new Error(`${proc.name} is not a process of this system`);
+    if (envOverrides) how.env = { ...how.env, ...envOverrides };
     const stopping = Date.now();
     const code = await proc.stop();
     const stopped = Date.now();

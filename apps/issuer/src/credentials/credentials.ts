@@ -27,7 +27,11 @@ import { type IssueInput, issueRequest, requestedRegion } from '../domain/creden
 import type { ActiveSigningKey } from '../keys/key-ring.ts';
 import type { IssuerMetrics } from '../metrics.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
-import { ApiKeyRevokedError, type CredentialWriter } from '../stores/credential-writer.ts';
+import {
+  ApiKeyRevokedError,
+  type CredentialWriter,
+  SigningKeyRevokedError,
+} from '../stores/credential-writer.ts';
 import {
   BULK_REVOKE_LOCK_TIMEOUT_MS,
   type CredentialListing,
@@ -37,6 +41,7 @@ import {
   type WatermarkEntry,
 } from '../stores/credentials.ts';
 import type { RedisRevocationMarks } from '../stores/revocation-marks.ts';
+import type { KeyRevocation, RevokedKeyEntry } from '../stores/signing-key-revocations.ts';
 import { SlotLedgerUnavailableError, type SlotStore } from '../stores/slot-store.ts';
 import { type CredentialClaims, isJti, newJti, signCredential, verifyCredential } from './jwt.ts';
 
@@ -72,6 +77,8 @@ export interface RevocationPage {
   nextCursor: bigint;
   /** Project watermarks in force (docs/credentials.md, "Containment"). */
   watermarks: WatermarkEntry[];
+  /** Signing key revocations in force (docs/credentials.md, "Revoking a signing key"). */
+  revokedKeys: RevokedKeyEntry[];
 }
 
 /** RevokeCredentials: a project's credentials by API key and/or issue time (at least one). */
@@ -97,6 +104,17 @@ const MAX_CREDENTIALS_LIMIT = 200;
 const FOLLOW_UP_CHUNK = 256;
 /** A watermark is sent in the feed this long past its instant: every credential it refuses has expired by then (plus leeway). */
 const WATERMARK_SLACK_MS = 60_000;
+/**
+ * How long an issuance whose signing key was revoked meanwhile waits for this replica's key
+ * ring to load the key that replaced it (the revoking replica's bus message) before it answers
+ * `unavailable`. The ring is reloaded on that message within milliseconds.
+ */
+const REPLACED_KEY_WAIT_MS = 2_000;
+const REPLACED_KEY_POLL_MS = 5;
+const SIGNING_KEY_NOT_FOUND_MESSAGE = 'signing key not found';
+const KID = /^[A-Za-z0-9_-]{1,128}$/;
+const KEY_REVOKE_BUSY_MESSAGE =
+  'the credentials could not be locked for the signing key revocation in time; nothing was changed, retry shortly';
 
 export interface CredentialDeps {
   config: CredentialsConfig;
@@ -155,14 +173,46 @@ export class Credentials {
 
   async issue(input: IssueInput, signal?: AbortSignal): Promise<IssuedCredential> {
     const metrics = this.#d.metrics;
-    if (!metrics) return this.#issue(input, signal);
+    if (!metrics) return this.#issueWithLiveKey(input, signal);
     try {
-      const issued = await this.#issue(input, signal);
+      const issued = await this.#issueWithLiveKey(input, signal);
       metrics.issued.inc();
       return issued;
     } catch (err) {
       metrics.failure(err instanceof AppError ? err.code : 'internal');
       throw err;
+    }
+  }
+
+  /**
+   * `#issue`, once more when its signing key was revoked between signing and recording (this
+   * replica's ring had not reloaded yet): after the ring holds another active key, signed with it.
+   */
+  async #issueWithLiveKey(input: IssueInput, signal?: AbortSignal): Promise<IssuedCredential> {
+    try {
+      return await this.#issue(input, signal);
+    } catch (err) {
+      if (!(err instanceof SigningKeyRevokedError)) throw err;
+      await this.#replacedKey(err.kid, signal);
+      try {
+        return await this.#issue(input, signal);
+      } catch (again) {
+        if (again instanceof SigningKeyRevokedError) throw revokedKeyUnavailable(again);
+        throw again;
+      }
+    }
+  }
+
+  /** Waits (up to REPLACED_KEY_WAIT_MS) until the ring's active key is not `kid`. */
+  async #replacedKey(kid: string, signal?: AbortSignal): Promise<void> {
+    const deadline = performance.now() + REPLACED_KEY_WAIT_MS;
+    for (;;) {
+      const active = this.#d.keys.activeKey();
+      if (active && active.kid !== kid) return;
+      if (performance.now() >= deadline || signal?.aborted) {
+        throw revokedKeyUnavailable(new SigningKeyRevokedError(kid));
+      }
+      await new Promise((resolve) => setTimeout(resolve, REPLACED_KEY_POLL_MS));
     }
   }
 
@@ -228,6 +278,11 @@ export class Credentials {
         // Revoked with its credentials (a gateway still trusted it from its cache): as a revoked key.
         await this.#release(req.tenantId, jti, 'API key revoked');
         throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      }
+      if (err instanceof SigningKeyRevokedError) {
+        // Signed with a key revoked meanwhile: the caller signs again with its replacement.
+        await this.#release(req.tenantId, jti, 'signing key revoked');
+        throw err;
       }
       await this.#release(req.tenantId, jti, 'recording failed');
       throw new AppError('unavailable', RECORD_UNAVAILABLE_MESSAGE, { retryAfterSeconds: 1, cause: err });
@@ -428,6 +483,66 @@ export class Credentials {
   }
 
   /**
+   * RevokeSigningKey's record (docs/credentials.md, "Revoking a signing key"): in one
+   * transaction (`SigningKeyRevocationStore.revoke`) the key leaves the key set with its private
+   * half wiped, the oldest next key becomes active when the revoked key was the active one, the
+   * revocation takes a feed sequence (listed in `revoked_keys` until every credential the key
+   * signed has expired, plus a minute) and the `signing_key.revoke` event is written. Then every
+   * replica and gateway is told (bus `signing-keys.changed` with `{"revoked_kid"}`: rings reload,
+   * gateways drop the key from their JWKS) and held long-polls wake. A revoked key answers its
+   * first revocation again (`newly: false`), recording and announcing nothing. Unknown kid:
+   * `not_found`; the credentials table not lockable within 2 s: `unavailable`.
+   */
+  async revokeSigningKey(kid: string, requestedBy: string): Promise<KeyRevocation> {
+    if (!KID.test(kid)) throw new AppError('not_found', SIGNING_KEY_NOT_FOUND_MESSAGE);
+    const now = this.#d.clock.now();
+    const feedUntil = new Date(now.getTime() + this.#d.maxTtlSeconds * 1000 + WATERMARK_SLACK_MS);
+    const result = await this.#d.store.signingKeys
+      .revoke({ kid, now, feedUntil, revokedBy: requestedBy }, (trx, revocation) =>
+        this.#d.audit.enqueue(trx, {
+          action: 'signing_key.revoke',
+          tenantId: null,
+          target: { type: 'signing_key', id: kid },
+          occurredAt: now,
+          details: {
+            state: revocation.previousState,
+            promoted_kid: revocation.promoted,
+            requested_by: requestedBy,
+          },
+        }),
+      )
+      .catch((err: unknown) => {
+        if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
+          throw new AppError('unavailable', KEY_REVOKE_BUSY_MESSAGE, { retryAfterSeconds: 1, cause: err });
+        }
+        throw err;
+      });
+    if (!result) throw new AppError('not_found', SIGNING_KEY_NOT_FOUND_MESSAGE);
+    if (!result.newly) return result;
+    this.#d.audit.kick();
+    this.#d.logger.warn(
+      { kid, previousState: result.previousState, promoted: result.promoted, requestedBy },
+      'signing key revoked: removed from the JWKS, its credentials refused',
+    );
+    const announcements = await Promise.allSettled([
+      this.#d.bus.publish(BUS_CHANNELS.signingKeysChanged, JSON.stringify({ revoked_kid: kid })),
+      this.#d.bus.publish(
+        BUS_CHANNELS.credentialsRevoked,
+        JSON.stringify({ kid, sequence: String(result.sequence) }),
+      ),
+    ]);
+    const failed = announcements.find((a) => a.status === 'rejected');
+    if (failed) {
+      this.#d.logger.warn(
+        { err: { message: ((failed as PromiseRejectedResult).reason as Error).message }, kid },
+        'could not announce a signing key revocation; replicas and gateways notice it on their next refresh',
+      );
+    }
+    this.#wake();
+    return result;
+  }
+
+  /**
    * ListCredentials: a project's credentials, newest first, `limit` (1..200, 0: 50) per page;
    * `cursor` is the opaque `nextCursor` of the previous page.
    */
@@ -472,18 +587,25 @@ export class Credentials {
 
   /** The claims of a valid, unexpired, unrevoked credential; undefined otherwise. */
   async verify(token: string): Promise<CredentialClaims | undefined> {
+    let kid = '';
     const claims = verifyCredential(token, {
       issuer: this.#d.config.issuer,
       audience: this.#d.config.audience,
       now: this.#d.clock.now().getTime() / 1000,
-      keyFor: (kid) => this.#d.keys.verificationKey(kid),
+      keyFor: (k) => {
+        kid = k;
+        return this.#d.keys.verificationKey(k);
+      },
     });
     if (!claims) return undefined;
-    return (await this.#isRevoked(claims)) ? undefined : claims;
+    return (await this.#isRevoked(claims, kid)) ? undefined : claims;
   }
 
-  /** Revoked (Redis mark, else Postgres), or issued before its project's watermark (Postgres). */
-  async #isRevoked(claims: CredentialClaims): Promise<boolean> {
+  /**
+   * Revoked (Redis mark, else Postgres), issued before its project's watermark, or signed by a
+   * revoked signing key (Postgres: a replica whose ring still holds the key refuses it too).
+   */
+  async #isRevoked(claims: CredentialClaims, kid: string): Promise<boolean> {
     if (this.#d.marks) {
       try {
         if (await this.#d.marks.isMarked(claims.jti)) return true;
@@ -491,7 +613,7 @@ export class Credentials {
         // Redis is away: Postgres decides.
       }
     }
-    return this.#d.store.isRevoked(claims.jti, { projectId: claims.pid, iat: claims.iat });
+    return this.#d.store.isRevoked(claims.jti, { projectId: claims.pid, iat: claims.iat, kid });
   }
 
   /** Fresh relays for the holder of a valid credential (region: asked, else the credential's). */
@@ -528,21 +650,25 @@ export class Credentials {
     for (;;) {
       // Armed before the read: a revocation committed meanwhile still wakes us.
       const woken = this.#nextWake();
-      // Watermarks first: every revocation before the newest watermark's sequence has
-      // committed by then (one lock orders both), so the read after it cannot miss one.
+      // Watermarks and revoked keys first: every revocation before the newest one's sequence
+      // has committed by then (one lock orders them all), so the read after it cannot miss one.
       const since = new Date(
         this.#d.clock.now().getTime() - this.#d.maxTtlSeconds * 1000 - WATERMARK_SLACK_MS,
       );
       const watermarks = await this.#d.store.watermarksSince(since);
+      const revokedKeys = await this.#d.store.signingKeys.inFeed(this.#d.clock.now());
       const revocations = await this.#d.store.revocationsAfter(cursor, pageSize);
-      const raised = watermarks.reduce((max, w) => (w.sequence > max ? w.sequence : max), cursor);
+      const raised = [...watermarks, ...revokedKeys].reduce(
+        (max, w) => (w.sequence > max ? w.sequence : max),
+        cursor,
+      );
       const remaining = deadline - performance.now();
       if (revocations.length || raised > cursor || remaining <= 0 || signal?.aborted || this.#stopped) {
         woken.cancel();
         const last = revocations.at(-1)?.sequence ?? cursor;
         // A full page may have more revocations before the watermark's position: stop at the page.
         const nextCursor = revocations.length === pageSize || raised < last ? last : raised;
-        return { revocations, nextCursor, watermarks };
+        return { revocations, nextCursor, watermarks, revokedKeys };
       }
       await woken.wait(Math.min(remaining, FEED_RECHECK_MS), signal);
     }
@@ -602,6 +728,14 @@ function decodeListCursor(cursor: string): { issuedAt: Date; jti: string } {
     // fall through
   }
   throw new AppError('invalid_request', 'cursor is not one this API returned');
+}
+
+/** A signing key revoked under an issuance, and no replacement loaded in time. */
+function revokedKeyUnavailable(cause: SigningKeyRevokedError): AppError {
+  return new AppError('unavailable', 'the signing key was just replaced; retry shortly', {
+    retryAfterSeconds: 1,
+    cause,
+  });
 }
 
 /** The refusal of a tenant at its cap, whether decided at reservation or at confirmation. */

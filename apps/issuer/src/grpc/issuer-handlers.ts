@@ -16,6 +16,7 @@ import { listSigningKeys } from './list-signing-keys.ts';
 import { registerRelay } from './register-relay.ts';
 import { revokeCredential } from './revoke-credential.ts';
 import { revokeCredentials } from './revoke-credentials.ts';
+import { revokeSigningKey } from './revoke-signing-key.ts';
 import { rotateSigningKeys } from './rotate-signing-keys.ts';
 import { summarizeUsage } from './summarize-usage.ts';
 
@@ -24,6 +25,7 @@ export function issuerHandlers(deps: IssuerDeps): ServiceImpl<typeof IssuerServi
     getJwks: getJwks(deps),
     listSigningKeys: listSigningKeys(deps),
     rotateSigningKeys: rotateSigningKeys(deps),
+    revokeSigningKey: revokeSigningKey(deps),
     issueCredential: issueCredential(deps),
     issueCredentials: issueCredentials(deps),
     issueCredentialBatches: issueCredentialBatches(deps),

@@ -21,6 +21,7 @@ export function listRevocations({
         projectId: w.projectId,
         issuedBefore: timestampFromDate(w.issuedBefore),
       })),
+      revokedKeys: page.revokedKeys.map((k) => ({ kid: k.kid, revokedAt: timestampFromDate(k.revokedAt) })),
     };
   };
 }

@@ -15,11 +15,18 @@
  * revokes its credentials, so a credential is either stored before
  * it (and revoked by it) or refused after it — a gateway still trusting the key from its cache
  * cannot get one through.
+ *
+ * Likewise a row signed by a signing key recorded in `revoked_signing_keys` (RevokeSigningKey,
+ * docs/credentials.md "Revoking a signing key"): it is not stored and its caller is rejected
+ * with `SigningKeyRevokedError` (a replica that has not reloaded its keys yet signed with the
+ * revoked key; the issuance signs again with the key that replaced it). The revocation takes the
+ * same table lock, so no credential signed by the key is stored after it commits.
  */
 import type { KeyMode } from '@relayplane/shared/contract';
 import type { Database } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
+import type { RevocationDatabase } from './signing-key-revocations.ts';
 
 export interface CredentialRow {
   jti: string;
@@ -43,6 +50,19 @@ export class ApiKeyRevokedError extends Error {
     this.apiKeyId = apiKeyId;
   }
 }
+
+/** The row was signed by a revoked signing key: the credential must not be answered. */
+export class SigningKeyRevokedError extends Error {
+  readonly kid: string;
+  constructor(kid: string) {
+    super('the signing key was revoked');
+    this.name = 'SigningKeyRevokedError';
+    this.kid = kid;
+  }
+}
+
+/** Why the statement skipped a row. */
+type Refusal = 'api_key' | 'signing_key';
 
 interface Pending {
   row: CredentialRow;
@@ -86,7 +106,8 @@ export class CredentialWriter {
         select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
           $7::text[], $8::timestamptz[], $9::timestamptz[])
           as u(jti, tenant_id, project_id, api_key_id, kid, mode, scopes, issued_at, expires_at)
-        where not exists (select 1 from "${database.schema}".revoked_api_keys r where r.api_key_id = u.api_key_id)`,
+        where not exists (select 1 from "${database.schema}".revoked_api_keys r where r.api_key_id = u.api_key_id)
+          and not exists (select 1 from "${database.schema}".revoked_signing_keys k where k.kid = u.kid)`,
     };
   }
 
@@ -129,7 +150,9 @@ export class CredentialWriter {
     try {
       const refused = (await this.insert(batch.map((p) => p.row))) || undefined;
       for (const p of batch) {
-        if (refused?.has(p.row.jti)) p.reject(new ApiKeyRevokedError(p.row.apiKeyId));
+        const why = refused?.get(p.row.jti);
+        if (why === 'signing_key') p.reject(new SigningKeyRevokedError(p.row.kid));
+        else if (why === 'api_key') p.reject(new ApiKeyRevokedError(p.row.apiKeyId));
         else p.resolve();
       }
     } catch (err) {
@@ -139,9 +162,10 @@ export class CredentialWriter {
 
   /**
    * One statement for the whole batch (public so fault-injection tests can replace it).
-   * Answers the jtis it refused (their API key is revoked); nothing when it stored every row.
+   * Answers the jtis it refused and why (their API key or their signing key is revoked);
+   * nothing when it stored every row.
    */
-  async insert(rows: readonly CredentialRow[]): Promise<ReadonlySet<string> | undefined> {
+  async insert(rows: readonly CredentialRow[]): Promise<ReadonlyMap<string, Refusal> | undefined> {
     this.statements++;
     const col = <K extends keyof CredentialRow>(k: K) => rows.map((r) => r[k]);
     // Rows of a batch mostly share their times (same second, same ttl): format each once.
@@ -192,14 +216,19 @@ export class CredentialWriter {
         ) as u(jti, tenant_id, project_id, api_key_id, kid, mode, scopes, issued_at, expires_at)
         where not exists (
           select 1 from ${sql.id(this.#schema, 'revoked_api_keys')} r where r.api_key_id = u.api_key_id
+        ) and not exists (
+          select 1 from ${sql.id(this.#schema, 'revoked_signing_keys')} k where k.kid = u.kid
         )`,
       )
       .execute();
     return Number(result?.numInsertedOrUpdatedRows ?? 0) === rows.length ? undefined : this.#refused(rows);
   }
 
-  /** The rows of a batch the statement skipped (rare: only rows of a revoked API key). */
-  async #refused(rows: readonly CredentialRow[]): Promise<ReadonlySet<string>> {
+  /**
+   * The rows of a batch the statement skipped (rare: only rows of a revoked API key or signed by
+   * a revoked signing key), and why: the signing key when it is revoked, else the API key.
+   */
+  async #refused(rows: readonly CredentialRow[]): Promise<ReadonlyMap<string, Refusal>> {
     const stored = await this.#db
       .selectFrom('credentials')
       .select('jti')
@@ -210,6 +239,19 @@ export class CredentialWriter {
       )
       .execute();
     const kept = new Set(stored.map((r) => r.jti));
-    return new Set(rows.filter((r) => !kept.has(r.jti)).map((r) => r.jti));
+    const skipped = rows.filter((r) => !kept.has(r.jti));
+    const kids = [...new Set(skipped.map((r) => r.kid))];
+    const revokedKids = new Set(
+      kids.length === 0
+        ? []
+        : (
+            await (this.#db as unknown as Kysely<RevocationDatabase>)
+              .selectFrom('revoked_signing_keys')
+              .select('kid')
+              .where('kid', 'in', kids)
+              .execute()
+          ).map((r) => r.kid),
+    );
+    return new Map(skipped.map((r) => [r.jti, revokedKids.has(r.kid) ? 'signing_key' : 'api_key'] as const));
   }
 }

@@ -1,6 +1,8 @@
 /** Credential rows and the revocation feed (Postgres, the source of truth). */
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
+import { REVOCATION_FEED_LOCK } from './revocation-feed-lock.ts';
+import { type RevocationDatabase, SigningKeyRevocationStore } from './signing-key-revocations.ts';
 import type { DurableLease } from './slot-store.ts';
 
 export interface RevocationEntry {
@@ -74,18 +76,17 @@ export const BULK_REVOKE_LOCK_TIMEOUT_MS = 2_000;
 /** SQLSTATE lock_not_available: a lock wait outlasted `lock_timeout`. */
 export const LOCK_NOT_AVAILABLE = '55P03';
 
-// Revocations take this transaction-scoped advisory lock, so feed sequences become visible
-// in the order they were taken: a reader past sequence n never misses a later commit of n-1.
-const REVOCATION_FEED_LOCK = 0x72706376; // "rpcv"
-
 export class CredentialStore {
   readonly #db: Kysely<IssuerDatabase>;
   readonly #schema: string;
+  /** Revoked signing keys (the feed's `revoked_keys`, and the revocation itself). */
+  readonly signingKeys: SigningKeyRevocationStore;
 
   /** `schema`: the issuer's PostgreSQL schema (the bulk revocation names its table in raw SQL). */
   constructor(db: Kysely<IssuerDatabase>, schema = 'issuer') {
     this.#db = db;
     this.#schema = schema;
+    this.signingKeys = new SigningKeyRevocationStore(db, schema);
   }
 
   /**
@@ -323,10 +324,11 @@ export class CredentialStore {
 
   /**
    * True when `jti` is recorded as revoked (false when unknown or not revoked), or — given its
-   * project and `iat` (seconds) — issued before its project's watermark, row or no row. One
-   * round trip either way.
+   * project and `iat` (seconds) — issued before its project's watermark, row or no row, or —
+   * given the `kid` of its JWT header — signed by a revoked signing key. One round trip either
+   * way.
    */
-  async isRevoked(jti: string, issued?: { projectId: string; iat: number }): Promise<boolean> {
+  async isRevoked(jti: string, issued?: { projectId: string; iat: number; kid?: string }): Promise<boolean> {
     if (!issued) {
       const row = await this.#db
         .selectFrom('credentials')
@@ -335,7 +337,8 @@ export class CredentialStore {
         .executeTakeFirst();
       return row?.revoked_at != null;
     }
-    const { refused } = await this.#db
+    const db = this.#db as unknown as Kysely<RevocationDatabase>;
+    const { refused } = await db
       .selectNoFrom((eb) => [
         eb
           .or([
@@ -353,6 +356,13 @@ export class CredentialStore {
                 .where('project_id', '=', issued.projectId)
                 .where('issued_before', '>', new Date(issued.iat * 1000)),
             ),
+            ...(issued.kid === undefined
+              ? []
+              : [
+                  eb.exists(
+                    eb.selectFrom('revoked_signing_keys').select('kid').where('kid', '=', issued.kid),
+                  ),
+                ]),
           ])
           .as('refused'),
       ])

@@ -43,6 +43,7 @@ const NO_TENANT_PERMISSION: Record<string, string> = {
   'DELETE /admin/v1/relays/:relay_id': 'platform administrators',
   'GET /admin/v1/signing-keys': 'platform administrators',
   'POST /admin/v1/signing-keys/rotate': 'platform administrators',
+  'POST /admin/v1/signing-keys/:kid/revoke': 'platform administrators',
 };
 
 /** The route table of docs/iam.md: `METHOD /path` → permission. */

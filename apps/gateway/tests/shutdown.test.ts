@@ -34,7 +34,7 @@ describe('gateway shutdown', () => {
     const res = await poll;
     expect(res.status).toBe(200);
     expect(res.headers.get('connection')).toBe('close');
-    expect(await res.json()).toEqual({ revocations: [], next_cursor: 0, watermarks: [] });
+    expect(await res.json()).toEqual({ revocations: [], next_cursor: 0, watermarks: [], revoked_keys: [] });
     expect(closeMs).toBeLessThan(2_000);
   });
 });

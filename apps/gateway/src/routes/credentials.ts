@@ -157,7 +157,11 @@ export function registerCredentials(
           '`watermarks` lists every project watermark in force (set by a bulk revocation with `issued_before`, ' +
           'docs/credentials.md "Containment"): refuse that project\'s credentials whose `iat` is before ' +
           '`issued_before`, whether or not their `jti` is listed. Each answer carries the full list; raising a ' +
-          'watermark moves `next_cursor` and wakes a held poll like a revocation. Older clients may ignore it.',
+          'watermark moves `next_cursor` and wakes a held poll like a revocation. Older clients may ignore it. ' +
+          '`revoked_keys` lists every signing key revocation in force (docs/credentials.md "Revoking a signing ' +
+          'key"): refuse every credential whose JWT header `kid` is listed, drop that key and refetch the JWKS ' +
+          'now rather than at its max-age. Each answer carries the full list; a revocation moves `next_cursor` ' +
+          'and wakes a held poll. Older clients may ignore it.',
         tags: ['relays'],
         querystring: {
           type: 'object',
@@ -196,6 +200,13 @@ export function registerCredentials(
                 },
               }),
             },
+            revoked_keys: {
+              type: 'array',
+              items: object({
+                kid: { type: 'string', description: 'Refuse every credential signed by this key.' },
+                revoked_at: { type: 'string', format: 'date-time' },
+              }),
+            },
           }),
         },
       },
@@ -210,7 +221,7 @@ export function registerCredentials(
         ),
       );
       // A poll cut short by its client or by shutdown: nothing new.
-      if (!res) return { revocations: [], next_cursor: Number(cursor), watermarks: [] };
+      if (!res) return { revocations: [], next_cursor: Number(cursor), watermarks: [], revoked_keys: [] };
       return {
         revocations: res.revocations.map(presentRevocation),
         next_cursor: Number(res.nextCursor),
@@ -218,6 +229,7 @@ export function registerCredentials(
           project_id: w.projectId,
           issued_before: iso(w.issuedBefore),
         })),
+        revoked_keys: res.revokedKeys.map((k) => ({ kid: k.kid, revoked_at: iso(k.revokedAt) })),
       };
     },
   );

@@ -1,3 +1,4 @@
+import type { SigningKey } from '@relayplane/proto/issuer';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, presentSigningKey } from '../present.ts';
@@ -28,6 +29,45 @@ const SIGNING_KEY_PAGE = object({
     description: 'Pass as `cursor` for the next page; null on the last page.',
   },
 });
+
+const NOT_FOUND = errorResponse('No signing key has this kid.');
+
+/** A key as listed, with when it was revoked. */
+const REVOKED_KEY = object(
+  {
+    kid: { type: 'string' },
+    state: { type: 'string', enum: ['removed'] },
+    created_at: { type: 'string', format: 'date-time' },
+    activated_at: { type: 'string', format: 'date-time', description: 'When the key started signing.' },
+    deactivated_at: { type: 'string', format: 'date-time', description: 'When the key stopped signing.' },
+    remove_after: { type: 'string', format: 'date-time' },
+    removed_at: {
+      type: 'string',
+      format: 'date-time',
+      description: 'When the key left the JWKS and its private half was destroyed.',
+    },
+    revoked_at: { type: 'string', format: 'date-time', description: 'When the key was revoked.' },
+  },
+  ['activated_at', 'deactivated_at', 'remove_after'],
+);
+
+const REVOCATION = object({
+  revoked: REVOKED_KEY,
+  active: {
+    anyOf: [ref('SigningKey'), { type: 'null' }],
+    description:
+      'The key that signs now (null only if the issuer could not make one; issuance then answers 503 until it does).',
+  },
+  already_revoked: {
+    type: 'boolean',
+    description: 'True when the key had been revoked before this request: nothing changed.',
+  },
+});
+
+function presentRevokedKey(key: SigningKey | undefined) {
+  if (!key) throw new Error('the issuer answered a revocation without the revoked key');
+  return { ...presentSigningKey(key), revoked_at: iso(key.revokedAt) };
+}
 
 export function registerSigningKeys(app: FastifyInstance, { clients, guards }: RouteDeps): void {
   app.get<{ Querystring: PageQuery }>(
@@ -84,6 +124,40 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards }: R
         rotation_pending_since: iso(res.rotationPendingSince) ?? null,
         next_cursor: res.nextCursor || null,
       });
+    },
+  );
+
+  app.post<{ Params: { kid: string } }>(
+    '/admin/v1/signing-keys/:kid/revoke',
+    {
+      onRequest: guards.platformAdmin,
+      schema: {
+        operationId: 'revokeSigningKey',
+        summary: 'Revoke a compromised signing key',
+        description:
+          'Platform administrators only; audited (`signing_key.revoke`). An emergency, not a rotation: the key leaves ' +
+          'the JWKS at once (every gateway serves the set without it within a second) and its private half is ' +
+          'destroyed; every credential it signed is refused at `POST /v1/relays/assignment` (401) and ' +
+          'introspection (`active: false`), and the revocation feed lists its kid in `revoked_keys` so verifiers ' +
+          'refuse its credentials and refetch the JWKS. When it was the active key, the next key (or a new key if ' +
+          'there is none) signs at once, without waiting out its 300 s of publication. Revoking a revoked key ' +
+          'answers 200 again with `already_revoked: true` and changes nothing. docs/credentials.md, ' +
+          '"Revoking a signing key".',
+        tags: ['signing-keys'],
+        params: object({ kid: { type: 'string', maxLength: 128 } }),
+        response: { 200: REVOCATION, 403: FORBIDDEN, 404: NOT_FOUND },
+      },
+    },
+    async (request) => {
+      const res = await clients.issuer.revokeSigningKey({
+        kid: request.params.kid,
+        requestedBy: principalOf(request).userId,
+      });
+      return {
+        revoked: presentRevokedKey(res.revoked),
+        active: res.active ? presentSigningKey(res.active) : null,
+        already_revoked: res.alreadyRevoked,
+      };
     },
   );
 }

@@ -1,6 +1,8 @@
 /**
  * Every way `verify` can refuse a credential. The codes are stable: relays switch on them,
- * so adding one is a breaking change and renaming one is never done.
+ * so adding one is a breaking change and renaming one is never done. `feed_stale` was added
+ * with `maxFeedStaleness` (README, "Feed staleness"): a relay that treats unknown codes as a
+ * refusal needs no change.
  */
 export type VerificationErrorCode =
   | 'malformed'
@@ -13,7 +15,8 @@ export type VerificationErrorCode =
   | 'bad_audience'
   | 'missing_scope'
   | 'revoked'
-  | 'jwks_unavailable';
+  | 'jwks_unavailable'
+  | 'feed_stale';
 
 /** The one error `verify` rejects with. `message` is safe to log; it never contains the token. */
 export class VerificationError extends Error {

@@ -1,3 +1,9 @@
 export type { CredentialMode, VerifiedCredential } from './claims.ts';
 export { VerificationError, type VerificationErrorCode } from './errors.ts';
-export { createVerifier, type Verifier, type VerifierOptions, type VerifyOptions } from './verifier.ts';
+export {
+  createVerifier,
+  type Verifier,
+  type VerifierMetrics,
+  type VerifierOptions,
+  type VerifyOptions,
+} from './verifier.ts';

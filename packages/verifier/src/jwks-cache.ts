@@ -28,6 +28,10 @@ export class JwksCache {
   #freshUntil = Number.NEGATIVE_INFINITY;
   #lastFetchAt = Number.NEGATIVE_INFINITY;
   #inFlight: Promise<void> | undefined;
+  /** Kids the revocation feed reported revoked: dropped, and never imported again. */
+  readonly #revoked = new Set<string>();
+  /** JWKS fetches caused by a revoked key (metrics). */
+  revocationRefetches = 0;
 
   constructor(options: JwksCacheOptions) {
     this.#options = options;
@@ -35,6 +39,36 @@ export class JwksCache {
 
   get loaded(): boolean {
     return this.#keys !== undefined;
+  }
+
+  /** How many keys the cached set holds. */
+  get size(): number {
+    return this.#keys?.size ?? 0;
+  }
+
+  /** `clock()` at the last fetch attempt (any cause); -Infinity before the first. */
+  get lastFetchAt(): number {
+    return this.#lastFetchAt;
+  }
+
+  /**
+   * The feed reported `kid` revoked: drops it now and for good, and refetches the key set at
+   * once rather than at its max-age (to learn the key that replaced it). Afterwards an unknown
+   * kid may refetch once more without waiting `refetchIntervalMs`: a key created by the
+   * revocation may be younger than this fetch.
+   */
+  revoke(kid: string): void {
+    this.#revoked.add(kid);
+    this.#keys?.delete(kid);
+    this.revocationRefetches += 1;
+    const refetch = this.#inFlight
+      ? this.#inFlight.catch(() => {}).then(() => this.refresh())
+      : this.refresh();
+    refetch
+      .catch(() => {})
+      .finally(() => {
+        this.#lastFetchAt = Number.NEGATIVE_INFINITY;
+      });
   }
 
   /** The key for `kid`, refreshing when stale and (rate-limited) when the kid is unknown. */
@@ -90,7 +124,7 @@ export class JwksCache {
         await response.body?.cancel();
         throw new Error(`JWKS fetch answered HTTP ${response.status}`);
       }
-      const keys = await importKeySet(await response.json());
+      const keys = await importKeySet(await response.json(), this.#revoked);
       this.#keys = keys;
       this.#etag = response.headers.get('etag') ?? undefined;
       this.#freshUntil = clock() + maxAgeMs(response.headers.get('cache-control'));
@@ -117,7 +151,10 @@ function maxAgeMs(cacheControl: string | null): number {
 }
 
 /** Imports the Ed25519 signing keys of a JWKS document; other keys can never verify EdDSA. */
-async function importKeySet(document: unknown): Promise<Map<string, CryptoKey>> {
+async function importKeySet(
+  document: unknown,
+  revoked: ReadonlySet<string>,
+): Promise<Map<string, CryptoKey>> {
   if (
     typeof document !== 'object' ||
     document === null ||
@@ -130,6 +167,8 @@ async function importKeySet(document: unknown): Promise<Map<string, CryptoKey>> 
     if (typeof jwk !== 'object' || jwk === null) continue;
     const { kty, crv, kid, x, alg, use } = jwk as Record<string, unknown>;
     if (kty !== 'OKP' || crv !== 'Ed25519' || typeof kid !== 'string' || typeof x !== 'string') continue;
+    // A cache between us and the control plane may still list a revoked key: never use it again.
+    if (revoked.has(kid)) continue;
     if ((alg !== undefined && alg !== 'EdDSA' && alg !== 'Ed25519') || (use !== undefined && use !== 'sig'))
       continue;
     try {

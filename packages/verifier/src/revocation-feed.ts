@@ -18,18 +18,26 @@ export interface RevocationFeedOptions {
   backoffMaxMs: number;
   signal: AbortSignal;
   onError: (error: Error) => void;
+  /** Called once per signing key the feed newly reports revoked (`revoked_keys`). */
+  onKeyRevoked: (kid: string) => void;
 }
 
 /**
  * Follows `GET /v1/credentials/revocations` (docs/credentials.md, "Revocation feed") in a
- * long-poll loop and keeps jti → the instant it can be forgotten, and project → its watermark
- * (the `watermarks` of each answer: credentials of that project issued before it are refused).
+ * long-poll loop and keeps jti → the instant it can be forgotten, project → its watermark
+ * (the `watermarks` of each answer: credentials of that project issued before it are refused),
+ * and the revoked signing keys (`revoked_keys`: credentials whose header names one are refused),
+ * and when the feed was last read successfully (the staleness bound).
  */
 export class RevocationFeed {
   readonly #options: RevocationFeedOptions;
   readonly #revoked = new Map<string, number>();
   /** project id → `issued_before` (ms): only ever raised, never forgotten (one entry per project). */
   readonly #watermarks = new Map<string, number>();
+  /** kid → `revoked_at` (ms): never forgotten (one entry per revoked key, a rare event). */
+  readonly #revokedKeys = new Map<string, number>();
+  /** `clock()` at the last successful poll; undefined before the first one. */
+  #lastSuccessAt: number | undefined;
   #cursor = 0;
   #caughtUp = false;
   #loop: Promise<void> | undefined;
@@ -60,6 +68,26 @@ export class RevocationFeed {
       return false;
     }
     return true;
+  }
+
+  /** Whether the feed reported the signing key `kid` revoked. */
+  isKeyRevoked(kid: string): boolean {
+    return this.#revokedKeys.has(kid);
+  }
+
+  /** How many signing keys the feed reported revoked. */
+  get revokedKeyCount(): number {
+    return this.#revokedKeys.size;
+  }
+
+  /** How many revoked jtis are remembered. */
+  get revokedCount(): number {
+    return this.#revoked.size;
+  }
+
+  /** `clock()` when the feed was last read successfully; undefined before the first success. */
+  get lastSuccessAt(): number | undefined {
+    return this.#lastSuccessAt;
   }
 
   /**
@@ -131,7 +159,14 @@ export class RevocationFeed {
         this.#watermarks.set(projectId, issuedBeforeMs);
       }
     }
+    // Merged too (an answer cut short carries none); the key is dropped before the cursor moves.
+    for (const { kid, revokedAtMs } of page.revokedKeys) {
+      if (this.#revokedKeys.has(kid)) continue;
+      this.#revokedKeys.set(kid, revokedAtMs);
+      this.#options.onKeyRevoked(kid);
+    }
     this.#cursor = page.nextCursor;
+    this.#lastSuccessAt = this.#options.clock();
     for (const [jti, forgetAt] of this.#revoked) {
       if (forgetAt <= now) this.#revoked.delete(jti);
     }
@@ -143,14 +178,16 @@ interface FeedPage {
   revocations: { jti: string; expiresAtMs: number }[];
   nextCursor: number;
   watermarks: { projectId: string; issuedBeforeMs: number }[];
+  revokedKeys: { kid: string; revokedAtMs: number }[];
 }
 
 function parsePage(body: unknown): FeedPage {
   if (typeof body !== 'object' || body === null) throw new Error('feed answer is not an object');
-  const { revocations, next_cursor, watermarks } = body as {
+  const { revocations, next_cursor, watermarks, revoked_keys } = body as {
     revocations?: unknown;
     next_cursor?: unknown;
     watermarks?: unknown;
+    revoked_keys?: unknown;
   };
   if (!Array.isArray(revocations)) throw new Error('feed answer has no "revocations" array');
   const nextCursor = typeof next_cursor === 'string' ? Number(next_cursor) : next_cursor;
@@ -173,7 +210,15 @@ function parsePage(body: unknown): FeedPage {
     // An instant that cannot be read refuses every credential of the project (fail closed).
     marks.push({ projectId: project_id, issuedBeforeMs: parseInstant(issued_before) });
   }
-  return { revocations: entries, nextCursor, watermarks: marks };
+  // Absent from control planes that predate signing key revocation: none.
+  const keys: FeedPage['revokedKeys'] = [];
+  for (const entry of Array.isArray(revoked_keys) ? revoked_keys : []) {
+    if (typeof entry !== 'object' || entry === null) continue;
+    const { kid, revoked_at } = entry as { kid?: unknown; revoked_at?: unknown };
+    if (typeof kid !== 'string' || kid === '') continue;
+    keys.push({ kid, revokedAtMs: parseInstant(revoked_at) });
+  }
+  return { revocations: entries, nextCursor, watermarks: marks, revokedKeys: keys };
 }
 
 /** RFC 3339 string or seconds since the epoch; anything else is kept forever (fail closed). */

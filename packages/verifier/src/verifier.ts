@@ -35,6 +35,51 @@ export interface VerifierOptions {
   backoffMaxMs?: number;
   /** Called with every JWKS refresh or feed poll failure (they are retried, never thrown). */
   onError?: (error: Error) => void;
+  /**
+   * Longest time, in milliseconds, since the revocation feed was last read successfully (or
+   * since the verifier was created, before the first read) for which revocations are taken as
+   * known. Past it, `onStaleFeed` decides. Must exceed `revocationWaitSeconds` (and 1 s);
+   * `Infinity` disables the bound. Default 60 000. Only with `relayToken`.
+   */
+  maxFeedStaleness?: number;
+  /**
+   * What `verify` does while the feed is staler than `maxFeedStaleness`: `'closed'` (default)
+   * refuses every credential with `feed_stale`; `'open'` accepts what passes every other check
+   * (revocations learnt before the feed went stale still apply) and counts it in `metrics()`.
+   */
+  onStaleFeed?: 'closed' | 'open';
+}
+
+/** What `metrics()` answers: the verifier's state, for a relay's own metrics and logs. */
+export interface VerifierMetrics {
+  /** Whether revocations are followed (a `relayToken` was given). */
+  followsRevocations: boolean;
+  /** The configured bound, in ms (`Infinity`: none); null without `relayToken`. */
+  maxFeedStalenessMs: number | null;
+  /** What a stale feed does: `'closed'` refuses, `'open'` accepts; null without `relayToken`. */
+  onStaleFeed: 'closed' | 'open' | null;
+  /** `clock()` when the feed was last read successfully; null before the first success or without `relayToken`. */
+  feedLastSuccessAt: number | null;
+  /** Milliseconds since then (since creation before the first success); null without `relayToken`. */
+  feedStalenessMs: number | null;
+  /** Whether the feed is staler than `maxFeedStaleness` now. */
+  feedStale: boolean;
+  /** `feedStale` with `onStaleFeed: 'closed'`: every verification is refused (`feed_stale`). */
+  failingClosed: boolean;
+  /** `feedStale` with `onStaleFeed: 'open'`: credentials are accepted without current revocations. */
+  failingOpen: boolean;
+  /** Verifications refused with `feed_stale` so far. */
+  staleRefusals: number;
+  /** Credentials accepted while the feed was stale (`onStaleFeed: 'open'`) so far. */
+  staleAcceptances: number;
+  /** Revoked jtis remembered. */
+  revokedCredentials: number;
+  /** Signing keys the feed reported revoked. */
+  revokedKeys: number;
+  /** Keys in the cached JWKS. */
+  jwksKeys: number;
+  /** JWKS refetches caused by a revoked key. */
+  jwksRevocationRefetches: number;
 }
 
 export interface VerifyOptions {
@@ -54,12 +99,18 @@ export interface Verifier {
   verify(token: string, options?: VerifyOptions): Promise<VerifiedCredential>;
   /** Whether `jti` was revoked according to the feed so far. Always false without `relayToken`. */
   isRevoked(jti: string): boolean;
+  /** Whether the feed reported the signing key `kid` revoked. Always false without `relayToken`. */
+  isKeyRevoked(kid: string): boolean;
+  /** The verifier's state now: feed staleness and which way it fails, revocations known. */
+  metrics(): VerifierMetrics;
   /** Stops the feed loop and any fetch under way. Idempotent. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
 const JWKS_TIMEOUT_MS = 5_000;
+/** `maxFeedStaleness` by default: more than two held polls of the default 25 s wait. */
+const DEFAULT_MAX_FEED_STALENESS_MS = 60_000;
 /** Compact Ed25519 credentials are well under 1 KiB; refuse to parse anything absurd. */
 const MAX_TOKEN_LENGTH = 8_192;
 
@@ -86,6 +137,19 @@ export function createVerifier(options: VerifierOptions): Verifier {
   const fetch = options.fetch ?? globalThis.fetch;
   const clock = options.clock ?? Date.now;
   const onError = options.onError ?? (() => {});
+  const maxFeedStaleness = options.maxFeedStaleness ?? DEFAULT_MAX_FEED_STALENESS_MS;
+  if (Number.isNaN(maxFeedStaleness) || maxFeedStaleness <= Math.max(waitSeconds, 1) * 1000) {
+    throw new TypeError(
+      'maxFeedStaleness must be more milliseconds than revocationWaitSeconds (and 1 s): a held poll answers only after its wait',
+    );
+  }
+  const onStaleFeed = options.onStaleFeed ?? 'closed';
+  if (onStaleFeed !== 'closed' && onStaleFeed !== 'open') {
+    throw new TypeError("onStaleFeed must be 'closed' or 'open'");
+  }
+  const createdAt = clock();
+  let staleRefusals = 0;
+  let staleAcceptances = 0;
 
   const lifetime = new AbortController();
   const jwks = new JwksCache({
@@ -110,6 +174,7 @@ export function createVerifier(options: VerifierOptions): Verifier {
           backoffMaxMs,
           signal: lifetime.signal,
           onError,
+          onKeyRevoked: (kid) => jwks.revoke(kid),
         })
       : undefined;
   if (feed === undefined) {
@@ -163,9 +228,20 @@ export function createVerifier(options: VerifierOptions): Verifier {
     return closing;
   };
 
+  /** Milliseconds since the feed was last read successfully (since creation before that). */
+  const feedStaleness = (): number | null =>
+    feed === undefined ? null : clock() - (feed.lastSuccessAt ?? createdAt);
+  const feedIsStale = (): boolean => {
+    const staleness = feedStaleness();
+    return staleness !== null && staleness > maxFeedStaleness;
+  };
+
   const verify = async (token: string, verifyOptions: VerifyOptions = {}): Promise<VerifiedCredential> => {
     if (lifetime.signal.aborted) throw new Error('the verifier is closed');
     const kid = checkHeader(token);
+    if (feed?.isKeyRevoked(kid)) {
+      throw new VerificationError('revoked', 'the credential was signed by a revoked signing key');
+    }
     let payload: Awaited<ReturnType<typeof jwtVerify>>['payload'];
     try {
       ({ payload } = await jwtVerify(token, () => jwks.getKey(kid), {
@@ -195,7 +271,38 @@ export function createVerifier(options: VerifierOptions): Verifier {
         "the credential was issued before its project's revocation watermark",
       );
     }
+    // Last: a credential refused on what the feed did say keeps that reason.
+    if (feedIsStale()) {
+      if (onStaleFeed === 'closed') {
+        staleRefusals += 1;
+        throw new VerificationError(
+          'feed_stale',
+          `the revocation feed has not been read successfully for more than ${maxFeedStaleness} ms (onStaleFeed: 'closed')`,
+        );
+      }
+      staleAcceptances += 1;
+    }
     return credential;
+  };
+
+  const metrics = (): VerifierMetrics => {
+    const stale = feedIsStale();
+    return {
+      followsRevocations: feed !== undefined,
+      maxFeedStalenessMs: feed === undefined ? null : maxFeedStaleness,
+      onStaleFeed: feed === undefined ? null : onStaleFeed,
+      feedLastSuccessAt: feed?.lastSuccessAt ?? null,
+      feedStalenessMs: feedStaleness(),
+      feedStale: stale,
+      failingClosed: stale && onStaleFeed === 'closed',
+      failingOpen: stale && onStaleFeed === 'open',
+      staleRefusals,
+      staleAcceptances,
+      revokedCredentials: feed?.revokedCount ?? 0,
+      revokedKeys: feed?.revokedKeyCount ?? 0,
+      jwksKeys: jwks.size,
+      jwksRevocationRefetches: jwks.revocationRefetches,
+    };
   };
 
   return {
@@ -203,6 +310,8 @@ export function createVerifier(options: VerifierOptions): Verifier {
     followsRevocations: feed !== undefined,
     verify,
     isRevoked: (jti) => feed?.isRevoked(jti) ?? false,
+    isKeyRevoked: (kid) => feed?.isKeyRevoked(kid) ?? false,
+    metrics,
     close,
     [Symbol.asyncDispose]: close,
   };

@@ -2,6 +2,12 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type Harness, refusal, startHarness } from './support/harness.ts';
 import { credentialClaims, generateSigningKey, mint } from './support/tokens.ts';
 
+/**
+ * These tests move the verifier's clock minutes ahead between two feed polls, which makes the
+ * feed look stale: the staleness bound (tests/feed-staleness.test.ts) is off here.
+ */
+const NO_STALENESS_BOUND = { maxFeedStaleness: Number.POSITIVE_INFINITY };
+
 let h: Harness | undefined;
 afterEach(async () => {
   vi.restoreAllMocks();
@@ -12,7 +18,7 @@ afterEach(async () => {
 describe('JWKS caching', () => {
   it('serves every verification from one fetch while max-age lasts, importing the key once', async () => {
     const importKey = vi.spyOn(globalThis.crypto.subtle, 'importKey');
-    h = await startHarness();
+    h = await startHarness(NO_STALENESS_BOUND);
     await h.verifier.ready;
     const imports = importKey.mock.calls.length;
     expect(imports).toBe(1);
@@ -26,7 +32,7 @@ describe('JWKS caching', () => {
 
   it('revalidates with If-None-Match after max-age, and a 304 keeps the keys and extends freshness', async () => {
     const importKey = vi.spyOn(globalThis.crypto.subtle, 'importKey');
-    h = await startHarness();
+    h = await startHarness(NO_STALENESS_BOUND);
     h.plane.cacheControl = 'public, max-age=60';
     await h.verifier.ready;
     const token = await mint(h.key, credentialClaims(h.clock.now));
@@ -50,7 +56,7 @@ describe('JWKS caching', () => {
 
   it('a changed key set (new ETag) is fetched in full and imported again', async () => {
     const importKey = vi.spyOn(globalThis.crypto.subtle, 'importKey');
-    h = await startHarness();
+    h = await startHarness(NO_STALENESS_BOUND);
     await h.verifier.ready;
     const next = await generateSigningKey();
     h.plane.keys = [h.key, next];
@@ -63,7 +69,7 @@ describe('JWKS caching', () => {
 
 describe('unknown kid', () => {
   it('refetches at most once per refetchIntervalMs, then refuses as unknown_kid', async () => {
-    const harness = await startHarness();
+    const harness = await startHarness(NO_STALENESS_BOUND);
     h = harness;
     await h.verifier.ready;
     const stranger = await generateSigningKey();
@@ -89,7 +95,7 @@ describe('unknown kid', () => {
   });
 
   it('honours a custom refetchIntervalMs', async () => {
-    h = await startHarness({ refetchIntervalMs: 1_000 });
+    h = await startHarness({ ...NO_STALENESS_BOUND, refetchIntervalMs: 1_000 });
     await h.verifier.ready;
     const stranger = await generateSigningKey();
     h.clock.now += 1_000;
@@ -100,7 +106,7 @@ describe('unknown kid', () => {
   });
 
   it('picks up a rotated key: a new kid in the JWKS verifies after one refetch, the old kid still verifies', async () => {
-    h = await startHarness();
+    h = await startHarness(NO_STALENESS_BOUND);
     await h.verifier.ready;
     const rotated = await generateSigningKey();
     h.plane.keys = [rotated, h.key];
@@ -114,7 +120,7 @@ describe('unknown kid', () => {
   });
 
   it('a key withdrawn from the JWKS stops verifying once the key set is refreshed', async () => {
-    h = await startHarness();
+    h = await startHarness(NO_STALENESS_BOUND);
     await h.verifier.ready;
     const rotated = await generateSigningKey();
     h.plane.keys = [rotated];
@@ -127,7 +133,7 @@ describe('unknown kid', () => {
 
 describe('JWKS failures', () => {
   it('keeps verifying with the last good key set while refreshes fail, retrying once per refetchIntervalMs', async () => {
-    const harness = await startHarness();
+    const harness = await startHarness(NO_STALENESS_BOUND);
     h = harness;
     await h.verifier.ready;
     h.plane.jwksStatus = 500;
@@ -152,7 +158,7 @@ describe('JWKS failures', () => {
   });
 
   it('keeps the last good key set when a refresh answers a document without usable keys', async () => {
-    h = await startHarness();
+    h = await startHarness(NO_STALENESS_BOUND);
     await h.verifier.ready;
     h.plane.keys = [];
     h.clock.now += 300_000;
@@ -162,7 +168,7 @@ describe('JWKS failures', () => {
   });
 
   it('refuses as jwks_unavailable until a key set was ever fetched, and recovers by itself', async () => {
-    h = await startHarness({ backoffInitialMs: 20, backoffMaxMs: 40 }, (plane) => {
+    h = await startHarness({ ...NO_STALENESS_BOUND, backoffInitialMs: 20, backoffMaxMs: 40 }, (plane) => {
       plane.jwksStatus = 503;
     });
     const token = await mint(h.key, credentialClaims(h.clock.now));

@@ -50,6 +50,10 @@ export class FakeControlPlane {
   /** Sent as `watermarks` in every feed answer; undefined: omitted (a control plane before them). */
   watermarks: { project_id: unknown; issued_before: unknown }[] | undefined;
   readonly #revocations: Revocation[] = [];
+  /** Sent as `revoked_keys` (with their feed positions); none sent until the first `revokeKey`. */
+  readonly #revokedKeys: { sequence: number; kid: string; revoked_at: string }[] = [];
+  /** The feed's last position (revocations and revoked keys share it). */
+  #sequence = 0;
   readonly #held = new Set<HeldPoll>();
   #server: Server | undefined;
   #baseUrl = '';
@@ -86,9 +90,23 @@ export class FakeControlPlane {
 
   /** Records a revocation and answers held polls; returns performance.now() at recording. */
   revoke(jti: string, expiresAt: string | number): number {
-    const sequence = this.#revocations.length + 1;
+    this.#sequence += 1;
+    const sequence = this.#sequence;
     const recordedAt = performance.now();
     this.#revocations.push({ sequence, jti, revoked_at: new Date().toISOString(), expires_at: expiresAt });
+    for (const poll of this.#held) this.#answerFeed(poll.res, poll.cursor, poll);
+    return recordedAt;
+  }
+
+  /**
+   * Records a signing key revocation (moves the cursor, answers held polls) and, like the
+   * issuer, stops publishing the key; returns performance.now() at recording.
+   */
+  revokeKey(kid: string): number {
+    this.#sequence += 1;
+    const recordedAt = performance.now();
+    this.#revokedKeys.push({ sequence: this.#sequence, kid, revoked_at: new Date().toISOString() });
+    this.keys = this.keys.filter((k) => k.kid !== kid);
     for (const poll of this.#held) this.#answerFeed(poll.res, poll.cursor, poll);
     return recordedAt;
   }
@@ -187,7 +205,11 @@ export class FakeControlPlane {
     this.#record(url.pathname, url.searchParams, headers, 200);
     const cursor = Number(url.searchParams.get('cursor') ?? '0');
     const wait = Math.min(30, Number(url.searchParams.get('wait') ?? '0'));
-    if (wait <= 0 || this.#revocations.some((r) => r.sequence > cursor)) {
+    if (
+      wait <= 0 ||
+      this.#revocations.some((r) => r.sequence > cursor) ||
+      this.#revokedKeys.some((k) => k.sequence > cursor)
+    ) {
       this.#answerFeed(res, cursor);
       return;
     }
@@ -212,12 +234,18 @@ export class FakeControlPlane {
       this.#held.delete(held);
     }
     const revocations = this.#revocations.filter((r) => r.sequence > cursor);
-    const nextCursor = revocations.at(-1)?.sequence ?? cursor;
+    const nextCursor = Math.max(
+      revocations.at(-1)?.sequence ?? cursor,
+      this.#revokedKeys.at(-1)?.sequence ?? cursor,
+    );
     res.writeHead(200, { 'content-type': 'application/json' }).end(
       JSON.stringify({
         revocations,
         next_cursor: nextCursor,
         ...(this.watermarks === undefined ? {} : { watermarks: this.watermarks }),
+        ...(this.#revokedKeys.length === 0
+          ? {}
+          : { revoked_keys: this.#revokedKeys.map(({ kid, revoked_at }) => ({ kid, revoked_at })) }),
       }),
     );
   }

@@ -1273,3 +1273,144 @@ describe('behind an ingress, and the abuse settings (issue 18)', () => {
     expect(set.get('GATEWAY_MAX_CONNECTIONS')?.value).toBe('2000');
   });
 });
+
+describe('gRPC mutual TLS (tls.grpc)', () => {
+  const TLS_SETS = [
+    ...REQUIRED_SETS,
+    'tls.grpc.enabled=true',
+    'tls.grpc.certManager.issuerRef.name=internal-ca',
+  ];
+  const TLS_ENV = [
+    'RELAYPLANE_GRPC_TLS_CERT_FILE',
+    'RELAYPLANE_GRPC_TLS_KEY_FILE',
+    'RELAYPLANE_GRPC_TLS_CA_FILE',
+  ];
+  const deployment = (objects: K8sObject[], component: string) => {
+    const d = byKind(objects, 'Deployment').find((o) => o.metadata.name.endsWith(`-${component}`));
+    if (!d) throw new Error(`no ${component} Deployment`);
+    return podSpec(d);
+  };
+  const tlsSecretOf = (objects: K8sObject[], component: string) =>
+    (
+      deployment(objects, component).volumes?.find((v) => v.name === 'grpc-tls') as
+        | { secret?: { secretName: string } }
+        | undefined
+    )?.secret?.secretName;
+
+  it('is off by default: no Certificate, no TLS variables, no certificate volume', async () => {
+    const objects = await render({ set: REQUIRED_SETS });
+    expect(byKind(objects, 'Certificate')).toEqual([]);
+    for (const component of COMPONENTS) {
+      const env = envOf(deployment(objects, component).containers[0] as Container);
+      for (const name of [...TLS_ENV, 'RELAYPLANE_TRUST_DOMAIN']) expect(env.has(name), name).toBe(false);
+      expect(tlsSecretOf(objects, component)).toBeUndefined();
+    }
+  });
+
+  it('renders one valid cert-manager Certificate per app with its SPIFFE ID, mounted where the app reads it', async () => {
+    const objects = await render({ set: [...TLS_SETS, 'tls.grpc.trustDomain=prod.example.com'] });
+    const certificates = byKind(objects, 'Certificate');
+    expect(certificates).toHaveLength(4);
+    for (const component of COMPONENTS) {
+      const cert = named(certificates, 'Certificate', `rp-relayplane-${component}-grpc-tls`);
+      await validateK8s(cert);
+      const spec = cert.spec as { secretName: string; uris: string[]; usages: string[]; issuerRef: unknown };
+      expect(spec.uris).toEqual([`spiffe://prod.example.com/${component}`]);
+      expect(spec.usages).toEqual(expect.arrayContaining(['server auth', 'client auth']));
+      expect(spec.issuerRef).toEqual({ name: 'internal-ca', kind: 'Issuer', group: 'cert-manager.io' });
+      expect(tlsSecretOf(objects, component)).toBe(spec.secretName);
+      const container = deployment(objects, component).containers[0] as Container;
+      expect(container.volumeMounts).toContainEqual({
+        name: 'grpc-tls',
+        mountPath: '/etc/relayplane/grpc-tls',
+        readOnly: true,
+      });
+      const env = envOf(container);
+      expect(env.get('RELAYPLANE_GRPC_TLS_CERT_FILE')?.value).toBe('/etc/relayplane/grpc-tls/tls.crt');
+      expect(env.get('RELAYPLANE_GRPC_TLS_KEY_FILE')?.value).toBe('/etc/relayplane/grpc-tls/tls.key');
+      expect(env.get('RELAYPLANE_GRPC_TLS_CA_FILE')?.value).toBe('/etc/relayplane/grpc-tls/ca.crt');
+      expect(env.get('RELAYPLANE_TRUST_DOMAIN')?.value).toBe('prod.example.com');
+    }
+    // The migration Jobs make no gRPC call: no certificate.
+    for (const job of byKind(objects, 'Job')) {
+      expect(JSON.stringify(job)).not.toContain('grpc-tls');
+    }
+  });
+
+  it('keeps the NetworkPolicies exactly as without TLS', async () => {
+    const policies = async (set: string[]) => byKind(await render({ set }), 'NetworkPolicy');
+    expect(await policies(TLS_SETS)).toEqual(await policies(REQUIRED_SETS));
+  });
+
+  it('mounts existing Secrets instead when cert-manager is off', async () => {
+    const objects = await render({
+      set: [
+        ...REQUIRED_SETS,
+        'tls.grpc.enabled=true',
+        'tls.grpc.certManager.enabled=false',
+        ...COMPONENTS.map((c) => `tls.grpc.existingSecrets.${c}=spire-${c}`),
+      ],
+    });
+    expect(byKind(objects, 'Certificate')).toEqual([]);
+    for (const component of COMPONENTS) expect(tlsSecretOf(objects, component)).toBe(`spire-${component}`);
+  });
+
+  it('refuses cert-manager without an issuer, and existing Secrets with one missing, saying what to set', async () => {
+    const noIssuer = await template({ set: [...REQUIRED_SETS, 'tls.grpc.enabled=true'] });
+    expect(noIssuer.code).not.toBe(0);
+    expect(noIssuer.stderr).toContain(
+      'tls.grpc: cert-manager is on without an issuer. Set tls.grpc.certManager.issuerRef.name',
+    );
+    const missing = await template({
+      set: [
+        ...REQUIRED_SETS,
+        'tls.grpc.enabled=true',
+        'tls.grpc.certManager.enabled=false',
+        'tls.grpc.existingSecrets.gateway=gw',
+        'tls.grpc.existingSecrets.issuer=iss',
+        'tls.grpc.existingSecrets.admin=adm',
+      ],
+    });
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toContain(
+      "tls.grpc.existingSecrets.billing: no Secret for the billing's gRPC certificate",
+    );
+    expect(missing.stderr).not.toContain('tls.grpc.existingSecrets.gateway:');
+  });
+});
+
+describe('KEK rotation (RELAYPLANE_KEK_PREVIOUS)', () => {
+  const issuerEnv = (objects: K8sObject[]) => {
+    const d = byKind(objects, 'Deployment').find((o) => o.metadata.name.endsWith('-issuer'));
+    if (!d) throw new Error('no issuer Deployment');
+    return envOf(podSpec(d).containers[0] as Container);
+  };
+  const KEK = Buffer.alloc(32, 1).toString('base64');
+  const OLD = Buffer.alloc(32, 2).toString('base64');
+
+  it('reads the previous KEKs from the existing Secret as an optional key', async () => {
+    const env = issuerEnv(await render({ set: REQUIRED_SETS }));
+    expect(env.get('RELAYPLANE_KEK_PREVIOUS')?.valueFrom).toEqual({
+      secretKeyRef: { name: 'rp-kek', key: 'previous', optional: true },
+    });
+  });
+
+  it('stores kek.previous in the chart Secret beside the KEK, and renders nothing without it', async () => {
+    const managed = ['database.existingSecret=rp-db', 'redis.existingSecret=rp-redis', `kek.value=${KEK}`];
+    const objects = await render({ set: [...managed, `kek.previous=${OLD}`] });
+    const env = issuerEnv(objects);
+    const ref = env.get('RELAYPLANE_KEK_PREVIOUS')?.valueFrom?.secretKeyRef as
+      | { name: string; key: string }
+      | undefined;
+    expect(ref?.key).toBe('kek-previous');
+    const secret = byKind(objects, 'Secret').find((s) => s.metadata.name === ref?.name);
+    expect(Buffer.from(dataOf(secret)['kek-previous'] ?? '', 'base64').toString()).toBe(OLD);
+    expect(issuerEnv(await render({ set: managed })).has('RELAYPLANE_KEK_PREVIOUS')).toBe(false);
+  });
+
+  it('refuses a previous KEK that is not base64 of 32 bytes', async () => {
+    const r = await template({ set: [...REQUIRED_SETS, 'kek.previous=not-a-key'] });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('/kek/previous');
+  });
+});

@@ -209,11 +209,14 @@ export async function render(opts: RenderOptions = {}): Promise<K8sObject[]> {
 /**
  * The kubernetes-models module holding the model of `apiVersion`/`kind`: built-in APIs come from
  * kubernetes-models, the prometheus-operator CRDs (ServiceMonitor) from
- * @kubernetes-models/prometheus-operator. Add a package here for any other CRD the chart renders.
+ * @kubernetes-models/prometheus-operator, cert-manager's (Certificate) from
+ * @kubernetes-models/cert-manager. Add a package here for any other CRD the chart renders.
  */
 export function modelModule(apiVersion: string, kind: string): string {
   if (apiVersion.startsWith('monitoring.coreos.com/'))
     return `@kubernetes-models/prometheus-operator/${apiVersion}/${kind}`;
+  if (apiVersion.startsWith('cert-manager.io/'))
+    return `@kubernetes-models/cert-manager/${apiVersion}/${kind}`;
   return `kubernetes-models/${apiVersion}/${kind}`;
 }
 

@@ -144,6 +144,9 @@ redis-url: {{ $v.redis.url | b64enc | quote }}
 {{- end }}
 {{- if and $v.kek.value (not $v.kek.existingSecret) }}
 kek: {{ $v.kek.value | b64enc | quote }}
+{{- if $v.kek.previous }}
+kek-previous: {{ $v.kek.previous | b64enc | quote }}
+{{- end }}
 {{- end }}
 {{- if and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret) }}
 bootstrap-password: {{ $v.admin.bootstrap.password | b64enc | quote }}
@@ -226,6 +229,21 @@ A Kubernetes memory quantity (plain bytes, or with Ki, Mi, Gi, K, M, G; whole nu
 {{- div (mul $n (index $bytes $unit)) 1048576 -}}
 {{- end -}}
 
+{{- /* The app's SPIFFE identity (gRPC mutual TLS). */}}
+{{- define "relayplane.spiffeId" -}}
+spiffe://{{ .root.Values.tls.grpc.trustDomain }}/{{ .component }}
+{{- end -}}
+
+{{- /* The Secret holding the app's gRPC certificate: cert-manager's, or the existing one. */}}
+{{- define "relayplane.grpcTlsSecretName" -}}
+{{- $tls := .root.Values.tls.grpc -}}
+{{- if $tls.certManager.enabled -}}
+{{ include "relayplane.componentName" . }}-grpc-tls
+{{- else -}}
+{{ index $tls.existingSecrets .component }}
+{{- end -}}
+{{- end -}}
+
 {{- define "relayplane.env" -}}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
@@ -238,6 +256,16 @@ A Kubernetes memory quantity (plain bytes, or with Ki, Mi, Gi, K, M, G; whole nu
 the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak). */}}
 - name: NODE_OPTIONS
   value: {{ printf "--max-old-space-size=%d --max-semi-space-size=8" (div (include "relayplane.memoryMiB" $c.resources.limits.memory | int64) 2) | quote }}
+{{- if $v.tls.grpc.enabled }}
+- name: RELAYPLANE_TRUST_DOMAIN
+  value: {{ $v.tls.grpc.trustDomain | quote }}
+- name: RELAYPLANE_GRPC_TLS_CERT_FILE
+  value: /etc/relayplane/grpc-tls/tls.crt
+- name: RELAYPLANE_GRPC_TLS_KEY_FILE
+  value: /etc/relayplane/grpc-tls/tls.key
+- name: RELAYPLANE_GRPC_TLS_CA_FILE
+  value: /etc/relayplane/grpc-tls/ca.crt
+{{- end }}
 {{- if eq .component "gateway" }}
 - name: HOST
   value: "0.0.0.0"
@@ -331,6 +359,15 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
     secretKeyRef:
       name: {{ include "relayplane.kekSecretName" $root }}
       key: {{ include "relayplane.kekSecretKey" $root }}
+{{- if or $v.kek.existingSecret $v.kek.previous }}
+{{- /* Optional: an existing Secret gets the key only while a rotation runs. */}}
+- name: RELAYPLANE_KEK_PREVIOUS
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.kekSecretName" $root }}
+      key: {{ ternary $v.kek.existingSecretPreviousKey "kek-previous" (ne $v.kek.existingSecret "") }}
+      optional: true
+{{- end }}
 {{- with $c.keyRotationIntervalSeconds }}
 - name: ISSUER_KEY_ROTATION_INTERVAL_SECONDS
   value: {{ . | int64 | quote }}

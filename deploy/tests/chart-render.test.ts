@@ -1338,7 +1338,7 @@ describe('gRPC mutual TLS (tls.grpc)', () => {
   });
 
   it('keeps the NetworkPolicies exactly as without TLS', async () => {
-    const policies = async (set: string[]) => byKind(await render({ set }), 'NetworkPolicy');
+    const policies = async (set: readonly string[]) => byKind(await render({ set }), 'NetworkPolicy');
     expect(await policies(TLS_SETS)).toEqual(await policies(REQUIRED_SETS));
   });
 

@@ -32,8 +32,15 @@ const NOT_YET_READ: Record<string, string> = {
 /** Read by Node.js or glibc, not by the app's config. */
 const READ_BY_THE_RUNTIME = new Set(['NODE_ENV', 'NODE_OPTIONS', 'MALLOC_MMAP_THRESHOLD_']);
 
+/**
+ * The app's config.ts, and the shared gRPC TLS reader (packages/shared/src/grpc-tls.ts) when
+ * the config uses it: RELAYPLANE_GRPC_TLS_* and RELAYPLANE_TRUST_DOMAIN are read there, once
+ * for every app.
+ */
 function appSource(component: string): string {
-  return readFileSync(join(repoRoot, 'apps', component, 'src/config.ts'), 'utf8');
+  const config = readFileSync(join(repoRoot, 'apps', component, 'src/config.ts'), 'utf8');
+  if (!config.includes('grpc-tls')) return config;
+  return config + readFileSync(join(repoRoot, 'packages/shared/src/grpc-tls.ts'), 'utf8');
 }
 
 async function renderedContainers(): Promise<{ component: string; container: Container }[]> {

@@ -8,6 +8,7 @@ import * as identityTokens from './20261126T1100-identity-tokens.ts';
 import * as auditEvents from './20261127T1000-audit-events.ts';
 import * as sessionDetails from './20261128T1100-session-details.ts';
 import * as auditEventFilters from './20261129T1100-audit-event-filters.ts';
+import * as listOrderIndexes from './20261202T1000-list-order-indexes.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '20261127T1000-audit-events': auditEvents,
   '20261128T1100-session-details': sessionDetails,
   '20261129T1100-audit-event-filters': auditEventFilters,
+  '20261202T1000-list-order-indexes': listOrderIndexes,
 };

@@ -437,14 +437,19 @@ describe('rpc: several replicas behind one target', () => {
     const client = connect(BillingService, target, { timeoutMs: 2_000 });
     const failures: string[] = [];
     let ok = 0;
+    /** Successful calls per second of the run: calls went on through every recycle. */
+    const perSecond = [0, 0, 0, 0];
     try {
-      const end = Date.now() + 3_500;
+      const start = Date.now();
+      const end = start + 3_500;
       await Promise.all(
         Array.from({ length: 32 }, async () => {
           while (Date.now() < end) {
             try {
               await client.getSubscription({ tenantId: 'ten_1' });
               ok++;
+              const second = Math.min(3, Math.floor((Date.now() - start) / 1_000));
+              perSecond[second] = (perSecond[second] ?? 0) + 1;
             } catch (err) {
               failures.push((err as Error).message);
             }
@@ -456,8 +461,10 @@ describe('rpc: several replicas behind one target', () => {
       await Promise.all(servers.map((s) => s.close(0)));
     }
     // Each replica closed every connection about three times meanwhile (GOAWAY at ~1 s).
+    // Not a rate (this is not a benchmark; a busy machine makes fewer calls): calls in every
+    // second, across each replica's recycles, none failed, and all three replicas served.
     expect(failures).toEqual([]);
-    expect(ok).toBeGreaterThan(1_000);
+    for (const n of perSecond) expect(n).toBeGreaterThan(0);
     for (const n of calls) expect(n).toBeGreaterThan(ok / 6);
   });
 

@@ -8,8 +8,15 @@ import {
   readMetricsAddress,
   readRedis,
 } from '@relayplane/shared/config';
-import { DEFAULT_AUDIT_RETENTION_DAYS, PLAN_IDS, PLANS, type PlanId } from '@relayplane/shared/contract';
+import {
+  DEFAULT_AUDIT_RETENTION_DAYS,
+  PLAN_IDS,
+  PLANS,
+  type PlanId,
+  SERVICES,
+} from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
+import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
 import { DEFAULT_MAX_ACTIVE_KEYS_PER_BOT } from './stores/bots.ts';
@@ -49,6 +56,10 @@ export interface AdminConfig {
   deviceFlow: DeviceFlowConfig;
   /** host:port of the Prometheus metrics listener (`ADMIN_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
+  /** Mutual TLS on this service's gRPC links (`RELAYPLANE_GRPC_TLS_*`); undefined: plaintext. */
+  grpcTls: GrpcTlsConfig | undefined;
+  /** host:port of the plaintext, health-only gRPC listener (`ADMIN_HEALTH_LISTEN_ADDRESS`); undefined: none. */
+  healthListen: string | undefined;
   logLevel: LogLevel;
   /** Audit events older than this are pruned (`RELAYPLANE_AUDIT_RETENTION_DAYS`, docs/audit.md). */
   auditRetentionDays: number;
@@ -199,6 +210,11 @@ export function readAdminConfig(
       'metricsAddress' in overrides
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'ADMIN_METRICS_ADDRESS'),
+    grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.admin),
+    healthListen:
+      'healthListen' in overrides
+        ? overrides.healthListen
+        : readHealthListen(r, 'ADMIN_HEALTH_LISTEN_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
     auditRetentionDays:
       overrides.auditRetentionDays ??

@@ -1,5 +1,10 @@
+import { warnIfPlaintext } from '@relayplane/shared/grpc-tls';
 import { runMain } from '@relayplane/shared/process';
 import { readAdminConfig } from './config.ts';
 import { AdminService } from './service.ts';
 
-await runMain(async () => AdminService.create(readAdminConfig(process.env)));
+await runMain(async () => {
+  const service = await AdminService.create(readAdminConfig(process.env));
+  warnIfPlaintext(service.logger, service.config.grpcTls);
+  return service;
+});

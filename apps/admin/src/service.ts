@@ -5,6 +5,7 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
 import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
+import { grpcTls } from '@relayplane/shared/grpc-tls';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
@@ -140,7 +141,9 @@ export class AdminService {
     this.#passwords = passwords;
     this.#clock = overrides.clock ?? systemClock;
     this.#ownsBilling = overrides.billing === undefined;
-    this.#billing = overrides.billing ?? connect(BillingRpc, config.billingAddress);
+    const tls = grpcTls(config.grpcTls, logger);
+    this.#billing =
+      overrides.billing ?? connect(BillingRpc, config.billingAddress, { tls: tls?.client(SERVICES.billing) });
     this.accounts = new AccountStore(database.db);
     this.sessions = new SessionStore(database.db);
     this.apiKeys = new ApiKeyStore(database.db);
@@ -161,6 +164,8 @@ export class AdminService {
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
+      tls,
+      healthListen: config.healthListen,
     });
     this.#serving = new Serving({
       rpc: this.rpc,

@@ -9,8 +9,9 @@ import {
   readRedis,
   readYamlFile,
 } from '@relayplane/shared/config';
-import type { PlanId } from '@relayplane/shared/contract';
+import { type PlanId, SERVICES } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
+import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { DEFAULT_PLANS, type Plan, resolvePlans } from './domain/plans.ts';
 import { DEFAULT_USAGE_INTERVAL_MS } from './jobs/usage-aggregation.ts';
@@ -24,6 +25,10 @@ export interface BillingConfig {
   plans: Record<PlanId, Plan>;
   /** host:port of the Prometheus metrics listener (`BILLING_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
+  /** Mutual TLS on this service's gRPC links (`RELAYPLANE_GRPC_TLS_*`); undefined: plaintext. */
+  grpcTls: GrpcTlsConfig | undefined;
+  /** host:port of the plaintext, health-only gRPC listener (`BILLING_HEALTH_LISTEN_ADDRESS`); undefined: none. */
+  healthListen: string | undefined;
   logLevel: LogLevel;
   /**
    * Redis for the bus (plan changes), the usage job scheduler and the checkout throttle
@@ -142,6 +147,11 @@ export function readBillingConfig(
       'metricsAddress' in overrides
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'BILLING_METRICS_ADDRESS'),
+    grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.billing),
+    healthListen:
+      'healthListen' in overrides
+        ? overrides.healthListen
+        : readHealthListen(r, 'BILLING_HEALTH_LISTEN_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
     redis:
       'redis' in overrides

@@ -11,6 +11,7 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
 import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
+import { grpcTls } from '@relayplane/shared/grpc-tls';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
@@ -108,11 +109,13 @@ export class BillingService {
     this.scheduler = deps.scheduler;
     this.#redis = redis;
     this.#ownsIssuer = deps.issuer === undefined;
-    this.#issuer = deps.issuer ?? connect(IssuerRpc, config.issuerAddress);
+    const tls = grpcTls(config.grpcTls, logger);
+    this.#issuer =
+      deps.issuer ?? connect(IssuerRpc, config.issuerAddress, { tls: tls?.client(SERVICES.issuer) });
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     let admin = deps.admin;
     if (!admin) {
-      this.#ownAdmin = connect(AdminRpc, config.adminAddress);
+      this.#ownAdmin = connect(AdminRpc, config.adminAddress, { tls: tls?.client(SERVICES.admin) });
       admin = this.#ownAdmin;
     }
     this.audit = new AuditOutbox({
@@ -125,6 +128,8 @@ export class BillingService {
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
+      tls,
+      healthListen: config.healthListen,
     });
     this.#serving = new Serving({
       rpc: this.rpc,

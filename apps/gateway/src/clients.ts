@@ -1,6 +1,7 @@
 import { AdminService } from '@relayplane/proto/admin';
 import { BillingService } from '@relayplane/proto/billing';
 import { IssuerService } from '@relayplane/proto/issuer';
+import type { GrpcTls } from '@relayplane/shared/grpc-tls';
 import { HealthService } from '@relayplane/shared/health';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 
@@ -25,21 +26,23 @@ export interface GatewayClients {
   health: Record<Downstream, ServiceClient<typeof HealthService>>;
 }
 
+/** The clients of every downstream; with `tls`, each over mutual TLS expecting that service's identity. */
 export function connectClients(
   addresses: Record<Downstream, string>,
   timeoutMs: number,
   dnsMinIntervalMs?: number,
+  tls?: GrpcTls,
 ): GatewayClients {
-  const options = { timeoutMs, dnsMinIntervalMs };
-  const health = { timeoutMs: 1_000, dnsMinIntervalMs };
+  const options = (to: Downstream) => ({ timeoutMs, dnsMinIntervalMs, tls: tls?.client(to) });
+  const health = (to: Downstream) => ({ timeoutMs: 1_000, dnsMinIntervalMs, tls: tls?.client(to) });
   return {
-    admin: connect(AdminService, addresses.admin, options),
-    issuer: connect(IssuerService, addresses.issuer, options),
-    billing: connect(BillingService, addresses.billing, options),
+    admin: connect(AdminService, addresses.admin, options('admin')),
+    issuer: connect(IssuerService, addresses.issuer, options('issuer')),
+    billing: connect(BillingService, addresses.billing, options('billing')),
     health: {
-      admin: connect(HealthService, addresses.admin, health),
-      issuer: connect(HealthService, addresses.issuer, health),
-      billing: connect(HealthService, addresses.billing, health),
+      admin: connect(HealthService, addresses.admin, health('admin')),
+      issuer: connect(HealthService, addresses.issuer, health('issuer')),
+      billing: connect(HealthService, addresses.billing, health('billing')),
     },
   };
 }

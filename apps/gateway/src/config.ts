@@ -7,6 +7,8 @@ import {
   readMetricsAddress,
   readRedis,
 } from '@relayplane/shared/config';
+import { SERVICES } from '@relayplane/shared/contract';
+import { type GrpcTlsConfig, readGrpcTls } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
 
 export interface GatewayConfig {
@@ -57,6 +59,8 @@ export interface GatewayConfig {
   maxConnections: number;
   /** host:port of the Prometheus metrics listener (`GATEWAY_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
+  /** Mutual TLS on this service's gRPC links (`RELAYPLANE_GRPC_TLS_*`); undefined: plaintext. */
+  grpcTls: GrpcTlsConfig | undefined;
   logLevel: LogLevel;
 }
 
@@ -114,6 +118,7 @@ export function readGatewayConfig(
       'metricsAddress' in overrides
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'GATEWAY_METRICS_ADDRESS'),
+    grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.gateway),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

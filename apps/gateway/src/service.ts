@@ -1,6 +1,7 @@
 import type { Bus } from '@relayplane/shared/bus';
 import { SERVICES } from '@relayplane/shared/contract';
 import { type Coordination, connectCoordination } from '@relayplane/shared/coordination';
+import { grpcTls } from '@relayplane/shared/grpc-tls';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
 import { deferringSubscriptions } from '@relayplane/shared/redis';
@@ -48,7 +49,13 @@ export class GatewayService {
   static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.gateway });
     const clients =
-      overrides.clients ?? connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs);
+      overrides.clients ??
+      connectClients(
+        config.services,
+        config.rpcTimeoutMs,
+        config.grpcDnsMinIntervalMs,
+        grpcTls(config.grpcTls, logger),
+      );
     const coordination =
       !overrides.bus && config.redis
         ? connectCoordination(config.redis, logger, {

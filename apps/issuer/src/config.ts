@@ -11,7 +11,9 @@ import {
   readMetricsAddress,
   readRedis,
 } from '@relayplane/shared/config';
+import { SERVICES } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
+import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { JWKS_MAX_AGE_SECONDS, type RotationPolicy } from './domain/key-lifecycle.ts';
 import { KEK_BYTES } from './keys/key-material.ts';
@@ -60,6 +62,10 @@ export interface IssuerConfig {
   adminAddress: string;
   /** host:port of the Prometheus metrics listener (`ISSUER_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
+  /** Mutual TLS on this service's gRPC links (`RELAYPLANE_GRPC_TLS_*`); undefined: plaintext. */
+  grpcTls: GrpcTlsConfig | undefined;
+  /** host:port of the plaintext, health-only gRPC listener (`ISSUER_HEALTH_LISTEN_ADDRESS`); undefined: none. */
+  healthListen: string | undefined;
   logLevel: LogLevel;
 }
 
@@ -135,6 +141,11 @@ export function readIssuerConfig(
       'metricsAddress' in overrides
         ? overrides.metricsAddress
         : readMetricsAddress(r, 'ISSUER_METRICS_ADDRESS'),
+    grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.issuer),
+    healthListen:
+      'healthListen' in overrides
+        ? overrides.healthListen
+        : readHealthListen(r, 'ISSUER_HEALTH_LISTEN_ADDRESS'),
     logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
   };
 }

@@ -10,6 +10,7 @@ import { type Clock, systemClock } from '@relayplane/shared/clock';
 import { SERVICES } from '@relayplane/shared/contract';
 import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
+import { grpcTls } from '@relayplane/shared/grpc-tls';
 import { ServingStatus } from '@relayplane/shared/health';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
@@ -119,9 +120,10 @@ export class IssuerService {
     this.#redis = redis;
     this.metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     const metrics = new IssuerMetrics(this.metrics);
+    const tls = grpcTls(config.grpcTls, logger);
     let admin = deps.admin;
     if (!admin) {
-      this.#ownAdmin = connect(AdminRpc, config.adminAddress);
+      this.#ownAdmin = connect(AdminRpc, config.adminAddress, { tls: tls?.client(SERVICES.admin) });
       admin = this.#ownAdmin;
     }
     this.audit = new AuditOutbox({
@@ -173,6 +175,8 @@ export class IssuerService {
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
       metrics: this.metrics,
+      tls,
+      healthListen: config.healthListen,
     });
     this.#serving = new Serving({
       rpc: this.rpc,

@@ -6,6 +6,8 @@
  * writes serializers or loads .proto files at run time. Policy (errors, deadlines,
  * request ids, logging) is plugged in through hooks by `@relayplane/shared/rpc`.
  */
+
+import type { PeerCertificate } from 'node:tls';
 import {
   create,
   type DescMessage,
@@ -27,6 +29,11 @@ export interface CallInfo {
   readonly metadata: grpc.Metadata;
   /** Aborted when the client cancels or the deadline passes. */
   readonly signal: AbortSignal;
+  /**
+   * The certificate the client presented (mutual TLS); undefined over plaintext. Read when
+   * asked. Absent on a CallInfo made by hand (a test calling a handler directly).
+   */
+  peerCertificate?(): PeerCertificate | undefined;
 }
 
 type HandlerFor<M> = M extends { methodKind: 'unary'; input: infer I; output: infer O }
@@ -135,7 +142,12 @@ function deserializer<D extends DescMessage>(schema: D) {
 function callInfo(method: DescMethod, call: grpc.ServerUnaryCall<unknown, unknown>): CallInfo {
   const controller = new AbortController();
   call.once('cancelled', () => controller.abort(new Error('call cancelled')));
-  return { method: method.name, metadata: call.metadata, signal: controller.signal };
+  return {
+    method: method.name,
+    metadata: call.metadata,
+    signal: controller.signal,
+    peerCertificate: () => call.getAuthContext().sslPeerCertificate,
+  };
 }
 
 /** Messages a bidi handler may have queued for the network before `send` waits. */
@@ -260,14 +272,15 @@ function onAbort(signal: AbortSignal | undefined, cancel: () => void): void {
   else signal.addEventListener('abort', cancel, { once: true });
 }
 
-/** Creates a typed client for `service` at `address` (host:port, plaintext). */
+/** Creates a typed client for `service` at `address` (a gRPC target; plaintext unless `credentials` say otherwise). */
 export function createClient<S extends DescService>(
   service: S,
   address: string,
   hooks: ClientHooks,
   channelOptions: grpc.ChannelOptions = {},
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
 ): ServiceClient<S> {
-  const channel = new grpc.Client(address, grpc.credentials.createInsecure(), channelOptions);
+  const channel = new grpc.Client(address, credentials, channelOptions);
   const client: Record<string, unknown> = {
     close: () => channel.close(),
     channel,

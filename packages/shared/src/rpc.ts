@@ -1,11 +1,14 @@
 /**
  * gRPC policy shared by every service: errors cross as a gRPC status plus a stable code
  * in metadata, every client call has a deadline, the request id travels in metadata, and
- * every server serves the standard health protocol.
+ * every server serves the standard health protocol. With mutual TLS (`grpc-tls.ts`) every
+ * link is authenticated both ways and a server admits a call only from the services the
+ * matrix (`rpc-authz.ts`) lists for its method.
  */
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
 import {
   addService,
+  type CallInfo,
   type ClientHooks,
   createClient,
   grpc,
@@ -26,6 +29,7 @@ import {
   RETRY_AFTER_METADATA_KEY,
   toAppError,
 } from './errors.ts';
+import type { ClientTls, GrpcTls } from './grpc-tls.ts';
 import { HealthService, healthImpl } from './health.ts';
 import type { Logger } from './logger.ts';
 import {
@@ -51,6 +55,7 @@ import {
   USER_AGENT_METADATA_KEY,
   userAgentFrom,
 } from './request-context.ts';
+import { ANY_PEER, callersOf, methodName } from './rpc-authz.ts';
 
 const GRPC_TO_CODE: Partial<Record<number, ErrorCode>> = {
   [grpc.status.DEADLINE_EXCEEDED]: 'unavailable',
@@ -76,6 +81,7 @@ interface MethodMetrics {
 export class GrpcServerMetrics {
   readonly #handled: Counter<'service' | 'method' | 'code'>;
   readonly #seconds: Histogram<'service' | 'method'>;
+  readonly #unauthorized: Counter<'method' | 'peer'>;
   readonly #methods = new Map<DescMethod, MethodMetrics>();
 
   constructor(registry: Registry) {
@@ -89,6 +95,16 @@ export class GrpcServerMetrics {
       help: 'Time from the start of a gRPC call to its end (whole stream for streaming calls), in seconds.',
       labelNames: ['service', 'method'],
     });
+    this.#unauthorized = counter(registry, {
+      name: 'relayplane_grpc_server_unauthorized_total',
+      help: 'gRPC calls refused with PERMISSION_DENIED because the peer (mutual TLS identity: gateway, issuer, admin, billing, other or none) may not call the method.',
+      labelNames: ['method', 'peer'],
+    });
+  }
+
+  /** Counts one call refused by the authorization matrix; `peer` is bounded (an app, `other` or `none`). */
+  unauthorized(method: string, peer: string): void {
+    this.#unauthorized.labels(method, peer).inc();
   }
 
   #of(method: DescMethod): MethodMetrics {
@@ -153,13 +169,47 @@ function contextFrom(metadata: grpc.Metadata): RequestContext {
   return context;
 }
 
-function serverHooks(logger: Logger, metrics: GrpcServerMetrics | undefined): ServerHooks {
+/** Refuses a call whose peer may not call its method: the error it fails with, or undefined to go on. */
+type Authorize = (method: DescMethod, call: CallInfo) => AppError | undefined;
+
+/**
+ * The per-call check of mutual TLS: the peer's SPIFFE identity must be one the matrix lists
+ * for the method (the health service: anyone past the handshake). A refusal is logged at warn
+ * with the peer's full identity and counted with a bounded `peer` label.
+ */
+function authorizer(tls: GrpcTls, logger: Logger, metrics: GrpcServerMetrics | undefined): Authorize {
+  return (method, call) => {
+    const callers = callersOf(method);
+    if (callers === ANY_PEER) return undefined;
+    const peer = tls.identityOf(call.peerCertificate?.());
+    if (peer.app && callers?.includes(peer.app)) return undefined;
+    const name = methodName(method);
+    logger.warn(
+      { peer: peer.id ?? 'none', method: name },
+      'gRPC call refused: this peer may not call this method',
+    );
+    metrics?.unauthorized(name, peer.app ?? (peer.id ? 'other' : 'none'));
+    return new AppError('forbidden', `${peer.app ?? 'this peer'} may not call ${name}`);
+  };
+}
+
+function serverHooks(
+  logger: Logger,
+  metrics: GrpcServerMetrics | undefined,
+  authorize: Authorize | undefined,
+): ServerHooks {
   return {
     around(method, call, run) {
       const context = contextFrom(call.metadata);
-      if (!metrics) return runWithRequestContext(context, run);
+      const admitted = authorize
+        ? () => {
+            const denied = authorize(method, call);
+            return denied ? Promise.reject(denied) : run();
+          }
+        : run;
+      if (!metrics) return runWithRequestContext(context, admitted);
       const startedAt = performance.now();
-      return runWithRequestContext(context, run).then(
+      return runWithRequestContext(context, admitted).then(
         (result) => {
           metrics.record(method, call.signal.aborted ? grpc.status.CANCELLED : grpc.status.OK, startedAt);
           return result;
@@ -214,6 +264,11 @@ export interface RpcClientOptions {
    * true. Tests of a service's own failure answers turn it off to see them unmasked.
    */
   retries?: boolean;
+  /**
+   * Mutual TLS to this service (`GrpcTls.client(<app>)`): the server must prove that identity;
+   * absent: plaintext.
+   */
+  tls?: ClientTls;
 }
 
 export function connect<S extends DescService>(
@@ -238,18 +293,25 @@ export function connect<S extends DescService>(
     },
     fromStatus,
   };
-  return createClient(service, address, hooks, {
-    'grpc.service_config': JSON.stringify(serviceConfig(service, options.retries ?? true)),
-    'grpc.keepalive_time_ms': 30_000,
-    'grpc.keepalive_timeout_ms': 10_000,
-    'grpc.keepalive_permit_without_calls': 1,
-    'grpc.dns_min_time_between_resolutions_ms': options.dnsMinIntervalMs ?? 5_000,
-    // grpc-js backs off reconnecting from 1 s up to 120 s by default: after a 30 s outage a
-    // channel saw its service back after 12.6 s, 0.7 s with these (readiness, admin waiting for
-    // billing, a gateway whose issuer channel was refused before the issuer listened).
-    'grpc.initial_reconnect_backoff_ms': 100,
-    'grpc.max_reconnect_backoff_ms': 1_000,
-  });
+  return createClient(
+    service,
+    address,
+    hooks,
+    {
+      'grpc.service_config': JSON.stringify(serviceConfig(service, options.retries ?? true)),
+      'grpc.keepalive_time_ms': 30_000,
+      'grpc.keepalive_timeout_ms': 10_000,
+      'grpc.keepalive_permit_without_calls': 1,
+      'grpc.dns_min_time_between_resolutions_ms': options.dnsMinIntervalMs ?? 5_000,
+      // grpc-js backs off reconnecting from 1 s up to 120 s by default: after a 30 s outage a
+      // channel saw its service back after 12.6 s, 0.7 s with these (readiness, admin waiting for
+      // billing, a gateway whose issuer channel was refused before the issuer listened).
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 1_000,
+      ...options.tls?.options,
+    },
+    options.tls?.credentials,
+  );
 }
 
 /**
@@ -303,11 +365,44 @@ export interface RpcServerOptions {
   maxConnectionAgeGraceMs?: number;
   /** Where the server's call metrics go (`GrpcServerMetrics`); absent: none are kept. */
   metrics?: Registry;
+  /**
+   * Mutual TLS: clients must present a certificate chained to the CA, and each call is checked
+   * against the authorization matrix (`rpc-authz.ts`). Absent: plaintext, no checks.
+   */
+  tls?: GrpcTls;
+  /**
+   * host:port of a second, plaintext listener serving only grpc.health.v1, for probes that
+   * cannot present a client certificate (Kubernetes' native gRPC probes). Absent: none.
+   */
+  healthListen?: string;
+}
+
+/** Binds `server` to `address` and answers the bound port. */
+function bind(server: grpc.Server, address: string, credentials: grpc.ServerCredentials): Promise<number> {
+  return new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port))),
+  );
+}
+
+/** Lets in-flight calls finish (up to `graceMs`), then closes `server`. */
+function shutdown(server: grpc.Server, graceMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceMs);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 export class RpcServer {
   readonly #server: grpc.Server;
   readonly #hooks: ServerHooks;
+  readonly #tls: GrpcTls | undefined;
+  readonly #health: { listen: string; hooks: ServerHooks; server?: grpc.Server; port: number } | undefined;
   readonly health = healthImpl();
   #port = 0;
 
@@ -323,21 +418,42 @@ export class RpcServer {
           }
         : {}),
     });
-    this.#hooks = serverHooks(logger, options.metrics ? new GrpcServerMetrics(options.metrics) : undefined);
-    addService(this.#server, HealthService, this.health.impl, this.#hooks);
+    const metrics = options.metrics ? new GrpcServerMetrics(options.metrics) : undefined;
+    this.#tls = options.tls;
+    this.#hooks = serverHooks(logger, metrics, this.#tls && authorizer(this.#tls, logger, metrics));
+    this.#health = options.healthListen
+      ? { listen: options.healthListen, hooks: serverHooks(logger, metrics, undefined), port: 0 }
+      : undefined;
+    this.add(HealthService, this.health.impl);
   }
 
+  /** Registers `service`; every one of its methods must have a line in the authorization matrix. */
   add<S extends DescService>(service: S, impl: ServiceImpl<S>): void {
+    const undeclared = service.methods.filter((m) => callersOf(m) === undefined).map(methodName);
+    if (undeclared.length > 0) {
+      throw new Error(
+        `${undeclared.join(', ')}: not in the RPC authorization matrix (packages/shared/src/rpc-authz.ts); declare which services may call it`,
+      );
+    }
     addService(this.#server, service, impl, this.#hooks);
   }
 
-  /** Binds to `address` (host:port; port 0 picks a free one) and returns the bound port. */
+  /**
+   * Binds to `address` (host:port; port 0 picks a free one), with mutual TLS when configured,
+   * and the plaintext health listener when asked for; returns the bound port.
+   */
   async listen(address: string): Promise<number> {
-    this.#port = await new Promise<number>((resolve, reject) =>
-      this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) =>
-        err ? reject(err) : resolve(port),
-      ),
+    this.#port = await bind(
+      this.#server,
+      address,
+      this.#tls?.serverCredentials() ?? grpc.ServerCredentials.createInsecure(),
     );
+    if (this.#health && !this.#health.server) {
+      const server = new grpc.Server({ 'grpc.keepalive_permit_without_calls': 1 });
+      addService(server, HealthService, this.health.impl, this.#health.hooks);
+      this.#health.server = server;
+      this.#health.port = await bind(server, this.#health.listen, grpc.ServerCredentials.createInsecure());
+    }
     return this.#port;
   }
 
@@ -345,19 +461,17 @@ export class RpcServer {
     return this.#port;
   }
 
+  /** Port of the plaintext health listener; undefined when there is none. */
+  get healthPort(): number | undefined {
+    return this.#health?.server ? this.#health.port : undefined;
+  }
+
   /** Reports NOT_SERVING, lets in-flight calls finish (up to `graceMs`), then closes. */
   async close(graceMs = 10_000): Promise<void> {
     this.health.shutdown();
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.#server.forceShutdown();
-        resolve();
-      }, graceMs);
-      this.#server.tryShutdown(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    await shutdown(this.#server, graceMs);
+    // Last: probes see NOT_SERVING while the server drains, not a refused connection.
+    if (this.#health?.server) await shutdown(this.#health.server, graceMs);
   }
 }
 

@@ -15,15 +15,21 @@
  *
  * `restart()` is one step of a rolling restart, as Kubernetes does it: SIGTERM, the exit
  * awaited, the same process started again on the same port and awaited until ready.
+ *
+ * `tls`: mutual TLS on every gRPC link (issue 19), each app with its own certificate
+ * (`SystemTls`); the readiness probes then check health over mTLS too, as the gateway does.
  */
 import { connect as dial } from 'node:net';
 import { AdminService } from '@relayplane/proto/admin';
 import { BillingService } from '@relayplane/proto/billing';
 import { IssuerService } from '@relayplane/proto/issuer';
+import type { ServiceName } from '@relayplane/shared/contract';
+import type { GrpcTls } from '@relayplane/shared/grpc-tls';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { freePort, waitFor } from './ports.ts';
 import { migrateAll, type Proc, type SystemOptions, startProcess, systemEnv } from './processes.ts';
+import type { SystemTls } from './tls.ts';
 
 /** The issuer's health status of issuance alone (ISSUANCE_HEALTH_SERVICE in apps/issuer/src/service.ts). */
 const ISSUANCE_HEALTH_SERVICE = `${IssuerService.typeName}/issuance`;
@@ -43,6 +49,8 @@ export interface DistributedOptions extends SystemOptions {
   appEnv?: Partial<Record<'billing' | 'admin' | 'issuer' | 'gateway', Record<string, string>>>;
   /** Redis as the issuers reach it (e.g. through a proxy a test can cut); default redisUrl. */
   issuerRedisUrl?: string;
+  /** Mutual TLS on every gRPC link, with these certificates; absent: plaintext. */
+  tls?: SystemTls;
 }
 
 /** What one step of a rolling restart took. */
@@ -116,6 +124,11 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
   /** `<label>-<app>`, with the replica's index when there are several. */
   const nameOf = (app: string, i: number, of: number[]) => `${o.label}-${app}${of.length > 1 ? `-${i}` : ''}`;
 
+  /** The variables of one app's processes: the shared ones, its TLS files, its own. */
+  const appEnv = (app: ServiceName) => ({ ...env, ...o.tls?.env(app), ...o.appEnv?.[app] });
+  // The probes present a gateway certificate: health answers any peer with a certificate of the CA.
+  const probeTls = o.tls?.client('gateway');
+
   const procs: Proc[] = [];
   const launches = new Map<string, Launch>();
   const launch = (name: string, script: string, procEnv: Record<string, string>, ready: Probe) => {
@@ -133,16 +146,16 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
         launch(
           nameOf('billing', i, billingPorts),
           'apps/billing/src/main.ts',
-          { ...env, ...o.appEnv?.billing, BILLING_LISTEN_ADDRESS: `127.0.0.1:${port}` },
-          serving(port, [BillingService.typeName]),
+          { ...appEnv('billing'), BILLING_LISTEN_ADDRESS: `127.0.0.1:${port}` },
+          serving(port, 'billing', [BillingService.typeName], probeTls),
         ),
       ),
       ...adminPorts.map((port, i) =>
         launch(
           nameOf('admin', i, adminPorts),
           'apps/admin/src/main.ts',
-          { ...env, ...o.appEnv?.admin, ADMIN_LISTEN_ADDRESS: `127.0.0.1:${port}` },
-          serving(port, [AdminService.typeName]),
+          { ...appEnv('admin'), ADMIN_LISTEN_ADDRESS: `127.0.0.1:${port}` },
+          serving(port, 'admin', [AdminService.typeName], probeTls),
         ),
       ),
       ...issuerPorts.map((port, i) =>
@@ -150,12 +163,11 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
           `${o.label}-issuer-${i}`,
           'apps/issuer/src/main.ts',
           {
-            ...env,
-            ...o.appEnv?.issuer,
+            ...appEnv('issuer'),
             ...(o.issuerRedisUrl ? { ISSUER_REDIS_URL: o.issuerRedisUrl } : {}),
             ISSUER_LISTEN_ADDRESS: `127.0.0.1:${port}`,
           },
-          serving(port, [IssuerService.typeName, ISSUANCE_HEALTH_SERVICE]),
+          serving(port, 'issuer', [IssuerService.typeName, ISSUANCE_HEALTH_SERVICE], probeTls),
         ),
       ),
     ];
@@ -164,7 +176,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
       launch(
         `${o.label}-gateway-${i}`,
         'apps/gateway/src/main.ts',
-        { ...env, ...o.appEnv?.gateway, PORT: String(port) },
+        { ...appEnv('gateway'), PORT: String(port) },
         readyz(baseUrls[i] ?? ''),
       ),
     );
@@ -215,17 +227,18 @@ async function untilReady(proc: Proc, launches: Map<string, Launch>): Promise<vo
 }
 
 /**
- * Every one of `services` SERVING on the gRPC server at 127.0.0.1:`port`. The health client is
- * made once the port accepts connections: made earlier, its first attempt would be refused and
- * gRPC's reconnect backoff would delay the checks by up to seconds after the server listens.
+ * Every one of `services` SERVING on the gRPC server of `app` at 127.0.0.1:`port` (over mutual
+ * TLS with `tls`). The health client is made once the port accepts connections: made earlier,
+ * its first attempt would be refused and gRPC's reconnect backoff would delay the checks by up
+ * to seconds after the server listens.
  */
-function serving(port: number, services: string[]): Probe {
+function serving(port: number, app: ServiceName, services: string[], tls: GrpcTls | undefined): Probe {
   let client: ServiceClient<typeof HealthService> | undefined;
   return {
     async check() {
       if (!client) {
         if (!(await accepts(port))) return false;
-        client = connect(HealthService, `127.0.0.1:${port}`, { timeoutMs: 1_000 });
+        client = connect(HealthService, `127.0.0.1:${port}`, { timeoutMs: 1_000, tls: tls?.client(app) });
       }
       const answers = await Promise.all(services.map((service) => client?.check({ service })));
       return answers.every((a) => a?.status === ServingStatus.SERVING);

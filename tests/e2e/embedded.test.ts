@@ -15,11 +15,12 @@ describe('embedded mode: the four services in one process on PGlite', () => {
   let api: Api;
   let login: { email: string; password: string };
 
-  const start = async (name: string) => {
+  const start = async (name: string, env: Record<string, string> = {}) => {
     const p = startProcess(name, 'apps/embedded/src/main.ts', {
       RELAYPLANE_DATA_DIR: dataDir,
       PORT: String(port),
       LOG_LEVEL: 'warn',
+      ...env,
     });
     await waitFor(
       async () => p.output().includes('Relayplane is running'),
@@ -86,7 +87,14 @@ describe('embedded mode: the four services in one process on PGlite', () => {
   it('keeps its data across a restart and does not print the password again', async () => {
     const before = await api.request('GET', '/v1/credentials/jwks');
     expect(await proc.stop()).toBe(0);
-    proc = await start('embedded-2');
+    // The distributed mode's gRPC TLS variables do not apply to the in-process links: files that
+    // do not exist would make any distributed app exit 78; embedded starts and serves.
+    proc = await start('embedded-2', {
+      RELAYPLANE_GRPC_TLS_CERT_FILE: join(dataDir, 'no-such-cert.pem'),
+      RELAYPLANE_GRPC_TLS_KEY_FILE: join(dataDir, 'no-such-key.pem'),
+      RELAYPLANE_GRPC_TLS_CA_FILE: join(dataDir, 'no-such-ca.pem'),
+      ISSUER_HEALTH_LISTEN_ADDRESS: '127.0.0.1:1',
+    });
     expect(proc.output()).not.toContain(login.password);
     const session = await api.request('POST', '/admin/v1/auth/login', { body: login });
     expect(session.status).toBe(200);

@@ -1337,6 +1337,34 @@ describe('gRPC mutual TLS (tls.grpc)', () => {
     }
   });
 
+  it('points the kubelet gRPC probes at the plaintext health-only listener, which the apps open on tls.grpc.healthPort', async () => {
+    const objects = await render({ set: TLS_SETS });
+    for (const component of COMPONENTS.filter((c) => c !== 'gateway')) {
+      const container = deployment(objects, component).containers[0] as Container & Record<string, unknown>;
+      const env = envOf(container);
+      expect(env.get(`${component.toUpperCase()}_HEALTH_LISTEN_ADDRESS`)?.value).toBe('0.0.0.0:9090');
+      expect(container.ports).toContainEqual({ name: 'grpc-health', containerPort: 9090, protocol: 'TCP' });
+      for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+        expect((container[probe] as { grpc: { port: number } }).grpc.port, `${component} ${probe}`).toBe(
+          9090,
+        );
+      }
+    }
+    const gateway = envOf(deployment(objects, 'gateway').containers[0] as Container);
+    expect([...gateway.keys()].filter((name) => name.includes('HEALTH_LISTEN'))).toEqual([]);
+    // Without TLS the probes ask the app's own port, and there is no second listener.
+    const plain = await render({ set: REQUIRED_SETS });
+    const issuer = deployment(plain, 'issuer').containers[0] as Container & Record<string, unknown>;
+    expect((issuer.readinessProbe as { grpc: { port: number } }).grpc.port).toBe(50051);
+    expect(envOf(issuer).has('ISSUER_HEALTH_LISTEN_ADDRESS')).toBe(false);
+  });
+
+  it('refuses a health port that is also an app port', async () => {
+    const r = await template({ set: [...TLS_SETS, 'tls.grpc.healthPort=50052'] });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('tls.grpc.healthPort: 50052 is also admin.port');
+  });
+
   it('keeps the NetworkPolicies exactly as without TLS', async () => {
     const policies = async (set: readonly string[]) => byKind(await render({ set }), 'NetworkPolicy');
     expect(await policies(TLS_SETS)).toEqual(await policies(REQUIRED_SETS));

@@ -229,6 +229,13 @@ A Kubernetes memory quantity (plain bytes, or with Ki, Mi, Gi, K, M, G; whole nu
 {{- div (mul $n (index $bytes $unit)) 1048576 -}}
 {{- end -}}
 
+{{- /* The port of the kubelet's gRPC probes: the app's own, or with mutual TLS (which the
+kubelet cannot speak) the plaintext health-only listener. */}}
+{{- define "relayplane.grpcProbePort" -}}
+{{- $v := .root.Values -}}
+{{- ternary $v.tls.grpc.healthPort (index $v .component).port $v.tls.grpc.enabled -}}
+{{- end -}}
+
 {{- /* The app's SPIFFE identity (gRPC mutual TLS). */}}
 {{- define "relayplane.spiffeId" -}}
 spiffe://{{ .root.Values.tls.grpc.trustDomain }}/{{ .component }}
@@ -259,6 +266,11 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 {{- if $v.tls.grpc.enabled }}
 - name: RELAYPLANE_TRUST_DOMAIN
   value: {{ $v.tls.grpc.trustDomain | quote }}
+{{- if ne .component "gateway" }}
+{{- /* The kubelet's probes cannot present a client certificate: health alone, plaintext, here. */}}
+- name: {{ upper .component }}_HEALTH_LISTEN_ADDRESS
+  value: {{ printf "0.0.0.0:%d" ($v.tls.grpc.healthPort | int) | quote }}
+{{- end }}
 - name: RELAYPLANE_GRPC_TLS_CERT_FILE
   value: /etc/relayplane/grpc-tls/tls.crt
 - name: RELAYPLANE_GRPC_TLS_KEY_FILE

@@ -136,6 +136,8 @@ interface World {
   devicePolled: { userCode: string; deviceCode: string };
   /** Signing key ids before the outage. */
   kids: string[];
+  /** The published, not yet signing (`next`) key: revoking it leaves every credential of the world valid. */
+  signingKeyToRevoke: string;
   /** Credential rows of T before the outage. */
   credentialRows: number;
   /** Sessions a user controls: one of T's owner's sessions to end. */
@@ -227,6 +229,26 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     return res.body.keys.map((k: { kid: string }) => k.kid).sort();
   }
 
+  /** The `next` key; the previous world's revocation of it is replaced by a maintenance tick. */
+  async function nextKid(): Promise<string> {
+    let kid: string | undefined;
+    await waitFor(
+      async () => {
+        const res = await ok(send('GET', '/admin/v1/signing-keys', { headers: platform }), 200, 'signing keys');
+        kid = res.body.keys.find((k: { state: string }) => k.state === 'next')?.kid;
+        return kid !== undefined;
+      },
+      15_000,
+      'a next signing key',
+    );
+    return kid ?? '';
+  }
+
+  async function publishedKids(): Promise<string[]> {
+    const res = await ok(send('GET', '/v1/credentials/jwks'), 200, 'JWKS');
+    return res.body.keys.map((k: { kid: string }) => k.kid);
+  }
+
   /** Everything one outage's requests name, made while PostgreSQL and Redis are up. */
   async function buildWorld(tag: string): Promise<World> {
     const t = await signup(`${tag}-owner`);
@@ -272,7 +294,14 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     const deviceApi = await startDevice();
     const devicePage = await startDevice();
     const devicePolled = await startDevice();
+    const signingKeyToRevoke = await nextKid();
     const keysBefore = await kids();
+    // Logins (argon2) before the hot key's last use, which must stay within the gateway's 1 s cache.
+    const sessionsOf = {
+      toRevoke: await sessionToRevoke(t.email),
+      u4: await twoSessions(`${tag}-u4`),
+      u5: await twoSessions(`${tag}-u5`),
+    };
     const credentialToRevoke = (await ok(issue(hot.key), 201, 'credential to revoke')).body.jti;
     // The last use of the hot key: the outage starts less than the gateway's 1 s cache later.
     const credential = (await ok(issue(hot.key), 201, 'credential')).body;
@@ -302,10 +331,11 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       devicePage,
       devicePolled,
       kids: keysBefore,
+      signingKeyToRevoke,
       credentialRows: await credentialRows(t.tenantId),
-      sessionToRevoke: await sessionToRevoke(t.email),
-      u4: await twoSessions(`${tag}-u4`),
-      u5: await twoSessions(`${tag}-u5`),
+      sessionToRevoke: sessionsOf.toRevoke,
+      u4: sessionsOf.u4,
+      u5: sessionsOf.u5,
     };
   }
 
@@ -530,6 +560,11 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     relayHeartbeat: { headers: (w) => bearer(w.relayToken), body: () => ({ load: 0.5 }) },
     getRelayAssignment: { headers: (w) => bearer(w.credential) },
     listSigningKeys: { headers: () => platform },
+    revokeSigningKey: {
+      headers: () => platform,
+      params: (w) => ({ kid: w.signingKeyToRevoke }),
+      effect: async (w) => !(await publishedKids()).includes(w.signingKeyToRevoke),
+    },
     rotateSigningKeys: {
       headers: () => platform,
       // Only an error must leave the keys as they were: a rotation already pending answers 2xx and adds none.

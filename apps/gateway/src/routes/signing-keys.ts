@@ -69,7 +69,7 @@ function presentRevokedKey(key: SigningKey | undefined) {
   return { ...presentSigningKey(key), revoked_at: iso(key.revokedAt) };
 }
 
-export function registerSigningKeys(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+export function registerSigningKeys(app: FastifyInstance, { clients, guards, jwks }: RouteDeps): void {
   app.get<{ Querystring: PageQuery }>(
     '/admin/v1/signing-keys',
     {
@@ -153,6 +153,9 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards }: R
         kid: request.params.kid,
         requestedBy: principalOf(request).userId,
       });
+      // This gateway drops the key at once, whether or not the issuer's announcement reaches it
+      // (Redis down: the others drop it when their JWKS cache expires, GATEWAY_JWKS_CACHE_MS).
+      jwks.revoke(request.params.kid);
       return {
         revoked: presentRevokedKey(res.revoked),
         active: res.active ? presentSigningKey(res.active) : null,

@@ -9,6 +9,10 @@
  * then issuance runs at half that rate for the p99 goal, as an open-loop load at a steady rate
  * (paced.ts: autocannon's own rate limit sends in bursts). The median round is reported. Results
  * also go to tests/bench/results/latest.json. Everything stops itself.
+ *
+ * BENCH_GRPC_TLS=1: every gRPC link runs over mutual TLS (a CA and per-app certificates made for
+ * the run, as tests/support/tls.ts does for the e2e suites), to compare the cost per credential
+ * with a run without it (docs/performance.md).
  */
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -20,6 +24,7 @@ import { startDistributed } from '../support/distributed.ts';
 import { machineCpu } from '../support/machine.ts';
 import { freePort, waitFor } from '../support/ports.ts';
 import { type Proc, ROOT, startProcess } from '../support/processes.ts';
+import { SystemTls } from '../support/tls.ts';
 import { paced } from './paced.ts';
 
 const DATABASE_URL =
@@ -47,6 +52,8 @@ const ISSUANCE_CONNECTIONS = Number(process.env.BENCH_ISSUANCE_CONNECTIONS ?? 12
  * within one round stays comparable, and the median round of several is what gets reported.
  */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+/** Mutual TLS on every gRPC link (BENCH_GRPC_TLS=1). */
+const GRPC_TLS = process.env.BENCH_GRPC_TLS === '1';
 /** Slices per comparison within a round (see the round loop). */
 const SLICES = 4;
 const SLICE_SECONDS = Math.max(1, Math.round(DURATION / SLICES));
@@ -214,9 +221,11 @@ async function main(): Promise<void> {
     plansFile,
     'plans:\n  enterprise:\n    limits: { max_concurrent_connections: 10000000, max_issuance_per_second_per_key: 1000000 }\n',
   );
+  const tls = GRPC_TLS ? SystemTls.create() : undefined;
   try {
     const owner = { email: 'bench@example.test', password: randomBytes(18).toString('base64url') };
     const system = await startDistributed({
+      ...(tls ? { tls } : {}),
       label: 'bench',
       databaseUrl: dbUrl.toString(),
       redisUrl: REDIS_URL,
@@ -354,6 +363,7 @@ async function main(): Promise<void> {
     const results = {
       date: new Date().toISOString(),
       node: process.version,
+      grpc_tls: GRPC_TLS,
       duration_seconds: DURATION,
       connections: CONNECTIONS,
       baseline: { ed25519_sign_per_s_1_core: sign1, fastify_hello: helloRun },
@@ -391,7 +401,9 @@ async function main(): Promise<void> {
     const row = (name: string, l: Load, ratio?: string) =>
       `${name.padEnd(36)} ${String(l.rps).padStart(8)} req/s  p50 ${String(l.p50).padStart(4)} ms  p99 ${String(l.p99).padStart(4)} ms${ratio ? `  ${ratio}` : ''}${l.non2xx || l.errors ? `  (non-2xx ${l.non2xx}, errors ${l.errors})` : ''}`;
     console.log('');
-    console.log(`median round of ${ROUNDS} (by issuance ratio; JWKS ratio: median over the rounds):`);
+    console.log(
+      `median round of ${ROUNDS} (by issuance ratio; JWKS ratio: median over the rounds); gRPC links: ${GRPC_TLS ? 'mutual TLS' : 'plaintext'}:`,
+    );
     console.log(`${'Ed25519 sign, node:crypto, 1 core'.padEnd(36)} ${String(sign1).padStart(8)} sig/s`);
     console.log(row('Fastify hello-world (baseline)', helloRun));
     console.log(
@@ -426,6 +438,7 @@ async function main(): Promise<void> {
       throw new Error('requests failed during the benchmark');
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
+    tls?.destroy();
     await admin.query(`drop database if exists "${dbName}" with (force)`);
     await admin.end();
   }

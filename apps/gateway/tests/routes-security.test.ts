@@ -136,6 +136,7 @@ describe('gateway routes: authentication and authorization', () => {
       (r) =>
         `${r.method} ${r.url
           .replace(/prj_0+/, ':project_id')
+          .replace(/kid_0+/, ':kid')
           .replace(/identities\/bot_0+/, 'identities/:identity_id')
           .replace(/idt_0+/, ':token_id')
           .replace(/bot_0+/, ':bot_id')

@@ -89,6 +89,7 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/admin/v1/projects', auth: 'session' },
   { method: 'GET', url: '/admin/v1/signing-keys', auth: 'platform_admin' },
   { method: 'POST', url: '/admin/v1/signing-keys/rotate', auth: 'platform_admin' },
+  { method: 'POST', url: '/admin/v1/signing-keys/kid_0000000000000000/revoke', auth: 'platform_admin' },
   { method: 'GET', url: `/admin/v1/projects/${P}/api-keys`, auth: 'session' },
   {
     method: 'POST',

@@ -234,7 +234,11 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     let kid: string | undefined;
     await waitFor(
       async () => {
-        const res = await ok(send('GET', '/admin/v1/signing-keys', { headers: platform }), 200, 'signing keys');
+        const res = await ok(
+          send('GET', '/admin/v1/signing-keys', { headers: platform }),
+          200,
+          'signing keys',
+        );
         kid = res.body.keys.find((k: { state: string }) => k.state === 'next')?.kid;
         return kid !== undefined;
       },

@@ -5,6 +5,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 
 const root = join(import.meta.dirname, '..');
 // Every workspace package with a vitest config.
@@ -19,7 +20,11 @@ interface Report {
   numFailedTests: number;
   numPendingTests: number;
   numTodoTests: number;
-  testResults: { name: string; assertionResults: { status: string }[] }[];
+  testResults: {
+    name: string;
+    message?: string;
+    assertionResults: { status: string; fullName: string; failureMessages?: string[] }[];
+  }[];
 }
 
 const STORAGE_MARKERS = [
@@ -34,6 +39,8 @@ let failed = 0;
 let skipped = 0;
 let storage = 0;
 let ok = true;
+// Printed last, so that the tail of a CI log (often all that is kept) names what failed.
+const failures: string[] = [];
 for (const pkg of packages) {
   const file = join(root, pkg, '.vitest-report.json');
   if (!existsSync(file)) {
@@ -46,6 +53,14 @@ for (const pkg of packages) {
   const report = JSON.parse(readFileSync(file, 'utf8')) as Report;
   let pkgStorage = 0;
   for (const result of report.testResults) {
+    const testFile = relative(root, result.name);
+    if (result.message && !result.assertionResults.some((a) => a.status === 'failed')) {
+      failures.push(`${testFile}: ${firstLine(result.message)}`);
+    }
+    for (const a of result.assertionResults) {
+      if (a.status === 'failed')
+        failures.push(`${testFile} > ${a.fullName}: ${firstLine(a.failureMessages?.[0] ?? '')}`);
+    }
     const source = existsSync(result.name) ? readFileSync(result.name, 'utf8') : '';
     if (STORAGE_MARKERS.some((m) => source.includes(m))) {
       pkgStorage += result.assertionResults.filter((a) => a.status === 'passed').length;
@@ -64,5 +79,17 @@ if (skipped > 0) {
   console.log(`${skipped} tests were skipped: CI does not allow that`);
   ok = false;
 }
+if (failures.length > 0) {
+  console.log(`failed:\n${failures.map((f) => `  - ${f}`).join('\n')}`);
+}
 console.log(`${passed} passed, ${failed} failed`);
+
+function firstLine(text: string): string {
+  const line =
+    stripVTControlCharacters(text)
+      .split('\n')
+      .find((l) => l.trim() !== '') ?? '';
+  return line.length > 300 ? `${line.slice(0, 300)}…` : line;
+}
+
 process.exit(ok && failed === 0 && passed > 0 ? 0 : 1);

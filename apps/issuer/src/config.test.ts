@@ -94,6 +94,29 @@ describe('readIssuerConfig', () => {
     );
   });
 
+  it('reads ISSUER_CREDENTIAL_RETENTION_DAYS: 35 by default, 2..36500, a config error (exit 78) otherwise', () => {
+    expect(readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK }).credentialRetentionDays).toBe(35);
+    const days = (value: string) =>
+      readIssuerConfig({ ...BASE, RELAYPLANE_KEK: KEK, ISSUER_CREDENTIAL_RETENTION_DAYS: value })
+        .credentialRetentionDays;
+    expect(days('2')).toBe(2);
+    expect(days('400')).toBe(400);
+    expect(days('36500')).toBe(36_500);
+    expect(days(' ')).toBe(35); // blank is unset, as for every variable
+    for (const bad of ['1', '0', '-5', '36501', '7.5', 'forever']) {
+      let thrown: unknown;
+      try {
+        days(bad);
+      } catch (err) {
+        thrown = err;
+      }
+      // ConfigError is what runMain turns into one line naming the variable and exit code 78.
+      expect(thrown, bad).toBeInstanceOf(ConfigError);
+      expect((thrown as ConfigError).variable, bad).toBe('ISSUER_CREDENTIAL_RETENTION_DAYS');
+      expect((thrown as Error).message, bad).toMatch(/ISSUER_CREDENTIAL_RETENTION_DAYS must be/);
+    }
+  });
+
   it('refuses a rotation interval under ten minutes', () => {
     const env = { ...BASE, RELAYPLANE_KEK: KEK, ISSUER_KEY_ROTATION_INTERVAL_SECONDS: '599' };
     expect(() => readIssuerConfig(env)).toThrow(ConfigError);

@@ -53,6 +53,12 @@ export interface IssuerConfig {
   keys: IssuerKeysConfig;
   credentials: CredentialsConfig;
   /**
+   * Days a credential's row (and its revocation) is kept after the credential expired
+   * (`ISSUER_CREDENTIAL_RETENTION_DAYS`); older ones are deleted by the retention job
+   * (docs/credentials.md, "Retention").
+   */
+  credentialRetentionDays: number;
+  /**
    * Bound on one request-path Redis command (slot reservation, revocation marker): past it
    * issuance answers `unavailable` (fail closed) rather than waiting.
    */
@@ -82,6 +88,16 @@ const DEFAULT_MAINTENANCE_INTERVAL_SECONDS = 30;
 const DEFAULT_CREDENTIAL_ISSUER = 'relayplane';
 const DEFAULT_CREDENTIAL_AUDIENCE = 'relayplane-relay';
 const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
+/**
+ * 35 days after expiry. Billing recomputes yesterday and today from these rows, so 2 days is
+ * the floor (a day's summary is final before its rows go). Billing reports a completed day to a
+ * Stripe meter for up to 30 days (Stripe refuses events older than 35), so any day it may still
+ * report can be recomputed from its source, and a month of credentials stays listable
+ * (ListCredentials) for an investigation of a leaked key.
+ */
+export const DEFAULT_CREDENTIAL_RETENTION_DAYS = 35;
+export const MIN_CREDENTIAL_RETENTION_DAYS = 2;
+const MAX_CREDENTIAL_RETENTION_DAYS = 36_500;
 
 export function readIssuerConfig(
   env: Readonly<Record<string, string | undefined>>,
@@ -121,6 +137,7 @@ export function readIssuerConfig(
             r,
             {
               url: ['ISSUER_REDIS_URL', 'REDIS_URL'],
+              clusterNodes: ['ISSUER_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
               prefix: ['ISSUER_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
             },
             { required: true },
@@ -132,6 +149,12 @@ export function readIssuerConfig(
       issuer: claimValue(r, 'RELAYPLANE_CREDENTIAL_ISSUER', DEFAULT_CREDENTIAL_ISSUER),
       audience: claimValue(r, 'RELAYPLANE_CREDENTIAL_AUDIENCE', DEFAULT_CREDENTIAL_AUDIENCE),
     },
+    credentialRetentionDays:
+      overrides.credentialRetentionDays ??
+      r.int('ISSUER_CREDENTIAL_RETENTION_DAYS', DEFAULT_CREDENTIAL_RETENTION_DAYS, {
+        min: MIN_CREDENTIAL_RETENTION_DAYS,
+        max: MAX_CREDENTIAL_RETENTION_DAYS,
+      }),
     redisCommandTimeoutMs:
       overrides.redisCommandTimeoutMs ??
       r.int('ISSUER_REDIS_COMMAND_TIMEOUT_MS', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, { min: 50, max: 10_000 }),

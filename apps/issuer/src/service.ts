@@ -27,6 +27,7 @@ import type { signCredential } from './credentials/jwt.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { IssuerDatabase } from './db/schema.ts';
 import { issuerHandlers } from './grpc/issuer-handlers.ts';
+import { CredentialRetention, scheduleCredentialRetention } from './jobs/credential-retention.ts';
 import { scheduleKeyMaintenance } from './jobs/key-maintenance.ts';
 import { SigningKeys } from './keys/signing-keys.ts';
 import { IssuerMetrics } from './metrics.ts';
@@ -39,7 +40,8 @@ import { RedisRevocationMarks } from './stores/revocation-marks.ts';
 import { MemorySlotStore, type SlotStore } from './stores/slot-store.ts';
 import { UsageSummaryStore } from './stores/usage-summary.ts';
 
-const QUEUE_NAME = 'issuer-maintenance';
+/** The issuers' bullmq queue of maintenance jobs (key maintenance, credential retention). */
+export const MAINTENANCE_QUEUE = 'issuer-maintenance';
 
 /**
  * The health status of issuance alone (grpc.health.v1): NOT_SERVING while the issuer cannot
@@ -88,6 +90,8 @@ export class IssuerService {
   readonly credentialWriter: CredentialWriter;
   readonly credentials: Credentials;
   readonly relays: RelayDirectory;
+  /** Deletes credentials expired longer than the retention window (a maintenance job). */
+  readonly retention: CredentialRetention;
   /** Audit events of this service's changes, delivered to admin (docs/audit.md). */
   readonly audit: AuditOutbox;
   /** Closed by destroy; undefined when the caller passed its own (`overrides.admin`). */
@@ -150,6 +154,13 @@ export class IssuerService {
         ? new RedisSlotStore(redis.requestPath, redis.keys)
         : new MemorySlotStore(() => clock.now().getTime()));
     this.credentialWriter = new CredentialWriter(database);
+    const credentialStore = new CredentialStore(database.db, database.schema);
+    this.retention = new CredentialRetention({
+      store: credentialStore,
+      clock,
+      logger,
+      retentionDays: config.credentialRetentionDays,
+    });
     this.relays = new RelayDirectory(database.db, config.relays, {
       clock,
       bus: this.bus,
@@ -165,7 +176,7 @@ export class IssuerService {
       slots: this.slots,
       marks: redis ? new RedisRevocationMarks(redis.requestPath, redis.keys) : null,
       writer: this.credentialWriter,
-      store: new CredentialStore(database.db, database.schema),
+      store: credentialStore,
       keys: this.keys.ring,
       relays: this.relays,
       sign: deps.sign,
@@ -218,7 +229,7 @@ export class IssuerService {
       const shared = connectCoordination(config.redis, logger, {
         name: SERVICES.issuer,
         busPrefix: keys.bus,
-        queue: { name: QUEUE_NAME, prefix: keys.bull },
+        queue: { name: MAINTENANCE_QUEUE, prefix: keys.bull },
         bus,
         scheduler,
       });
@@ -248,7 +259,7 @@ export class IssuerService {
    * answers: applies the migrations (safe with concurrent replicas), loads the signing keys
    * (creating the first ones on an empty database; a KEK that does not match them is a
    * configuration error), the relay registry and the revocation feed. Schedules key
-   * maintenance (which begins once Redis answers). Resolves once ready; issuance has its own
+   * maintenance and credential retention (which begin once Redis answers). Resolves once ready; issuance has its own
    * status (ISSUANCE_HEALTH_SERVICE), which follows Redis.
    */
   async start(): Promise<void> {
@@ -265,6 +276,7 @@ export class IssuerService {
     await serving.step('relay registry', () => startOrUndo(this.relays));
     await serving.step('revocation feed', () => startOrUndo(this.credentials));
     scheduleKeyMaintenance(this.scheduler, this.keys, this.config.keys.maintenanceIntervalSeconds * 1000);
+    scheduleCredentialRetention(this.scheduler, this.retention);
     await this.scheduler.start();
     await serving.ready({ activeKid: this.keys.ring.activeKey()?.kid });
     if (this.#redis) {

@@ -378,6 +378,40 @@ export class CredentialStore {
     );
   }
 
+  /**
+   * Retention: deletes at most `limit` credentials that expired before `cutoff`, oldest expiry
+   * first, with their revocation feed entries, in one statement (its own transaction). Returns
+   * how many credentials went; fewer than `limit` means none is left before `cutoff`.
+   *
+   * Short locks only: the rows are chosen through credentials_expires_at and locked `skip
+   * locked`, so a batch never waits for (nor blocks) a revocation updating one of them, and two
+   * runs at once (a job run twice) delete disjoint rows. The feed entries go first in the same
+   * statement: the foreign key from revocations is checked at its end. A relay whose cursor is
+   * older than a deleted entry loses nothing it needs: the credential has expired.
+   */
+  async pruneExpired(cutoff: Date, limit: number): Promise<{ credentials: number; revocations: number }> {
+    const credentials = sql.id(this.#schema, 'credentials');
+    const revocations = sql.id(this.#schema, 'revocations');
+    const result = await sql<{ credentials: string | number; revocations: string | number }>`
+      with doomed as (
+        select jti from ${credentials}
+        where expires_at < ${cutoff.toISOString()}::timestamptz
+        order by expires_at
+        limit ${limit}
+        for update skip locked
+      ),
+      feed as (
+        delete from ${revocations} r using doomed d where r.jti = d.jti returning 1
+      ),
+      gone as (
+        delete from ${credentials} c using doomed d where c.jti = d.jti returning 1
+      )
+      select (select count(*) from gone) as credentials, (select count(*) from feed) as revocations
+    `.execute(this.#db);
+    const row = result.rows[0];
+    return { credentials: Number(row?.credentials ?? 0), revocations: Number(row?.revocations ?? 0) };
+  }
+
   /** Feed entries after `cursor`, oldest first. */
   async revocationsAfter(cursor: bigint, limit: number): Promise<RevocationEntry[]> {
     const rows = await this.#db

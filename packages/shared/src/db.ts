@@ -2,11 +2,23 @@
  * Database factory. Distributed mode talks to PostgreSQL through a pg pool; embedded mode
  * runs PGlite (Postgres compiled to WASM) in the process. Either way each service lives in
  * its own Postgres schema and applies its own kysely migrations.
+ *
+ * Behind a transaction pooler (PgBouncer with `pool_mode = transaction`), consecutive
+ * transactions of one client run on different server connections, so nothing may rely on a
+ * session: the URL says so with `pgbouncer=true` (see `TRANSACTION_POOLER_PARAM`), and then
+ * - no startup parameter but the ones PgBouncer passes: the statement timeout is the role's
+ *   default on the server (`ALTER ROLE … SET statement_timeout`), which `migrate` verifies;
+ * - no named prepared statement (`prepared` runs its text unnamed);
+ * and in every mode the migration lock is transaction-scoped, taken in the one transaction
+ * that applies the migrations (kysely's own is a session lock, held across transactions).
+ * Every other advisory lock in the apps is `pg_advisory_xact_lock`, every `set_config` local,
+ * and nothing LISTENs, so no app needs a direct connection (deploy/README.md, PgBouncer).
  */
 import { mkdirSync } from 'node:fs';
-import { Kysely, PGliteDialect, PostgresDialect, type RawBuilder, sql } from 'kysely';
+import { Kysely, PGliteDialect, PostgresAdapter, PostgresDialect, type RawBuilder, sql } from 'kysely';
 import { type Migration, Migrator } from 'kysely/migration';
 import pg from 'pg';
+import { ConfigError } from './config.ts';
 import { createLogger, type Logger } from './logger.ts';
 
 export type DatabaseConfig =
@@ -16,7 +28,11 @@ export type DatabaseConfig =
       poolMax?: number;
       /** Longest wait for a connection, new or from the pool (default `CONNECT_TIMEOUT_MS`). */
       connectTimeoutMs?: number;
-      /** Server-side limit of one statement (default `STATEMENT_TIMEOUT_MS`); the client gives up `QUERY_TIMEOUT_MARGIN_MS` later. */
+      /**
+       * Server-side limit of one statement (default `STATEMENT_TIMEOUT_MS`); the client gives up
+       * `QUERY_TIMEOUT_MARGIN_MS` later. Sent when connecting, or, behind a transaction pooler,
+       * the most the role's default may be.
+       */
       statementTimeoutMs?: number;
     }
   | { kind: 'pglite'; dataDir: string };
@@ -39,6 +55,59 @@ export type DatabaseConfig =
 const CONNECT_TIMEOUT_MS = 2_000;
 const STATEMENT_TIMEOUT_MS = 4_000;
 const QUERY_TIMEOUT_MARGIN_MS = 500;
+
+/**
+ * The URL query parameter saying the URL reaches PostgreSQL through a pooler in transaction
+ * mode (`?pgbouncer=true`, as Prisma spells it; any such pooler). Read and removed here: pg
+ * would ignore it and PostgreSQL never sees it.
+ */
+const TRANSACTION_POOLER_PARAM = 'pgbouncer';
+
+/** The URL as pg should get it, and whether it goes through a transaction pooler. */
+export function parseDatabaseUrl(url: string, variable: string): { url: string; transactionPooler: boolean } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // Not a URL the WHATWG parser takes (pg has its own parser): then it carries no parameter of ours.
+    return { url, transactionPooler: false };
+  }
+  const value = parsed.searchParams.get(TRANSACTION_POOLER_PARAM);
+  if (value === null) return { url, transactionPooler: false };
+  if (value !== 'true' && value !== 'false') {
+    throw new ConfigError(variable, `${TRANSACTION_POOLER_PARAM}= must be true or false, not "${value}"`);
+  }
+  parsed.searchParams.delete(TRANSACTION_POOLER_PARAM);
+  return { url: parsed.toString(), transactionPooler: value === 'true' };
+}
+
+/**
+ * kysely's migration lock id. Kept so that a replica of an older release, which takes it as a
+ * session lock, and this one, which takes it per transaction, still exclude each other (both
+ * kinds of advisory lock on one id conflict).
+ */
+const MIGRATION_LOCK_ID = BigInt('3853314791062309107');
+
+/**
+ * kysely's PostgreSQL adapter with the migration lock held by the migrating transaction and
+ * released by its commit or rollback. kysely's own is a session lock released by a statement
+ * after the transaction: behind a transaction pooler that statement may run on another server
+ * connection, and a lock left on a pooled connection would block every later migration.
+ */
+class TransactionLockAdapter extends PostgresAdapter {
+  // biome-ignore lint/suspicious/noExplicitAny: the adapter's contract is an untyped Kysely
+  override async acquireMigrationLock(db: Kysely<any>): Promise<void> {
+    await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_ID)})`.execute(db);
+  }
+
+  override async releaseMigrationLock(): Promise<void> {}
+}
+
+class MigrationDialect extends PostgresDialect {
+  override createAdapter(): PostgresAdapter {
+    return new TransactionLockAdapter();
+  }
+}
 
 /**
  * A pg client that closes its connection when a query times out on the client side
@@ -87,6 +156,8 @@ export interface Database<DB> {
   /**
    * PostgreSQL only (undefined on PGlite): runs `text` as a named prepared statement, parsed and
    * planned once per pooled connection instead of once per call. For the few hot statements.
+   * Behind a transaction pooler it runs unnamed (parsed and planned every call), since the
+   * server connection that prepared it is not the one the next call gets.
    * Answers the rows the statement affected (`rowCount`, as the driver reports it).
    */
   readonly prepared:
@@ -105,13 +176,23 @@ export async function createDatabase<DB>(
   if (!SCHEMA_PATTERN.test(schema)) throw new Error(`invalid schema name ${schema}`);
   let root: Kysely<DB>;
   let prepared: Database<DB>['prepared'];
+  // The service's own URL variable (schemas are named after the services), as readDatabase names it.
+  const variable = `${schema.toUpperCase()}_DATABASE_URL`;
+  let target: ReturnType<typeof parseDatabaseUrl> | undefined;
   if (config.kind === 'postgres') {
-    const pool = postgresPool(config, schema, logger, 'requests');
+    target = parseDatabaseUrl(config.url, variable);
+    const pool = postgresPool(config, target, schema, logger, 'requests');
     root = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
-    prepared = async (name, text, values) => {
-      const { rowCount } = await pool.query({ name, text, values });
-      return { rowCount };
-    };
+    prepared = target.transactionPooler
+      ? // A named statement lives on one server connection; the next call may get another.
+        async (_name, text, values) => {
+          const { rowCount } = await pool.query({ text, values });
+          return { rowCount };
+        }
+      : async (name, text, values) => {
+          const { rowCount } = await pool.query({ name, text, values });
+          return { rowCount };
+        };
   } else {
     mkdirSync(config.dataDir, { recursive: true });
     const { PGlite } = await import('@electric-sql/pglite');
@@ -140,26 +221,40 @@ export async function createDatabase<DB>(
       }
     },
     async migrate(migrations) {
-      // Not bound by the request path's timeouts: an index build, or waiting for another
-      // replica's migration lock, may rightly take longer than any request.
-      const target =
-        config.kind === 'postgres'
-          ? new Kysely<DB>({
-              dialect: new PostgresDialect({ pool: postgresPool(config, schema, logger, 'migrations') }),
-            })
-          : root;
-      try {
-        await createSchema(target, schema);
+      if (config.kind === 'postgres' && target?.transactionPooler) {
+        await verifyStatementTimeout(root, config.statementTimeoutMs ?? STATEMENT_TIMEOUT_MS, variable);
+      }
+      const apply = async (db: Kysely<DB>) => {
         const migrator = new Migrator({
-          db: target.withSchema(schema),
+          db: db.withSchema(schema),
           provider: { getMigrations: async () => migrations },
           migrationTableSchema: schema,
         });
         const { error, results } = await migrator.migrateToLatest();
         if (error) throw error;
         return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+      };
+      if (config.kind !== 'postgres' || !target) {
+        await createSchema(root, schema);
+        return apply(root);
+      }
+      const migrating = new Kysely<DB>({
+        dialect: new MigrationDialect({ pool: postgresPool(config, target, schema, logger, 'migrations') }),
+      });
+      try {
+        await createSchema(migrating, schema);
+        // One transaction, on one server connection whatever pools in between: the lock first
+        // (so replicas do not race on kysely's tables either), then every pending migration;
+        // a failure rolls all of them back and frees the lock.
+        return await migrating.transaction().execute(async (trx) => {
+          // Not bound by the request path's timeouts (nor a role default meant for them): an
+          // index build, or waiting for another replica's lock, may rightly take longer.
+          await sql`set local statement_timeout = 0`.execute(trx);
+          await new TransactionLockAdapter().acquireMigrationLock(trx);
+          return apply(trx);
+        });
       } finally {
-        if (target !== root) await target.destroy();
+        await migrating.destroy();
       }
     },
     destroy: () => root.destroy(),
@@ -167,18 +262,47 @@ export async function createDatabase<DB>(
 }
 
 /**
+ * Behind a transaction pooler the statement timeout cannot be sent when connecting (PgBouncer
+ * refuses the startup parameter), and a `SET` would stay on a server connection other clients
+ * get next. So it is the role's default on the server, applied by PostgreSQL to every session
+ * PgBouncer opens, at no cost per statement; this checks it is there before the service starts
+ * (`migrate`, also the `migrate` command): none, or one longer than `maxMs` (the client would
+ * give up first and drop its connection), is a configuration error.
+ */
+async function verifyStatementTimeout<DB>(root: Kysely<DB>, maxMs: number, variable: string): Promise<void> {
+  const { rows } = await sql<{ ms: string; role: string; database: string }>`
+    select setting as ms, current_user as role, current_database() as database
+      from pg_settings where name = 'statement_timeout'`.execute(root);
+  const row = rows[0];
+  const ms = Number(row?.ms);
+  if (ms > 0 && ms <= maxMs) return;
+  const role = String(row?.role).replaceAll('"', '""');
+  const database = String(row?.database).replaceAll('"', '""');
+  throw new ConfigError(
+    variable,
+    `goes through a transaction pooler (${TRANSACTION_POOLER_PARAM}=true), so PostgreSQL must apply the ` +
+      `statement timeout itself: the role's statement_timeout is ${ms > 0 ? `${ms} ms` : 'not set'}, expected ` +
+      `1 to ${maxMs} ms. Run ALTER ROLE "${role}" IN DATABASE "${database}" SET statement_timeout = '${maxMs}ms' ` +
+      `and let the pooler open new server connections (PgBouncer: RECONNECT)`,
+  );
+}
+
+/**
  * The pg pool of a service: for `requests`, bounded in time as described above; for
- * `migrations`, one connection without statement or query timeouts.
+ * `migrations`, one connection without statement or query timeouts. Behind a transaction
+ * pooler nothing is sent when connecting but what PgBouncer passes on (application_name):
+ * the role's default bounds statements instead (`verifyStatementTimeout`).
  */
 function postgresPool(
   config: Extract<DatabaseConfig, { kind: 'postgres' }>,
+  target: { url: string; transactionPooler: boolean },
   schema: string,
   logger: Logger,
   use: 'requests' | 'migrations',
 ): pg.Pool {
   const statementTimeoutMs = config.statementTimeoutMs ?? STATEMENT_TIMEOUT_MS;
   const pool = new pg.Pool({
-    connectionString: config.url,
+    connectionString: target.url,
     connectionTimeoutMillis: config.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
     keepAlive: true,
     application_name: `relayplane-${schema}`,
@@ -186,7 +310,7 @@ function postgresPool(
       ? {
           Client: DroppingClient,
           max: config.poolMax ?? 10,
-          statement_timeout: statementTimeoutMs,
+          ...(target.transactionPooler ? {} : { statement_timeout: statementTimeoutMs }),
           query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS,
           idleTimeoutMillis: 30_000,
         }

@@ -1,3 +1,4 @@
+import { createServer, connect as dial, type Socket } from 'node:net';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { BillingService, type GetSubscriptionResponseSchema, PlanSchema } from '@relayplane/proto/billing';
@@ -161,14 +162,15 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
     // The password in the message is not redacted by key; it must not be echoed anywhere but the server log.
   });
 
-  it('a handler slower than the deadline fails with unavailable in about the deadline, and the handler is told', async () => {
+  // How late after its deadline a call fails depends on the machine's load; what these two tests
+  // bound is which deadline ended the call: the handler never answers, and the client's default
+  // deadline (5 s) would end it only after the bound.
+  it('a handler slower than the deadline fails with unavailable at the client’s deadline, not the default one, and the handler is told', async () => {
     let aborted = false;
     behaviour.getSubscription = async (_req, call) => {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 5_000);
         call.signal.addEventListener('abort', () => {
           aborted = true;
-          clearTimeout(timer);
           resolve();
         });
       });
@@ -180,7 +182,7 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
     expect(err).toBeInstanceOf(AppError);
     expect(err).toMatchObject({ code: 'unavailable', message: 'BillingService is unavailable' });
     expect(elapsed).toBeGreaterThanOrEqual(180);
-    expect(elapsed).toBeLessThan(1_000);
+    expect(elapsed).toBeLessThan(4_000);
     await waitFor('the handler to see the deadline', () => aborted, 2_000);
   });
 
@@ -190,8 +192,10 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
     const err = await client
       .getSubscription({ tenantId: 'ten_1' }, { deadline: new Date(Date.now() + 150) })
       .catch((e: unknown) => e);
+    const elapsed = performance.now() - started;
     expect(err).toMatchObject({ code: 'unavailable' });
-    expect(performance.now() - started).toBeLessThan(1_500);
+    expect(elapsed).toBeGreaterThanOrEqual(130);
+    expect(elapsed).toBeLessThan(4_000);
   });
 
   it('a call to a port nobody listens on fails with unavailable', async () => {
@@ -318,9 +322,10 @@ describe('rpc: health and shutdown', () => {
     try {
       const stream = health.watch({ service: '' })[Symbol.asyncIterator]();
       expect((await within('the first status', stream.next())).value?.status).toBe(ServingStatus.SERVING);
+      // Waiting out the grace period would take 20 s; how long less depends on the machine.
       const started = performance.now();
-      await server.close(5_000);
-      expect(performance.now() - started).toBeLessThan(2_000);
+      await server.close(20_000);
+      expect(performance.now() - started).toBeLessThan(10_000);
       const statuses: ServingStatus[] = [];
       for (;;) {
         const next = await within('the stream to end', stream.next());
@@ -399,15 +404,53 @@ describe('rpc: health and shutdown', () => {
     try {
       const stuck = client.getSubscription({ tenantId: 'ten_stuck' }).catch((e: unknown) => e);
       await waitFor('the handler to start', () => entered);
+      // Not giving up, close() would wait for the call's own 10 s deadline.
       const started = performance.now();
       await server.close(300);
-      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(performance.now() - started).toBeLessThan(5_000);
       expect(await within('the stuck call to fail', stuck)).toMatchObject({ code: 'unavailable' });
     } finally {
       client.close();
     }
   });
 });
+
+/** A TCP forwarder to a local port, counting the connections made through it. */
+interface Forwarder {
+  readonly port: number;
+  readonly connections: number;
+  close(): Promise<void>;
+}
+
+async function forward(to: number): Promise<Forwarder> {
+  const sockets = new Set<Socket>();
+  let connections = 0;
+  const server = createServer((client) => {
+    connections++;
+    const upstream = dial(to, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => socket.destroy());
+    }
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (typeof address !== 'object' || !address) throw new Error('the forwarder did not bind');
+  return {
+    port: address.port,
+    get connections() {
+      return connections;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
 
 describe('rpc: several replicas behind one target', () => {
   const logger = createLogger({ level: 'silent', service: 'rpc-test' });
@@ -425,48 +468,54 @@ describe('rpc: several replicas behind one target', () => {
   }
 
   it('unary calls go round-robin over every replica, and none fails while replicas recycle connections at their max connection age', async () => {
-    const calls = [0, 0, 0];
-    const { servers, target } = await replicas(
+    /** Calls each replica served once its client had connected to it a fourth time (three recycles). */
+    const afterRecycles = [0, 0, 0];
+    const fronts: Forwarder[] = [];
+    const { servers } = await replicas(
       3,
       (i) => async (req) => {
-        calls[i] = (calls[i] ?? 0) + 1;
+        if ((fronts[i]?.connections ?? 0) >= 4) afterRecycles[i] = (afterRecycles[i] ?? 0) + 1;
         return { subscription: { tenantId: req.tenantId, planId: 'free' } };
       },
       1_000,
     );
-    const client = connect(BillingService, target, { timeoutMs: 2_000 });
+    // Each replica behind a forwarder that counts the connections made to it: the run lasts
+    // until every replica has closed its connection three times (GOAWAY at ~1 s) and served
+    // calls on the next one, however slowly a loaded machine gets there.
+    for (const s of servers) fronts.push(await forward(s.port));
+    const target = `ipv4:${fronts.map((f) => `127.0.0.1:${f.port}`).join(',')}`;
+    // A deadline far beyond a stall: a call that fails here fails for another reason than the machine's speed.
+    const client = connect(BillingService, target, { timeoutMs: 10_000 });
     const failures: string[] = [];
-    let ok = 0;
-    /** Successful calls per second of the run: calls went on through every recycle. */
-    const perSecond = [0, 0, 0, 0];
+    let running = true;
     try {
-      const start = Date.now();
-      const end = start + 3_500;
-      await Promise.all(
-        Array.from({ length: 32 }, async () => {
-          while (Date.now() < end) {
-            try {
-              await client.getSubscription({ tenantId: 'ten_1' });
-              ok++;
-              const second = Math.min(3, Math.floor((Date.now() - start) / 1_000));
-              perSecond[second] = (perSecond[second] ?? 0) + 1;
-            } catch (err) {
-              failures.push((err as Error).message);
-            }
+      const load = Array.from({ length: 32 }, async () => {
+        while (running) {
+          try {
+            await client.getSubscription({ tenantId: 'ten_1' });
+          } catch (err) {
+            failures.push((err as Error).message);
           }
-        }),
-      );
+        }
+      });
+      try {
+        await waitFor(
+          'calls after three recycles of every replica',
+          // More than the 32 calls in flight: some were sent after the fourth connection was made.
+          () => afterRecycles.every((n) => n > 32),
+          30_000,
+        );
+      } finally {
+        running = false;
+        await Promise.all(load);
+      }
     } finally {
       client.close();
       await Promise.all(servers.map((s) => s.close(0)));
+      await Promise.all(fronts.map((f) => f.close()));
     }
-    // Each replica closed every connection about three times meanwhile (GOAWAY at ~1 s).
-    // Not a rate (this is not a benchmark; a busy machine makes fewer calls): calls in every
-    // second, across each replica's recycles, none failed, and all three replicas served.
     expect(failures).toEqual([]);
-    for (const n of perSecond) expect(n).toBeGreaterThan(0);
-    for (const n of calls) expect(n).toBeGreaterThan(ok / 6);
-  });
+  }, 60_000);
 
   it('a call answered unavailable is tried once more on another replica; other errors are not retried', async () => {
     const calls = [0, 0];
@@ -476,7 +525,7 @@ describe('rpc: several replicas behind one target', () => {
       if (req.tenantId === 'ten_bad') throw new AppError('invalid_request', 'bad tenant');
       return { subscription: { tenantId: req.tenantId, planId: `from-${i}` } };
     });
-    const client = connect(BillingService, target, { timeoutMs: 2_000 });
+    const client = connect(BillingService, target, { timeoutMs: 10_000 });
     try {
       // Until both replicas are connected, round-robin has only one to choose from.
       for (let n = 0; !((calls[0] ?? 0) > 0 && (calls[1] ?? 0) > 0); n++) {

@@ -6,6 +6,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { testLogger } from '../../src/logger.ts';
 import { createTestRedis } from '../../src/storage.ts';
 import { INTERVAL_MS, RunLog, schedulerConformance } from './conformance/scheduler.ts';
+import { waitFor } from './conformance/wait.ts';
 
 const logger = testLogger('scheduler');
 
@@ -41,25 +42,20 @@ describe('BullmqScheduler replicas (real Redis)', () => {
     const b = bullmq(group);
     open.push(a, b);
     const runs = new RunLog();
-    const perReplica = [0, 0];
-    a.every('sweep', INTERVAL_MS, async () => {
-      perReplica[0] = (perReplica[0] ?? 0) + 1;
-      await runs.handler();
-    });
-    b.every('sweep', INTERVAL_MS, async () => {
-      perReplica[1] = (perReplica[1] ?? 0) + 1;
-      await runs.handler();
-    });
+    a.every('sweep', INTERVAL_MS, runs.handler);
+    b.every('sweep', INTERVAL_MS, runs.handler);
+    // One schedule runs each of its slots once, and its first slot is no earlier than its
+    // start: the runs that start within `intervals` intervals of it are at most intervals + 1,
+    // however late a loaded machine starts some of them (a late run is never followed by a
+    // catch-up burst: missed slots are skipped). Two schedules would make about twice as many.
+    const intervals = 15;
+    const from = Date.now();
     await a.start();
     await b.start();
-    const first = 8;
-    await runs.atLeast(first + 1);
-    // Two schedules would fit 8 intervals' worth of runs into about half the time.
-    const span = (runs.starts[first] ?? 0) - (runs.starts[0] ?? 0);
-    expect(span).toBeGreaterThanOrEqual(first * INTERVAL_MS * 0.75);
-    const sorted = [...runs.starts].sort((x, y) => x - y);
-    const closeCalls = sorted.slice(1).filter((t, i) => t - (sorted[i] ?? 0) < INTERVAL_MS / 4);
-    expect(closeCalls).toEqual([]);
+    const until = from + intervals * INTERVAL_MS;
+    await runs.atLeast(8);
+    await waitFor('the end of the span', () => Date.now() > until, 10_000);
+    expect(runs.starts.filter((t) => t <= until).length).toBeLessThanOrEqual(intervals + 1);
   });
 
   it('trigger before start fails instead of silently dropping the run', async () => {
@@ -99,7 +95,7 @@ describe('BullmqScheduler after Redis lost its data (real Redis)', () => {
     await connection.del(...keys);
     expect(await connection.keys(`${prefix}:maintenance-${group}:*`)).toEqual([]);
     const before = runs.count;
-    await runs.atLeast(before + 3, 5_000);
+    await runs.atLeast(before + 3);
     expect(await connection.exists(`${prefix}:maintenance-${group}:repeat`)).toBe(1);
   });
 });

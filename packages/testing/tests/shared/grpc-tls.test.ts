@@ -419,11 +419,13 @@ describe('certificate rotation without restarts', () => {
     /** Until the server presents its new certificate and has seen the client's on a call. */
     const applied = async (trust: string) => {
       const want = { server: serialOf(serverPair), client: serialOf(clientPair) };
-      await waitFor('the rotated certificates in use on both sides', () => seen.has(want.client), 10_000);
+      await waitFor('the rotated certificates in use on both sides', () => seen.has(want.client), 20_000);
       expect(await presented(server.port, clientPair, trust)).toBe(want.server);
     };
+    // The waits below are for events (a reload, a certificate seen, calls made), with deadlines
+    // far beyond what they take: a loaded machine makes a few dozen calls a second here.
     try {
-      await waitFor('calls to flow', () => ok > 50);
+      await waitFor('calls to flow', () => ok > 50, 20_000);
       // 1. New leaves from the same CA.
       both({
         server: ca.issue([spiffeId(TD, 'billing')]),
@@ -438,7 +440,7 @@ describe('certificate rotation without restarts', () => {
       const before2 = reloads();
       both({ server: serverPair, client: clientPair, ca: bundle });
       // An operator waits for every service to trust both CAs before issuing from the new one.
-      await waitFor('both sides to trust the new CA', () => reloads() === before2 + 2, 10_000);
+      await waitFor('both sides to trust the new CA', () => reloads() === before2 + 2, 20_000);
       // 3. Leaves from the new CA (each side still trusts the old one the other may present).
       both({
         server: nextCa.issue([spiffeId(TD, 'billing')]),
@@ -447,9 +449,11 @@ describe('certificate rotation without restarts', () => {
       });
       await applied(bundle);
       // 4. The old CA dropped.
+      const before4 = reloads();
       both({ server: serverPair, client: clientPair, ca: nextCa.cert });
+      await waitFor('both sides to trust the new CA alone', () => reloads() === before4 + 2, 20_000);
       const before = ok;
-      await waitFor('more calls under the new CA alone', () => ok > before + 200, 10_000);
+      await waitFor('more calls under the new CA alone', () => ok > before + 200, 30_000);
       expect(await presented(server.port, clientPair, nextCa.cert)).toBe(serialOf(serverPair));
       // A certificate of the old CA is refused from now on.
       const oldCa = ca.issue([spiffeId(TD, 'gateway')]);
@@ -467,8 +471,7 @@ describe('certificate rotation without restarts', () => {
     }
     console.log(`rotation under load: ${ok} calls, ${failed.length} failed`);
     expect(failed).toEqual([]);
-    expect(ok).toBeGreaterThan(300);
-  }, 60_000);
+  }, 120_000);
 
   it('keeps the last good files when a rotation leaves a key that is not the certificate’s, and says so', async () => {
     const root = mkdtempSync(join(tmpdir(), 'rp-rotate-'));

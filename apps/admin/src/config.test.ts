@@ -122,6 +122,29 @@ describe('readAdminConfig', () => {
     expect(configError({ ...base, ADMIN_REDIS_URL: 'http://cache:6379' }).variable).toBe('ADMIN_REDIS_URL');
   });
 
+  it('reads a Redis Cluster from ADMIN_REDIS_CLUSTER_NODES, and refuses it beside ADMIN_REDIS_URL', () => {
+    expect(
+      readAdminConfig({
+        ...base,
+        REDIS_URL: 'redis://shared:6379',
+        ADMIN_REDIS_CLUSTER_NODES: 'r0:7000,r1:7000',
+      }).redis,
+    ).toEqual({
+      clusterNodes: [
+        { host: 'r0', port: 7000 },
+        { host: 'r1', port: 7000 },
+      ],
+      prefix: 'relayplane:',
+    });
+    const both = configError({
+      ...base,
+      ADMIN_REDIS_URL: 'redis://own:6379',
+      ADMIN_REDIS_CLUSTER_NODES: 'r0:7000',
+    });
+    expect(both.variable).toBe('ADMIN_REDIS_CLUSTER_NODES');
+    expect(both.message).toContain('ADMIN_REDIS_URL');
+  });
+
   it('lets the composition root turn Redis off whatever the environment says', () => {
     expect(readAdminConfig({ ...base, REDIS_URL: 'redis://shared:6379' }, { redis: undefined }).redis).toBe(
       undefined,

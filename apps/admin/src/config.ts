@@ -188,6 +188,7 @@ export function readAdminConfig(
         ? overrides.redis
         : readRedis(r, {
             url: ['ADMIN_REDIS_URL', 'REDIS_URL'],
+            clusterNodes: ['ADMIN_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
             prefix: ['ADMIN_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
           }),
     billingAddress: overrides.billingAddress ?? r.target('ADMIN_BILLING_ADDRESS', '127.0.0.1:50053'),

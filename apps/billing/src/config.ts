@@ -158,6 +158,7 @@ export function readBillingConfig(
         ? overrides.redis
         : readRedis(r, {
             url: ['BILLING_REDIS_URL', 'REDIS_URL'],
+            clusterNodes: ['BILLING_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
             prefix: ['BILLING_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
           }),
     redisCommandTimeoutMs:

@@ -82,6 +82,7 @@ export function readGatewayConfig(
         ? overrides.redis
         : readRedis(r, {
             url: ['GATEWAY_REDIS_URL', 'REDIS_URL'],
+            clusterNodes: ['GATEWAY_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
             prefix: ['GATEWAY_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
           }),
     trustedProxies:

@@ -219,6 +219,84 @@ describe('service setting readers', () => {
     configError('SVC_REDIS_URL', () => readRedis(new EnvReader({ SVC_REDIS_URL: 'http://cache' }), REDIS));
   });
 
+  const CLUSTER = {
+    ...REDIS,
+    clusterNodes: ['SVC_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
+  } as const;
+
+  it('readRedis: cluster nodes give a cluster config (IPv6 in brackets, spaces trimmed); the URL path is unchanged', () => {
+    expect(
+      readRedis(
+        new EnvReader({ RELAYPLANE_REDIS_CLUSTER_NODES: 'redis-0.redis:6379, 10.0.0.2:7000,[fd00::1]:6380' }),
+        CLUSTER,
+      ),
+    ).toEqual({
+      clusterNodes: [
+        { host: 'redis-0.redis', port: 6379 },
+        { host: '10.0.0.2', port: 7000 },
+        { host: 'fd00::1', port: 6380 },
+      ],
+      prefix: 'relayplane:',
+    });
+    expect(
+      readRedis(new EnvReader({ SVC_REDIS_CLUSTER_NODES: 'a:1', SVC_REDIS_PREFIX: 'svc:' }), CLUSTER, {
+        required: true,
+      }),
+    ).toEqual({ clusterNodes: [{ host: 'a', port: 1 }], prefix: 'svc:' });
+    expect(readRedis(new EnvReader({ REDIS_URL: 'redis://shared:6379' }), CLUSTER)).toEqual({
+      url: 'redis://shared:6379',
+      prefix: 'relayplane:',
+    });
+    expect(readRedis(new EnvReader({}), CLUSTER)).toBeUndefined();
+    expect(
+      configError('SVC_REDIS_URL', () => readRedis(new EnvReader({}), CLUSTER, { required: true })),
+    ).toMatch(/required/);
+  });
+
+  it("readRedis: the service's own variable wins over the deployment-wide one, whichever kind each is", () => {
+    expect(
+      readRedis(
+        new EnvReader({ REDIS_URL: 'redis://shared:6379', SVC_REDIS_CLUSTER_NODES: 'own:7000' }),
+        CLUSTER,
+      ),
+    ).toEqual({ clusterNodes: [{ host: 'own', port: 7000 }], prefix: 'relayplane:' });
+    expect(
+      readRedis(
+        new EnvReader({ RELAYPLANE_REDIS_CLUSTER_NODES: 'shared:7000', SVC_REDIS_URL: 'redis://own:6379' }),
+        CLUSTER,
+      ),
+    ).toEqual({ url: 'redis://own:6379', prefix: 'relayplane:' });
+  });
+
+  it('readRedis: a URL and cluster nodes at the same level fail naming both; a bad node list fails naming the own variable', () => {
+    expect(
+      configError('SVC_REDIS_CLUSTER_NODES', () =>
+        readRedis(
+          new EnvReader({ SVC_REDIS_URL: 'redis://own:6379', SVC_REDIS_CLUSTER_NODES: 'own:7000' }),
+          CLUSTER,
+        ),
+      ),
+    ).toBe(
+      'configuration error: SVC_REDIS_CLUSTER_NODES and SVC_REDIS_URL are both set: set SVC_REDIS_URL for one Redis server or SVC_REDIS_CLUSTER_NODES for a Redis Cluster, not both',
+    );
+    expect(
+      configError('RELAYPLANE_REDIS_CLUSTER_NODES', () =>
+        readRedis(
+          new EnvReader({ REDIS_URL: 'redis://shared:6379', RELAYPLANE_REDIS_CLUSTER_NODES: 'shared:7000' }),
+          CLUSTER,
+        ),
+      ),
+    ).toMatch(/RELAYPLANE_REDIS_CLUSTER_NODES and REDIS_URL are both set/);
+    for (const bad of ['shared', 'a:1,,b:2', 'a:0', 'a:65536', 'a:1:2', 'redis://a:1', 'fd00::1:6379']) {
+      expect(
+        configError('SVC_REDIS_CLUSTER_NODES', () =>
+          readRedis(new EnvReader({ RELAYPLANE_REDIS_CLUSTER_NODES: bad }), CLUSTER),
+        ),
+        bad,
+      ).toMatch(/must be a comma-separated list of host:port seed nodes/);
+    }
+  });
+
   it('readYamlFile: parses YAML or JSON, absent when unset, names the variable and file when it fails', () => {
     const dir = mkdtempSync(join(tmpdir(), 'shared-config-'));
     const file = (name: string, text: string) => {

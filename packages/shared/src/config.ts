@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { DatabaseConfig } from './db.ts';
-import type { RedisConfig } from './redis.ts';
+import type { RedisConfig, RedisNode } from './redis.ts';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -210,20 +210,71 @@ export function readDatabase(r: EnvReader, names: { url: Variables; poolMax: str
 }
 
 /**
- * A service's Redis: its URL and the key prefix (default `relayplane:`). Undefined when none
- * of the URL variables is set (the service then runs on its in-process twins), unless the
- * service cannot do without Redis (`required`): then it fails naming its own URL variable.
+ * A service's Redis: one server (its URL) or a Redis Cluster (its seed nodes), and the key
+ * prefix (default `relayplane:`). Undefined when none of the variables is set (the service then
+ * runs on its in-process twins), unless the service cannot do without Redis (`required`): then
+ * it fails naming its own URL variable.
+ *
+ * URL or cluster, decided like every other setting: the service's own variables
+ * (`ISSUER_REDIS_URL`, `ISSUER_REDIS_CLUSTER_NODES`) win over the deployment-wide ones
+ * (`REDIS_URL`, `RELAYPLANE_REDIS_CLUSTER_NODES`), so one app can use a cluster while the others
+ * keep the deployment's server, or the other way round. Both kinds set at the same level (the
+ * service's own, or the deployment-wide) is a configuration error naming both: which one was
+ * meant cannot be guessed.
  */
 export function readRedis(
   r: EnvReader,
-  names: { url: Variables; prefix: Variables },
+  names: { url: Variables; clusterNodes?: Variables; prefix: Variables },
   options: { required?: boolean } = {},
 ): RedisConfig | undefined {
+  const [ownUrl, ...sharedUrls] = names.url;
+  const [ownNodes, ...sharedNodes] = names.clusterNodes ?? [];
+  const levels = [
+    { urls: [ownUrl], nodes: ownNodes === undefined ? [] : [ownNodes] },
+    { urls: sharedUrls, nodes: sharedNodes },
+  ];
+  for (const level of levels) {
+    const url = level.urls.find((name) => r.has(name));
+    const nodes = level.nodes.find((name) => r.has(name));
+    if (url !== undefined && nodes !== undefined) {
+      throw new ConfigError(
+        nodes,
+        `and ${url} are both set: set ${url} for one Redis server or ${nodes} for a Redis Cluster, not both`,
+      );
+    }
+    if (nodes !== undefined && ownNodes !== undefined) {
+      return { clusterNodes: parseClusterNodes(ownNodes, r.string(nodes)), prefix: readPrefix(r, names) };
+    }
+    if (url !== undefined) break;
+  }
   if (!options.required && !names.url.some((name) => r.has(name))) return undefined;
   return {
     url: r.url(names.url[0], REDIS_PROTOCOLS, fallbackOf(r, names.url)),
-    prefix: r.string(names.prefix[0], fallbackOf(r, names.prefix) ?? DEFAULT_REDIS_PREFIX),
+    prefix: readPrefix(r, names),
   };
+}
+
+function readPrefix(r: EnvReader, names: { prefix: Variables }): string {
+  return r.string(names.prefix[0], fallbackOf(r, names.prefix) ?? DEFAULT_REDIS_PREFIX);
+}
+
+const CLUSTER_NODE = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
+
+/** `host:port,host:port,…` (IPv6 as `[addr]:port`): at least one, each with a port of 1–65535. */
+function parseClusterNodes(variable: string, raw: string): RedisNode[] {
+  const nodes: RedisNode[] = [];
+  for (const entry of raw.split(',').map((e) => e.trim())) {
+    const port = CLUSTER_NODE.exec(entry)?.[1];
+    if (port === undefined || Number(port) < 1 || Number(port) > 65_535) {
+      throw new ConfigError(
+        variable,
+        `must be a comma-separated list of host:port seed nodes (got "${entry}" in "${raw}")`,
+      );
+    }
+    const host = entry.slice(0, entry.length - port.length - 1).replace(/^\[(.*)\]$/, '$1');
+    nodes.push({ host, port: Number(port) });
+  }
+  return nodes;
 }
 
 /**

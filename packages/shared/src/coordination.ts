@@ -5,11 +5,15 @@
  * no other commands). A bus or scheduler the caller gives (embedded mode, tests) is used as it
  * is and opens nothing. Request-path connections (slots, throttles) are not made here: they
  * have their own policy (`createRequestPathRedis`).
+ *
+ * On a Redis Cluster the same holds: the bus publishes through any node (a cluster forwards a
+ * PUBLISH to every node) and subscribes on one node, which ioredis replaces when it goes away;
+ * the queue's prefix gets a hash tag, so that each queue lives in one slot.
  */
 import type { Redis } from 'ioredis';
 import { type Bus, RedisBus } from './bus.ts';
 import type { Logger } from './logger.ts';
-import { createRedis, type RedisConfig } from './redis.ts';
+import { createRedis, queuePrefix, type RedisConfig } from './redis.ts';
 import { BullmqScheduler, type Scheduler } from './scheduler.ts';
 
 export interface CoordinationOptions {
@@ -48,6 +52,9 @@ export function connectCoordination(
     bus = new RedisBus(main, subscriber, o.busPrefix);
   }
   const scheduler =
-    o.scheduler ?? (o.queue ? new BullmqScheduler(o.queue.name, main, o.queue.prefix, logger) : undefined);
+    o.scheduler ??
+    (o.queue
+      ? new BullmqScheduler(o.queue.name, main, queuePrefix(redis, o.queue.prefix), logger)
+      : undefined);
   return { bus, scheduler, connections };
 }

@@ -1,25 +1,114 @@
-/** Redis factory: one place that sets connection policy for every service. */
-import { Redis } from 'ioredis';
+/**
+ * Redis factory: one place that sets connection policy for every service.
+ *
+ * One server (`url`) or a Redis Cluster (`clusterNodes`, seed nodes): with a cluster every
+ * connection made here is an ioredis `Cluster`, which routes each command to the master of its
+ * key's slot. The services type it as `Redis`: they use commands, scripts (`defineCommand`,
+ * EVAL/EVALSHA), MULTI, pub/sub, `status` and the connection events, which the cluster client
+ * has with the same signatures. The one call that differs, `duplicate`, goes through
+ * `duplicateConnection` below. What the cluster asks of the keys (a script's or a MULTI's keys
+ * share a hash tag) is kept by each service's keys module; see docs/ARCHITECTURE.md, "Redis
+ * Cluster".
+ */
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { Bus } from './bus.ts';
 import type { Logger } from './logger.ts';
 import { retryUntilDone } from './readiness.ts';
 
-export interface RedisConfig {
-  url: string;
-  /** Prefix for every key and channel this process uses (tests isolate with it). */
-  prefix: string;
+/** A seed node of a Redis Cluster: the cluster client learns the others from it. */
+export interface RedisNode {
+  host: string;
+  port: number;
 }
 
+export type RedisConfig = {
+  /** Prefix for every key and channel this process uses (tests isolate with it). */
+  prefix: string;
+} & (
+  | { url: string; clusterNodes?: undefined }
+  /** A Redis Cluster, reached through any of these nodes. */
+  | { url?: undefined; clusterNodes: readonly RedisNode[] }
+);
+
+/** Whether `redis` is a cluster client (made from `clusterNodes`). */
+export function isCluster(redis: Redis): boolean {
+  return (redis as unknown) instanceof Cluster;
+}
+
+/**
+ * The bullmq prefix to use on `config`'s Redis. Every key of a bullmq queue is touched by its
+ * scripts together, so on a cluster they must share one slot: the prefix is wrapped in a hash
+ * tag (`{relayplane:bull}`), as bullmq asks. On one server the prefix stays as it was, so the
+ * existing schedules and jobs are found where they are.
+ */
+export function queuePrefix(config: RedisConfig, prefix: string): string {
+  return config.clusterNodes && !/\{[^}]+\}/.test(prefix) ? `{${prefix}}` : prefix;
+}
+
+/** A new connection like `redis` (same server or cluster) with `options` changed. */
+export function duplicateConnection(redis: Redis, options: Partial<RedisOptions>): Redis {
+  if (isCluster(redis)) {
+    const cluster = redis as unknown as Cluster;
+    return cluster.duplicate([], { redisOptions: options }) as unknown as Redis;
+  }
+  return redis.duplicate(options);
+}
+
+/**
+ * A cluster client for `nodes`, typed as the `Redis` the services use (see the module comment).
+ * Its connections to the nodes are made lazily by ioredis, on a node's first command; they are
+ * opened as soon as the node is known instead, so that a node's first commands do not meet a
+ * connection still being made (which a client without an offline queue refuses).
+ */
+function createCluster(
+  nodes: readonly RedisNode[],
+  options: ClusterOptions,
+  logger: Logger,
+  name: string,
+): Redis {
+  const cluster = new Cluster(
+    nodes.map((n) => ({ host: n.host, port: n.port })),
+    options,
+  );
+  cluster.on('+node', (node: Redis) => {
+    if (node.status === 'wait') node.connect().catch(() => {});
+  });
+  // One node failing is not an error of the cluster client (its 'error' event stays quiet while
+  // other nodes answer): said here, once per node and minute, since the connection to a dead
+  // node is made again on every slot refresh.
+  const warned = new Map<string, number>();
+  cluster.on('node error', (err: Error, node: string) => {
+    const now = Date.now();
+    if ((warned.get(node) ?? -Infinity) > now - NODE_ERROR_LOG_INTERVAL_MS) return;
+    warned.set(node, now);
+    logger.warn({ err: { message: err.message }, redis: name, node }, 'redis cluster node error');
+  });
+  return cluster as unknown as Redis;
+}
+
+const NODE_ERROR_LOG_INTERVAL_MS = 60_000;
+
 export function createRedis(config: RedisConfig, logger: Logger, name: string): Redis {
-  const redis = new Redis(config.url, {
+  const connection = {
     connectionName: `relayplane-${name}`,
     // Fail fast rather than queue commands forever while Redis is away.
     maxRetriesPerRequest: 2,
     connectTimeout: 2_000,
-    enableReadyCheck: true,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
-    lazyConnect: false,
-  });
+  };
+  const retry = (attempt: number) => Math.min(attempt * 200, 2_000);
+  const redis = config.clusterNodes
+    ? createCluster(
+        config.clusterNodes,
+        { redisOptions: connection, enableReadyCheck: true, clusterRetryStrategy: retry, lazyConnect: false },
+        logger,
+        name,
+      )
+    : new Redis(config.url, {
+        ...connection,
+        enableReadyCheck: true,
+        retryStrategy: retry,
+        lazyConnect: false,
+      });
   let warned = false;
   redis.on('error', (err) => {
     if (!warned) logger.warn({ err: { message: err.message }, redis: name }, 'redis connection error');
@@ -43,9 +132,8 @@ export function createRequestPathRedis(
   logger: Logger,
   options: { name: string; commandTimeoutMs: number; enableAutoPipelining?: boolean },
 ): Redis {
-  const redis = new Redis(config.url, {
+  const connection = {
     connectionName: `relayplane-${options.name}`,
-    enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: options.commandTimeoutMs,
     // A command timing out leaves the socket as it is: after a failover or a blackhole ioredis
@@ -53,9 +141,32 @@ export function createRequestPathRedis(
     // that answers nothing this long after a write is dropped and reconnected instead.
     socketTimeout: Math.max(2 * options.commandTimeoutMs, 1_000),
     connectTimeout: Math.max(options.commandTimeoutMs, 1_000),
-    enableAutoPipelining: options.enableAutoPipelining ?? false,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-  });
+  };
+  const retry = (attempt: number) => Math.min(attempt * 100, 1_000);
+  const redis = config.clusterNodes
+    ? createCluster(
+        config.clusterNodes,
+        {
+          redisOptions: connection,
+          enableOfflineQueue: false,
+          enableAutoPipelining: options.enableAutoPipelining ?? false,
+          clusterRetryStrategy: retry,
+          // A master that is down fails its slots' commands at once, like a server that is down,
+          // instead of retrying on other nodes (which answer MOVED back to it) for up to 16
+          // redirections: its tenants get 503 + Retry-After at once, the other masters' tenants
+          // are served as before. CLUSTERDOWN is answered as it comes for the same reason.
+          retryDelayOnFailover: 0,
+          retryDelayOnClusterDown: 0,
+        },
+        logger,
+        options.name,
+      )
+    : new Redis(config.url, {
+        ...connection,
+        enableOfflineQueue: false,
+        enableAutoPipelining: options.enableAutoPipelining ?? false,
+        retryStrategy: retry,
+      });
   let warned = false;
   redis.on('error', (err: Error) => {
     if (!warned)

@@ -6,6 +6,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from './logger.ts';
 import { retryUntilDone } from './readiness.ts';
+import { duplicateConnection, isCluster } from './redis.ts';
 
 export type JobHandler = () => Promise<void>;
 
@@ -89,7 +90,11 @@ export class BullmqScheduler implements Scheduler {
 
   readonly #scheduleCheckMs: number;
 
-  /** `connection` is duplicated for the worker (blocking commands need their own). */
+  /**
+   * `connection` is duplicated for the worker (blocking commands need their own). On a Redis
+   * Cluster `prefix` must carry a hash tag (`queuePrefix` in redis.ts): a queue's scripts touch
+   * its keys together.
+   */
   constructor(
     queueName: string,
     connection: Redis,
@@ -131,7 +136,7 @@ export class BullmqScheduler implements Scheduler {
       })
       .catch(() => {}); // only close() ends the retries
     // bullmq never closes a connection it was handed, so this one is ours to close.
-    this.#workerConnection = this.#connection.duplicate({ maxRetriesPerRequest: null });
+    this.#workerConnection = duplicateConnection(this.#connection, { maxRetriesPerRequest: null });
     this.#workerConnection.on('ready', () => {
       this.#lastError = undefined;
     });
@@ -205,10 +210,15 @@ export class BullmqScheduler implements Scheduler {
     // bullmq's graceful close also waits for its fetch loop, which waits for Redis: with Redis
     // away it would never return. The runs of this process are tracked here, so close() waits
     // for them either way and then has bullmq close without waiting for Redis.
-    const redisAway = this.#workerConnection?.status !== 'ready';
+    // On a Redis Cluster a ready connection says only that some node answers, not the queue's
+    // master: with that one down, a graceful close never returned (SIGKILL after the grace
+    // period). So a cluster always takes the path of a Redis that is away.
+    const cluster = isCluster(this.#connection);
+    const redisAway = cluster || this.#workerConnection?.status !== 'ready';
     if (redisAway) await Promise.allSettled(this.#running);
     await this.#worker?.close(redisAway);
     await this.#queue?.close();
-    await this.#workerConnection?.quit().catch(() => this.#workerConnection?.disconnect());
+    if (cluster) this.#workerConnection?.disconnect();
+    else await this.#workerConnection?.quit().catch(() => this.#workerConnection?.disconnect());
   }
 }

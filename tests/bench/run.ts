@@ -26,6 +26,7 @@ import { freePort, waitFor } from '../support/ports.ts';
 import { type Proc, ROOT, startProcess } from '../support/processes.ts';
 import { SystemTls } from '../support/tls.ts';
 import { paced } from './paced.ts';
+import { measureStorageCosts } from './storage-costs.ts';
 
 const DATABASE_URL =
   process.env.BENCH_DATABASE_URL ??
@@ -360,6 +361,19 @@ async function main(): Promise<void> {
     const fewer = median.fewer;
     const jwksMedianRatio = jwksRatios[Math.floor(jwksRatios.length / 2)] ?? 0;
 
+    // What a credential costs Redis and PostgreSQL (docs/capacity.md), at half the median
+    // round's rate: a steady load like the p99 goal's, counted by the servers themselves.
+    const storageRate = Math.max(1, Math.round(median.issuance.rps / 2));
+    const storage = await measureStorageCosts(dbUrl.toString(), REDIS_URL, () =>
+      paced({
+        url: `${base}/api/v1/credentials`,
+        ...issue,
+        rate: storageRate,
+        durationSeconds: DURATION,
+        connections: CONNECTIONS,
+      }),
+    );
+
     const results = {
       date: new Date().toISOString(),
       node: process.version,
@@ -392,6 +406,7 @@ async function main(): Promise<void> {
         ratio_to_sign: +(fewer.rps / sign1).toFixed(3),
       },
       issuance_half_load: half,
+      per_credential: { at_rate_per_s: storageRate, ...storage },
       goals: {
         issuance_ratio_to_sign_at_least: 0.25,
         issuance_half_load_p99_ms_under: 25,
@@ -430,6 +445,17 @@ async function main(): Promise<void> {
       `CPU per issued credential (µs): ${Object.entries(issuance.cpu_us_per_request)
         .map(([name, us]) => `${name} ${us}`)
         .join(', ')}`,
+    );
+    console.log(
+      `per credential at ${storageRate}/s (${storage.credentials} credentials): Redis ${storage.redis.commands_per_credential} commands ` +
+        `(${Object.entries(storage.redis.top_commands_per_credential)
+          .map(([name, n]) => `${name} ${n}`)
+          .join(
+            ', ',
+          )}), ${storage.redis.net_input_bytes_per_credential} B in / ${storage.redis.net_output_bytes_per_credential} B out; ` +
+        `PostgreSQL ${storage.postgres.transactions_per_credential} transactions, ${storage.postgres.rows_written_per_credential} rows written, ` +
+        `${storage.postgres.wal_bytes_per_credential} B of WAL (${storage.postgres.wal_scope}), ${storage.postgres.credential_row_bytes} B per stored credential (table and indexes); ` +
+        `commit latency p50 ${storage.postgres.commit_latency_ms.p50} ms, p99 ${storage.postgres.commit_latency_ms.p99} ms`,
     );
     const dir = join(ROOT, 'tests', 'bench', 'results');
     mkdirSync(dir, { recursive: true });

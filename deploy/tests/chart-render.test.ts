@@ -390,6 +390,7 @@ describe('service wiring', () => {
     ])
       expect(gw.has(name), name).toBe(false);
     expect(env(defaults, 'issuer').get('ISSUER_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('60000');
+    expect(env(defaults, 'issuer').has('ISSUER_CREDENTIAL_RETENTION_DAYS')).toBe(false);
     expect(env(defaults, 'admin').has('ADMIN_GRPC_MAX_CONNECTION_AGE_MS')).toBe(false);
     expect(env(defaults, 'billing').has('BILLING_GRPC_MAX_CONNECTION_AGE_MS')).toBe(false);
 
@@ -402,6 +403,7 @@ describe('service wiring', () => {
         'gateway.grpcDnsMinIntervalMs=1000',
         'admin.maxConnectionAgeMs=300000',
         'billing.maxConnectionAgeMs=0',
+        'issuer.credentialRetentionDays=90',
       ],
     });
     const tgw = env(tuned, 'gateway');
@@ -410,6 +412,7 @@ describe('service wiring', () => {
     expect(tgw.get('GATEWAY_ISSUANCE_STREAM_MAX_AGE_MS')?.value).toBe('30000');
     expect(tgw.get('GATEWAY_GRPC_DNS_MIN_INTERVAL_MS')?.value).toBe('1000');
     expect(env(tuned, 'admin').get('ADMIN_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('300000');
+    expect(env(tuned, 'issuer').get('ISSUER_CREDENTIAL_RETENTION_DAYS')?.value).toBe('90');
     // 0 means "never" and must still be rendered.
     expect(env(tuned, 'billing').get('BILLING_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('0');
   });

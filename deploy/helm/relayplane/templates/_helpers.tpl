@@ -388,6 +388,10 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 - name: ISSUER_MAX_CREDENTIAL_TTL_SECONDS
   value: {{ . | int64 | quote }}
 {{- end }}
+{{- with $c.credentialRetentionDays }}
+- name: ISSUER_CREDENTIAL_RETENTION_DAYS
+  value: {{ . | int64 | quote }}
+{{- end }}
 {{- with $c.keyMaintenanceIntervalSeconds }}
 - name: ISSUER_KEY_MAINTENANCE_INTERVAL_SECONDS
   value: {{ . | int64 | quote }}

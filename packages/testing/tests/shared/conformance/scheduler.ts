@@ -52,14 +52,18 @@ export function schedulerConformance(name: string, factory: SchedulerFactory): v
       const scheduler = create();
       const log = new RunLog();
       scheduler.every('tick', INTERVAL_MS, log.handler);
+      const from = Date.now();
       await scheduler.start();
+      // Keeps running…
       await log.atLeast(4);
-      const gaps = log.starts.slice(1).map((t, i) => t - (log.starts[i] ?? 0));
-      // Not faster than the interval (timer slack allowed), and never skipping several periods.
-      for (const gap of gaps) {
-        expect(gap).toBeGreaterThanOrEqual(INTERVAL_MS * 0.5);
-        expect(gap).toBeLessThan(INTERVAL_MS * 5);
-      }
+      // …and not faster than the interval: the runs started within n intervals of the start are
+      // at most n + 1, however late a loaded machine starts any single run. (bullmq's schedules
+      // are fixed-rate: a run that starts 150 ms late is followed by an on-time one 50 ms later,
+      // so gaps between runs say nothing; a slot run twice, or a second schedule, makes ~2n.)
+      const n = 8;
+      const end = from + n * INTERVAL_MS;
+      await waitFor(`${n} intervals to pass`, () => Date.now() > end, n * INTERVAL_MS + 1_000);
+      expect(log.starts.filter((t) => t <= end).length).toBeLessThanOrEqual(n + 1);
     });
 
     it('runs only the job that is due: each registered job on its own interval', async () => {

@@ -805,6 +805,33 @@ describe('templates/validate.yaml', () => {
     expect(r.stderr).not.toContain('kek:');
   });
 
+  it('redis.clusterNodes: every app gets its <APP>_REDIS_CLUSTER_NODES and no URL; with a URL too, or malformed, it fails', async () => {
+    const nodes = 'redis-0.redis:6379,redis-1.redis:6379,[fd00::3]:6379';
+    const objects = await render({
+      set: [
+        'database.existingSecret=rp-db',
+        'kek.existingSecret=rp-kek',
+        `redis.clusterNodes=${nodes.replaceAll(',', '\\,')}`,
+      ],
+    });
+    for (const component of ['gateway', 'issuer', 'admin', 'billing']) {
+      const c = podSpec(named(objects, 'Deployment', `rp-relayplane-${component}`)).containers[0];
+      if (!c) throw new Error(`no ${component} container`);
+      const env = envOf(c);
+      const app = component.toUpperCase();
+      expect(env.get(`${app}_REDIS_CLUSTER_NODES`)?.value, component).toBe(nodes);
+      expect(env.has(`${app}_REDIS_URL`), component).toBe(false);
+    }
+    const both = await template({ set: [...REQUIRED_SETS, 'redis.clusterNodes=redis-0.redis:6379'] });
+    expect(both.code).not.toBe(0);
+    expect(both.stderr).toContain('redis: set either redis.clusterNodes');
+    const malformed = await template({
+      set: ['database.existingSecret=rp-db', 'kek.existingSecret=rp-kek', 'redis.clusterNodes=redis-0.redis'],
+    });
+    expect(malformed.code).not.toBe(0);
+    expect(malformed.stderr).toContain('clusterNodes');
+  });
+
   it('fails a bootstrap email without a password', async () => {
     const r = await template({ set: [...REQUIRED_SETS, 'admin.bootstrap.email=owner@example.com'] });
     expect(r.code).not.toBe(0);

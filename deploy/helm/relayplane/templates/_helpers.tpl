@@ -289,11 +289,16 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
   value: {{ include "relayplane.address" (dict "root" $root "component" "admin") | quote }}
 - name: GATEWAY_BILLING_ADDRESS
   value: {{ include "relayplane.address" (dict "root" $root "component" "billing") | quote }}
+{{- if $v.redis.clusterNodes }}
+- name: GATEWAY_REDIS_CLUSTER_NODES
+  value: {{ $v.redis.clusterNodes | quote }}
+{{- else }}
 - name: GATEWAY_REDIS_URL
   valueFrom:
     secretKeyRef:
       name: {{ include "relayplane.redisSecretName" $root }}
       key: {{ include "relayplane.redisSecretKey" $root }}
+{{- end }}
 - name: RELAYPLANE_REDIS_PREFIX
   value: {{ $v.redis.prefix | quote }}
 {{- with $c.bodyLimitBytes }}
@@ -357,11 +362,16 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 {{- end }}
 {{- end }}
 {{- if eq .component "issuer" }}
+{{- if $v.redis.clusterNodes }}
+- name: ISSUER_REDIS_CLUSTER_NODES
+  value: {{ $v.redis.clusterNodes | quote }}
+{{- else }}
 - name: ISSUER_REDIS_URL
   valueFrom:
     secretKeyRef:
       name: {{ include "relayplane.redisSecretName" $root }}
       key: {{ include "relayplane.redisSecretKey" $root }}
+{{- end }}
 - name: ISSUER_REDIS_PREFIX
   value: {{ $v.redis.prefix | quote }}
 - name: ISSUER_ADMIN_ADDRESS
@@ -407,11 +417,16 @@ ends, instead of staying in malloc's arenas once glibc has raised its dynamic th
 (~85 MiB less RSS, no step growth; docs/performance.md, Soak). */}}
 - name: MALLOC_MMAP_THRESHOLD_
   value: "131072"
+{{- if $v.redis.clusterNodes }}
+- name: ADMIN_REDIS_CLUSTER_NODES
+  value: {{ $v.redis.clusterNodes | quote }}
+{{- else }}
 - name: ADMIN_REDIS_URL
   valueFrom:
     secretKeyRef:
       name: {{ include "relayplane.redisSecretName" $root }}
       key: {{ include "relayplane.redisSecretKey" $root }}
+{{- end }}
 - name: ADMIN_REDIS_PREFIX
   value: {{ $v.redis.prefix | quote }}
 - name: ADMIN_BILLING_ADDRESS
@@ -443,11 +458,16 @@ ends, instead of staying in malloc's arenas once glibc has raised its dynamic th
 {{- end }}
 {{- end }}
 {{- if eq .component "billing" }}
+{{- if $v.redis.clusterNodes }}
+- name: BILLING_REDIS_CLUSTER_NODES
+  value: {{ $v.redis.clusterNodes | quote }}
+{{- else }}
 - name: BILLING_REDIS_URL
   valueFrom:
     secretKeyRef:
       name: {{ include "relayplane.redisSecretName" $root }}
       key: {{ include "relayplane.redisSecretKey" $root }}
+{{- end }}
 - name: BILLING_REDIS_PREFIX
   value: {{ $v.redis.prefix | quote }}
 {{- with $c.redisCommandTimeoutMs }}

@@ -137,7 +137,8 @@ function walCounter(databaseUrl: string, from: string) {
   let scope: 'database' | 'server' = 'database';
   let running = true;
   const step = async (to: string) => {
-    if (scope === 'server') return;
+    // pg_walinspect refuses a range that starts at the flush position (nothing written since).
+    if (scope === 'server' || to === last) return;
     const counted = await walBytes(client, last, to);
     if (counted.scope === 'server') scope = 'server';
     else {

@@ -160,6 +160,7 @@ export class IssuerService {
       clock,
       logger,
       retentionDays: config.credentialRetentionDays,
+      metrics: this.metrics,
     });
     this.relays = new RelayDirectory(database.db, config.relays, {
       clock,

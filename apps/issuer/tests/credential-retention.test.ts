@@ -1,6 +1,7 @@
 import { ManualClock } from '@relayplane/shared/clock';
 import { newId } from '@relayplane/shared/ids';
 import { testLogger } from '@relayplane/testing/logger';
+import { hasMetric, sampleValue } from '@relayplane/testing/metrics';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
@@ -64,6 +65,12 @@ describe('credential retention (controlled clock, PostgreSQL)', () => {
       (r) => written.find((w) => w.expires_at.getTime() === new Date(r.expires).getTime())?.jti ?? '',
     );
   };
+  /** `relayplane_issuer_credentials_deleted_total` of the running issuer. */
+  const deletedTotal = async () => {
+    const text = await issuer.service.metrics.metrics();
+    expect(hasMetric(text, 'relayplane_issuer_credentials_deleted_total', 'counter')).toBe(true);
+    return sampleValue(text, 'relayplane_issuer_credentials_deleted_total');
+  };
   const store = () => new CredentialStore(issuer.service.database.db, issuer.service.database.schema);
   const summarize = async (day: string) =>
     (await issuer.client.summarizeUsage({ day })).summaries.map((s) => ({
@@ -121,9 +128,11 @@ describe('credential retention (controlled clock, PostgreSQL)', () => {
       [oldest, justBefore, atCutoff, recent, oldRevoked, recentRevoked, live.jti, liveRevoked.jti].sort(),
     );
 
+    const deletedBefore = await deletedTotal();
     const run = await issuer.service.retention.run();
 
     expect(run).toMatchObject({ credentials: 3, revocations: 1, complete: true });
+    expect((await deletedTotal()) - deletedBefore).toBe(3);
     expect(run.cutoff.toISOString()).toBe(CUTOFF);
     const kept = await rows(tenantId);
     expect(kept.map((r) => r.jti).sort()).toEqual(
@@ -170,6 +179,7 @@ describe('credential retention (controlled clock, PostgreSQL)', () => {
     expect(await issuer.service.retention.run()).toMatchObject({ credentials: 0, complete: true });
     clock.set(new Date('2026-03-22T01:00:00Z')); // cutoff 2026-03-19T01:00Z
     expect(await issuer.service.retention.run()).toMatchObject({ credentials: 2, revocations: 0 });
+    expect((await deletedTotal()) - deletedBefore).toBe(5);
     expect((await rows(tenantId)).map((r) => r.jti).sort()).toEqual(
       [recentRevoked, live.jti, liveRevoked.jti].sort(),
     );

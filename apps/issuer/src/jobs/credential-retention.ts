@@ -14,6 +14,7 @@
  */
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
+import { type Counter, counter, type Registry } from '@relayplane/shared/metrics';
 import type { Scheduler } from '@relayplane/shared/scheduler';
 import { retentionCutoff } from '../domain/retention.ts';
 import type { CredentialStore } from '../stores/credentials.ts';
@@ -48,6 +49,8 @@ export class CredentialRetention {
   readonly #retentionDays: number;
   readonly #batchSize: number;
   readonly #budgetMs: number;
+  /** `relayplane_issuer_credentials_deleted_total`; undefined without a registry. */
+  readonly #deleted: Counter | undefined;
 
   constructor(deps: {
     store: CredentialStore;
@@ -56,6 +59,7 @@ export class CredentialRetention {
     retentionDays: number;
     batchSize?: number;
     budgetMs?: number;
+    metrics?: Registry;
   }) {
     this.#store = deps.store;
     this.#clock = deps.clock;
@@ -63,6 +67,12 @@ export class CredentialRetention {
     this.#retentionDays = deps.retentionDays;
     this.#batchSize = deps.batchSize ?? DEFAULT_BATCH_SIZE;
     this.#budgetMs = deps.budgetMs ?? DEFAULT_BUDGET_MS;
+    this.#deleted = deps.metrics
+      ? counter(deps.metrics, {
+          name: 'relayplane_issuer_credentials_deleted_total',
+          help: 'Credential rows this issuer deleted past ISSUER_CREDENTIAL_RETENTION_DAYS (with their revocation feed entries).',
+        })
+      : undefined;
   }
 
   /** One run: batches until none is left before the cutoff or the time budget is spent. */
@@ -74,6 +84,7 @@ export class CredentialRetention {
       const batch = await this.#store.pruneExpired(cutoff, this.#batchSize);
       run.batches++;
       run.credentials += batch.credentials;
+      this.#deleted?.inc(batch.credentials);
       run.revocations += batch.revocations;
       if (batch.credentials < this.#batchSize) {
         run.complete = true;

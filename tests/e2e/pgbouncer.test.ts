@@ -9,7 +9,7 @@
  *   one longer than the request bound, is a configuration error: exit 78); that timeout
  *   cancelling a long statement; prepared statements over many server connections; replicas
  *   migrating at once, and no advisory lock left on a pooled connection after a migration.
- * - The distributed topology (2 gateways, 2 issuers, admin, billing), migrated and running
+ * - The distributed topology (2 gateways, 3 issuers, admin, billing), migrated and running
  *   through PgBouncer: every flow, and a statement blocked past the timeout answered 503 +
  *   Retry-After within the gateway's deadline.
  */
@@ -258,7 +258,7 @@ describe('PgBouncer in transaction pooling mode', () => {
     });
   });
 
-  describe('the distributed topology through PgBouncer: 2 gateways, 2 issuers, admin, billing', () => {
+  describe('the distributed topology through PgBouncer: 2 gateways, 3 issuers, admin, billing', () => {
     let database: TestDatabase;
     let redis: TestRedis;
     let system: Distributed;
@@ -286,7 +286,7 @@ describe('PgBouncer in transaction pooling mode', () => {
         redisPrefix: redis.prefix,
         kek: Buffer.alloc(32, 22).toString('base64'),
         bootstrap: OWNER,
-        replicas: { issuer: 2, gateway: 2 },
+        replicas: { issuer: 3, gateway: 2 },
         extraEnv: {
           RELAYPLANE_PLANS_FILE: plans,
           BILLING_USAGE_INTERVAL_MS: '1000',

@@ -805,8 +805,9 @@ describe('templates/validate.yaml', () => {
     expect(r.stderr).not.toContain('kek:');
   });
 
-  it('redis.clusterNodes: every app gets its <APP>_REDIS_CLUSTER_NODES and no URL; with a URL too, or malformed, it fails', async () => {
-    const nodes = 'redis-0.redis:6379,redis-1.redis:6379,[fd00::3]:6379';
+  it('redis.clusterNodes: every app gets its <APP>_REDIS_CLUSTER_NODES from the chart Secret and no URL; with a URL too, or malformed, it fails', async () => {
+    // Node URLs carry the cluster's password: it must live in the Secret, not in the pod spec.
+    const nodes = 'redis://:cl-pw-0123@redis-0.redis:6379,redis://:cl-pw-0123@[fd00::3]:6379';
     const objects = await render({
       set: [
         'database.existingSecret=rp-db',
@@ -819,8 +820,16 @@ describe('templates/validate.yaml', () => {
       if (!c) throw new Error(`no ${component} container`);
       const env = envOf(c);
       const app = component.toUpperCase();
-      expect(env.get(`${app}_REDIS_CLUSTER_NODES`)?.value, component).toBe(nodes);
+      expect(env.get(`${app}_REDIS_CLUSTER_NODES`)?.valueFrom?.secretKeyRef, component).toEqual({
+        name: 'rp-relayplane',
+        key: 'redis-cluster-nodes',
+      });
       expect(env.has(`${app}_REDIS_URL`), component).toBe(false);
+    }
+    const [secret] = byKind(objects, 'Secret');
+    expect(Buffer.from(dataOf(secret)['redis-cluster-nodes'] ?? '', 'base64').toString()).toBe(nodes);
+    for (const o of objects.filter((o) => o.kind !== 'Secret')) {
+      expect(JSON.stringify(o).includes('cl-pw-0123'), `${o.kind}/${o.metadata.name}`).toBe(false);
     }
     const both = await template({ set: [...REQUIRED_SETS, 'redis.clusterNodes=redis-0.redis:6379'] });
     expect(both.code).not.toBe(0);

@@ -3,7 +3,8 @@
  * and two gateways as processes on PostgreSQL and a private 3-master cluster with no replicas
  * (tests/support/redis-cluster.ts), every app switched to it by RELAYPLANE_REDIS_CLUSTER_NODES.
  * The cap holds exactly across both gateways, revocation frees a slot, the login throttle counts
- * in the cluster, a bus message crosses the cluster; then one master is killed and the tenants
+ * in the cluster, a bus message crosses the cluster (every node requires a password, given in
+ * the node URLs); then one master is killed and the tenants
  * whose slot sets live on the other two keep issuing while the others get 503 + Retry-After.
  */
 import { createHash } from 'node:crypto';
@@ -22,6 +23,8 @@ const OWNER = { email: 'ops@example.test', password: 'redis cluster password' };
 const CAP = 40;
 const LOGIN_LIMIT = 3;
 const PREFIX = 'rc:';
+/** Every node's `requirepass` (the apps read it from the node URLs of RELAYPLANE_REDIS_CLUSTER_NODES). */
+const CLUSTER_PASSWORD = 'cluster s3cret/1';
 
 interface Tenant {
   id: string;
@@ -39,7 +42,8 @@ describe('Redis Cluster: two gateways and three issuers on three masters', () =>
   let tenants = 0;
 
   beforeAll(async () => {
-    cluster = await RedisCluster.start(3);
+    // Every node requires a password, as production clusters do: the apps get it in the node URLs.
+    cluster = await RedisCluster.start(3, { password: CLUSTER_PASSWORD });
     database = await createTestDatabase('e2e_redis_cluster');
     const plans = join(mkdtempSync(join(tmpdir(), 'rp-plans-')), 'plans.yaml');
     writeFileSync(
@@ -112,6 +116,7 @@ describe('Redis Cluster: two gateways and three issuers on three masters', () =>
     });
     expect(both.code, both.output).toBe(78);
     expect(both.output).toContain('ISSUER_REDIS_CLUSTER_NODES and ISSUER_REDIS_URL are both set');
+    expect(both.output).not.toContain(CLUSTER_PASSWORD);
   });
 
   it('holds the cap exactly across both gateways: of 2 × cap concurrent requests, cap get 201 and the rest 402', async () => {

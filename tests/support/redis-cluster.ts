@@ -7,6 +7,8 @@
  * The servers run with `cluster-require-full-coverage no`, as docs/ARCHITECTURE.md asks: with
  * a master down, the others keep serving their own slots instead of refusing every command
  * (CLUSTERDOWN). `cluster-node-timeout` is short so that a dead master is marked failed soon.
+ * With `password`, every node requires it (`requirepass`, and `masterauth` between nodes), as
+ * production clusters do, and `seeds` gives the nodes as `redis://:<password>@host:port` URLs.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -30,22 +32,24 @@ interface Node {
 export class RedisCluster {
   readonly nodes: readonly Node[];
   readonly #dir: string;
+  readonly #password: string | undefined;
   readonly #killOnExit = () => {
     for (const node of this.nodes) node.child?.kill('SIGKILL');
   };
 
-  private constructor(nodes: Node[]) {
+  private constructor(nodes: Node[], password: string | undefined) {
     this.nodes = nodes;
+    this.#password = password;
     this.#dir = mkdtempSync(join(tmpdir(), 'rp-redis-cluster-'));
   }
 
   /** Starts `masters` servers, creates the cluster and resolves once every node says it is ok. */
-  static async start(masters = 3): Promise<RedisCluster> {
+  static async start(masters = 3, options: { password?: string } = {}): Promise<RedisCluster> {
     const nodes: Node[] = [];
     for (let i = 0; i < masters; i++) {
       nodes.push({ port: await freePort(), busPort: await freePort(), child: undefined });
     }
-    const cluster = new RedisCluster(nodes);
+    const cluster = new RedisCluster(nodes, options.password);
     // A test that dies must not leave its servers behind.
     process.once('exit', cluster.#killOnExit);
     try {
@@ -53,6 +57,7 @@ export class RedisCluster {
       await run(
         'redis-cli',
         [
+          ...(options.password ? ['-a', options.password, '--no-auth-warning'] : []),
           '--cluster',
           'create',
           ...nodes.map((n) => `127.0.0.1:${n.port}`),
@@ -70,9 +75,13 @@ export class RedisCluster {
     return cluster;
   }
 
-  /** `host:port,…` of every node: what RELAYPLANE_REDIS_CLUSTER_NODES takes. */
+  /**
+   * Every node, as RELAYPLANE_REDIS_CLUSTER_NODES takes them: `host:port,…`, or with a password
+   * `redis://:<password>@host:port,…`.
+   */
   get seeds(): string {
-    return this.nodes.map((n) => `127.0.0.1:${n.port}`).join(',');
+    const auth = this.#password === undefined ? '' : `redis://:${encodeURIComponent(this.#password)}@`;
+    return this.nodes.map((n) => `${auth}127.0.0.1:${n.port}`).join(',');
   }
 
   /** The PID of the server on `port` (undefined while it is down). */
@@ -106,6 +115,7 @@ export class RedisCluster {
         this.#dir,
         '--daemonize',
         'no',
+        ...(this.#password ? ['--requirepass', this.#password, '--masterauth', this.#password] : []),
       ],
       { stdio: 'ignore' },
     );
@@ -151,6 +161,7 @@ export class RedisCluster {
       lazyConnect: true,
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,
+      ...(this.#password ? { password: this.#password } : {}),
     });
     client.on('error', () => {});
     try {

@@ -287,13 +287,49 @@ describe('service setting readers', () => {
         ),
       ),
     ).toMatch(/RELAYPLANE_REDIS_CLUSTER_NODES and REDIS_URL are both set/);
-    for (const bad of ['shared', 'a:1,,b:2', 'a:0', 'a:65536', 'a:1:2', 'redis://a:1', 'fd00::1:6379']) {
+    for (const bad of ['shared', 'a:1,,b:2', 'a:0', 'a:65536', 'a:1:2', 'fd00::1:6379']) {
       expect(
         configError('SVC_REDIS_CLUSTER_NODES', () =>
           readRedis(new EnvReader({ RELAYPLANE_REDIS_CLUSTER_NODES: bad }), CLUSTER),
         ),
         bad,
       ).toMatch(/must be a comma-separated list of host:port seed nodes/);
+    }
+  });
+
+  it('readRedis: cluster nodes as URLs carry the credentials and TLS of every node; they must agree, and a refusal never echoes a password', () => {
+    const read = (nodes: string) =>
+      readRedis(new EnvReader({ RELAYPLANE_REDIS_CLUSTER_NODES: nodes }), CLUSTER);
+    expect(read('redis://:s3cret@a:7000, redis://:s3cret@[fd00::2]:7001')).toEqual({
+      clusterNodes: [
+        { host: 'a', port: 7000 },
+        { host: 'fd00::2', port: 7001 },
+      ],
+      clusterAuth: { password: 's3cret', tls: false },
+      prefix: 'relayplane:',
+    });
+    expect(read('rediss://relay%40plane:p%2Fw@a:6380')).toEqual({
+      clusterNodes: [{ host: 'a', port: 6380 }],
+      clusterAuth: { username: 'relay@plane', password: 'p/w', tls: true },
+      prefix: 'relayplane:',
+    });
+    expect(read('redis://a:7000')).toEqual({
+      clusterNodes: [{ host: 'a', port: 7000 }],
+      clusterAuth: { tls: false },
+      prefix: 'relayplane:',
+    });
+    const refusals: [string, RegExp][] = [
+      ['redis://:s3cret@a:7000,b:7001', /mixes host:port nodes and URLs/],
+      ['redis://:s3cret@a:7000,redis://:other@b:7001', /different schemes or credentials/],
+      ['redis://:s3cret@a:7000,rediss://:s3cret@b:7001', /different schemes or credentials/],
+      ['http://:s3cret@a:7000', /must be redis:\/\/\[user:password@\]host:port or rediss/],
+      ['redis://:s3cret@a', /must be redis:\/\//],
+      ['redis://:s3cret@a:7000/2', /no database/],
+    ];
+    for (const [nodes, message] of refusals) {
+      const text = configError('SVC_REDIS_CLUSTER_NODES', () => read(nodes));
+      expect(text, nodes).toMatch(message);
+      expect(text, nodes).not.toContain('s3cret');
     }
   });
 

@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { DatabaseConfig } from './db.ts';
-import type { RedisConfig, RedisNode } from './redis.ts';
+import type { RedisClusterAuth, RedisConfig, RedisNode } from './redis.ts';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -243,7 +243,12 @@ export function readRedis(
       );
     }
     if (nodes !== undefined && ownNodes !== undefined) {
-      return { clusterNodes: parseClusterNodes(ownNodes, r.string(nodes)), prefix: readPrefix(r, names) };
+      const cluster = parseClusterNodes(ownNodes, r.string(nodes));
+      return {
+        clusterNodes: cluster.nodes,
+        ...(cluster.auth ? { clusterAuth: cluster.auth } : {}),
+        prefix: readPrefix(r, names),
+      };
     }
     if (url !== undefined) break;
   }
@@ -260,21 +265,72 @@ function readPrefix(r: EnvReader, names: { prefix: Variables }): string {
 
 const CLUSTER_NODE = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
 
-/** `host:port,host:port,…` (IPv6 as `[addr]:port`): at least one, each with a port of 1–65535. */
-function parseClusterNodes(variable: string, raw: string): RedisNode[] {
+/**
+ * `host:port,host:port,…` (IPv6 as `[addr]:port`), or the same nodes as URLs
+ * (`redis://[user:password@]host:port`, `rediss://…` for TLS) when the cluster needs credentials:
+ * at least one node, each with a port of 1–65535. Every node of a cluster is reached alike, so the
+ * URLs must agree on scheme and credentials, and plain and URL entries are not mixed.
+ */
+function parseClusterNodes(variable: string, raw: string): { nodes: RedisNode[]; auth?: RedisClusterAuth } {
   const nodes: RedisNode[] = [];
-  for (const entry of raw.split(',').map((e) => e.trim())) {
-    const port = CLUSTER_NODE.exec(entry)?.[1];
+  const auths = new Set<string>();
+  let auth: RedisClusterAuth | undefined;
+  const entries = raw.split(',').map((e) => e.trim());
+  const urls = entries.filter((e) => /^[a-z]+:\/\//i.test(e)).length;
+  if (urls > 0 && urls < entries.length) {
+    throw new ConfigError(
+      variable,
+      'mixes host:port nodes and URLs: give every node as host:port, or every node as a redis:// or rediss:// URL',
+    );
+  }
+  for (const entry of entries) {
+    let hostPort = entry;
+    if (urls > 0) {
+      let url: URL;
+      try {
+        url = new URL(entry);
+      } catch {
+        throw new ConfigError(variable, `has a node that is not a URL (node ${nodes.length + 1})`);
+      }
+      if (
+        !REDIS_PROTOCOLS.includes(url.protocol) ||
+        !url.port ||
+        (url.pathname !== '' && url.pathname !== '/')
+      ) {
+        throw new ConfigError(
+          variable,
+          `node ${nodes.length + 1} must be redis://[user:password@]host:port or rediss://… (no database: a cluster has only database 0)`,
+        );
+      }
+      const nodeAuth: RedisClusterAuth = {
+        ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+        ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+        tls: url.protocol === 'rediss:',
+      };
+      auths.add(JSON.stringify(nodeAuth));
+      auth = nodeAuth;
+      hostPort = `${url.hostname}:${url.port}`;
+    }
+    const port = CLUSTER_NODE.exec(hostPort)?.[1];
     if (port === undefined || Number(port) < 1 || Number(port) > 65_535) {
+      // The entry is not echoed when it is a URL: it may hold a password.
       throw new ConfigError(
         variable,
-        `must be a comma-separated list of host:port seed nodes (got "${entry}" in "${raw}")`,
+        urls > 0
+          ? `node ${nodes.length + 1} has no valid host:port`
+          : `must be a comma-separated list of host:port seed nodes (got "${entry}" in "${raw}")`,
       );
     }
-    const host = entry.slice(0, entry.length - port.length - 1).replace(/^\[(.*)\]$/, '$1');
+    const host = hostPort.slice(0, hostPort.length - port.length - 1).replace(/^\[(.*)\]$/, '$1');
     nodes.push({ host, port: Number(port) });
   }
-  return nodes;
+  if (auths.size > 1) {
+    throw new ConfigError(
+      variable,
+      'gives its nodes different schemes or credentials: every node of a cluster is reached alike',
+    );
+  }
+  return auth ? { nodes, auth } : { nodes };
 }
 
 /**

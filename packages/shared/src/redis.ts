@@ -26,9 +26,29 @@ export type RedisConfig = {
   prefix: string;
 } & (
   | { url: string; clusterNodes?: undefined }
-  /** A Redis Cluster, reached through any of these nodes. */
-  | { url?: undefined; clusterNodes: readonly RedisNode[] }
+  /**
+   * A Redis Cluster, reached through any of these nodes, with the nodes' credentials (ACL user
+   * and password, as in a URL) and TLS (`rediss://` nodes) when given.
+   */
+  | { url?: undefined; clusterNodes: readonly RedisNode[]; clusterAuth?: RedisClusterAuth }
 );
+
+/** How every node of a cluster is reached: the same credentials and TLS for all of them. */
+export interface RedisClusterAuth {
+  username?: string;
+  password?: string;
+  tls: boolean;
+}
+
+/** The connection options of every node of a cluster `config` gives credentials or TLS for. */
+function clusterNodeOptions(auth: RedisClusterAuth | undefined): Partial<RedisOptions> {
+  if (!auth) return {};
+  return {
+    ...(auth.username !== undefined ? { username: auth.username } : {}),
+    ...(auth.password !== undefined ? { password: auth.password } : {}),
+    ...(auth.tls ? { tls: {} } : {}),
+  };
+}
 
 /** Whether `redis` is a cluster client (made from `clusterNodes`). */
 export function isCluster(redis: Redis): boolean {
@@ -99,7 +119,12 @@ export function createRedis(config: RedisConfig, logger: Logger, name: string): 
   const redis = config.clusterNodes
     ? createCluster(
         config.clusterNodes,
-        { redisOptions: connection, enableReadyCheck: true, clusterRetryStrategy: retry, lazyConnect: false },
+        {
+          redisOptions: { ...connection, ...clusterNodeOptions(config.clusterAuth) },
+          enableReadyCheck: true,
+          clusterRetryStrategy: retry,
+          lazyConnect: false,
+        },
         logger,
         name,
       )
@@ -147,7 +172,7 @@ export function createRequestPathRedis(
     ? createCluster(
         config.clusterNodes,
         {
-          redisOptions: connection,
+          redisOptions: { ...connection, ...clusterNodeOptions(config.clusterAuth) },
           enableOfflineQueue: false,
           enableAutoPipelining: options.enableAutoPipelining ?? false,
           clusterRetryStrategy: retry,

@@ -128,7 +128,7 @@ true
 {{- define "relayplane.chartSecretNeeded" -}}
 {{- $v := .Values -}}
 {{- $stripe := and (include "relayplane.stripeInline" .) (or $v.billing.stripe.secretKey $v.billing.stripe.webhookSecret) -}}
-{{- if or (and $v.database.url (not $v.database.existingSecret)) (and $v.redis.url (not $v.redis.existingSecret)) (and $v.kek.value (not $v.kek.existingSecret)) (and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret)) $stripe -}}
+{{- if or (and $v.database.url (not $v.database.existingSecret)) (and $v.redis.url (not $v.redis.existingSecret)) $v.redis.clusterNodes (and $v.kek.value (not $v.kek.existingSecret)) (and $v.admin.bootstrap.password (not $v.admin.bootstrap.existingSecret)) $stripe -}}
 true
 {{- end -}}
 {{- end -}}
@@ -141,6 +141,9 @@ database-url: {{ $v.database.url | b64enc | quote }}
 {{- end }}
 {{- if and $v.redis.url (not $v.redis.existingSecret) }}
 redis-url: {{ $v.redis.url | b64enc | quote }}
+{{- end }}
+{{- with $v.redis.clusterNodes }}
+redis-cluster-nodes: {{ . | b64enc | quote }}
 {{- end }}
 {{- if and $v.kek.value (not $v.kek.existingSecret) }}
 kek: {{ $v.kek.value | b64enc | quote }}
@@ -291,7 +294,10 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
   value: {{ include "relayplane.address" (dict "root" $root "component" "billing") | quote }}
 {{- if $v.redis.clusterNodes }}
 - name: GATEWAY_REDIS_CLUSTER_NODES
-  value: {{ $v.redis.clusterNodes | quote }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.secretName" $root }}
+      key: redis-cluster-nodes
 {{- else }}
 - name: GATEWAY_REDIS_URL
   valueFrom:
@@ -364,7 +370,10 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 {{- if eq .component "issuer" }}
 {{- if $v.redis.clusterNodes }}
 - name: ISSUER_REDIS_CLUSTER_NODES
-  value: {{ $v.redis.clusterNodes | quote }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.secretName" $root }}
+      key: redis-cluster-nodes
 {{- else }}
 - name: ISSUER_REDIS_URL
   valueFrom:
@@ -419,7 +428,10 @@ ends, instead of staying in malloc's arenas once glibc has raised its dynamic th
   value: "131072"
 {{- if $v.redis.clusterNodes }}
 - name: ADMIN_REDIS_CLUSTER_NODES
-  value: {{ $v.redis.clusterNodes | quote }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.secretName" $root }}
+      key: redis-cluster-nodes
 {{- else }}
 - name: ADMIN_REDIS_URL
   valueFrom:
@@ -460,7 +472,10 @@ ends, instead of staying in malloc's arenas once glibc has raised its dynamic th
 {{- if eq .component "billing" }}
 {{- if $v.redis.clusterNodes }}
 - name: BILLING_REDIS_CLUSTER_NODES
-  value: {{ $v.redis.clusterNodes | quote }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.secretName" $root }}
+      key: redis-cluster-nodes
 {{- else }}
 - name: BILLING_REDIS_URL
   valueFrom:

@@ -246,6 +246,19 @@ describe('dependency failures: what the drivers throw while PostgreSQL or Redis 
   });
 
   it.each([
+    [
+      'Too many Cluster redirections. Last error: Error: Connection is closed.',
+      'Too many Cluster redirections.',
+    ],
+    [
+      "Cluster isn't ready and enableOfflineQueue options is false",
+      "Cluster isn't ready and enableOfflineQueue options is false",
+    ],
+  ])('ioredis cluster client: "%s"', (message, label) => {
+    expectUnavailable(new Error(message), label);
+  });
+
+  it.each([
     'LOADING Redis is loading the dataset in memory',
     "READONLY You can't write against a read only replica.",
     'MASTERDOWN Link with MASTER is down',

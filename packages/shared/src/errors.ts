@@ -136,6 +136,10 @@ const DRIVER_MESSAGES = [
   'Command timed out', // commandTimeout
   'Socket timeout.', // socketTimeout
   'None of startup nodes is available',
+  // ioredis' cluster client: the master of a key's slot cannot be reached (its retries spent),
+  // and a command before the cluster is ready on a client without an offline queue
+  'Too many Cluster redirections.',
+  "Cluster isn't ready and enableOfflineQueue options is false",
 ];
 
 /** ioredis error classes (by name) that only ever mean the server is away. */

@@ -499,6 +499,15 @@ export declare type IssueCredentialsRequest = Message<"relayplane.issuer.v1.Issu
    * @generated from field: relayplane.issuer.v1.IssueCredentialRequest request = 2;
    */
   request?: IssueCredentialRequest | undefined;
+
+  /**
+   * The W3C traceparent of the request's span when it is traced and sampled (docs/tracing.md),
+   * else empty: a stream carries many requests, each of its own trace, so the context rides in
+   * each request rather than in the stream's metadata.
+   *
+   * @generated from field: string traceparent = 3;
+   */
+  traceparent: string;
 };
 
 /**

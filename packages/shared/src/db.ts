@@ -20,6 +20,7 @@ import { type Migration, Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { ConfigError } from './config.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { endSpan, isRecording, isTracingEnabled, type Span, SpanKind, startChildSpan } from './tracing.ts';
 
 export type DatabaseConfig =
   | {
@@ -109,31 +110,79 @@ class MigrationDialect extends PostgresDialect {
   }
 }
 
+/** The statement's first keyword (`SELECT`, `INSERT`, `BEGIN`, …): what a span may say of it. */
+export function statementKind(text: unknown): string {
+  if (typeof text !== 'string') return 'OTHER';
+  const m = /^\s*(?:\/\*[\s\S]*?\*\/\s*|--[^\n]*\n\s*)*\(?\s*([A-Za-z]{1,20})\b/.exec(text);
+  return m ? (m[1] as string).toUpperCase() : 'OTHER';
+}
+
 /**
  * A pg client that closes its connection when a query times out on the client side
  * (`query_timeout`). pg gives up on such a query but leaves it in flight on the connection,
  * so every later query on it would wait behind an answer that may never come — after a
  * failover, until the kernel gives up on the socket, many minutes later.
+ *
+ * Every query of the request pools goes through here, so it is also where PostgreSQL spans are
+ * made (tracing.ts, under a recorded span only): the statement kind and, for a named prepared
+ * statement, its name; never the text or the values.
  */
 class DroppingClient extends pg.Client {
   // biome-ignore lint/suspicious/noExplicitAny: query() has a dozen overloads, all passed through unchanged
   override query(...args: any[]): any {
     const query = super.query as (...a: unknown[]) => unknown;
+    const span = isTracingEnabled() ? this.#span(args[0]) : undefined;
     const last = args.at(-1);
     if (typeof last === 'function') {
       args[args.length - 1] = (err: unknown, result: unknown) => {
         this.#dropIfTimedOut(err);
+        if (span) endSpan(span, err ?? undefined);
         last(err, result);
       };
       return query.apply(this, args);
     }
     const result = query.apply(this, args);
-    return result instanceof Promise
-      ? result.catch((err: unknown) => {
-          this.#dropIfTimedOut(err);
-          throw err;
-        })
-      : result;
+    if (!(result instanceof Promise)) {
+      if (span) endSpan(span);
+      return result;
+    }
+    return result.then(
+      (value: unknown) => {
+        if (span) endSpan(span);
+        return value;
+      },
+      (err: unknown) => {
+        this.#dropIfTimedOut(err);
+        if (span) endSpan(span, err);
+        throw err;
+      },
+    );
+  }
+
+  #span(first: unknown): Span | undefined {
+    if (!isRecording()) return undefined;
+    // A Submittable (a cursor) reports through events of its own: not traced.
+    if (
+      first !== null &&
+      typeof first === 'object' &&
+      typeof (first as { submit?: unknown }).submit === 'function'
+    ) {
+      return undefined;
+    }
+    const statement =
+      typeof first === 'string'
+        ? { text: first, name: undefined }
+        : (first as { text?: unknown; name?: unknown });
+    const kind = statementKind(statement?.text);
+    const name = typeof statement?.name === 'string' ? statement.name : undefined;
+    const summary = name ? `${kind} ${name}` : kind;
+    const span = startChildSpan(summary, SpanKind.CLIENT);
+    if (!span) return undefined;
+    span.setAttribute('db.system.name', 'postgresql');
+    span.setAttribute('db.operation.name', kind);
+    span.setAttribute('db.query.summary', summary);
+    if (this.database) span.setAttribute('db.namespace', this.database);
+    return span;
   }
 
   #dropIfTimedOut(err: unknown): void {

@@ -1,5 +1,6 @@
 import { type Logger, type LoggerOptions, pino } from 'pino';
 import { currentRequestContext } from './request-context.ts';
+import { isTracingEnabled, traceLogFields } from './tracing.ts';
 
 export type { Logger };
 
@@ -25,7 +26,10 @@ export interface LoggerConfig {
   service: string;
 }
 
-/** JSON logs with the request id of the current request on every line. */
+/**
+ * JSON logs with the request id of the current request on every line, and, when tracing is on
+ * (tracing.ts), the `trace_id` and `span_id` of the span the line is written in.
+ */
 export function createLogger(config: LoggerConfig, destination?: pino.DestinationStream): Logger {
   const options: LoggerOptions = {
     level: config.level,
@@ -34,7 +38,10 @@ export function createLogger(config: LoggerConfig, destination?: pino.Destinatio
     timestamp: pino.stdTimeFunctions.isoTime,
     mixin() {
       const ctx = currentRequestContext();
-      return ctx ? { reqId: ctx.requestId } : {};
+      if (!isTracingEnabled()) return ctx ? { reqId: ctx.requestId } : {};
+      const traced = traceLogFields();
+      if (!traced) return ctx ? { reqId: ctx.requestId } : {};
+      return ctx ? { reqId: ctx.requestId, ...traced } : traced;
     },
   };
   return destination ? pino(options, destination) : pino(options);

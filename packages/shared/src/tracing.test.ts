@@ -1,0 +1,371 @@
+import { spawnSync } from 'node:child_process';
+import { tracingChannel } from 'node:diagnostics_channel';
+import { Writable } from 'node:stream';
+import { pathToFileURL } from 'node:url';
+import { grpc } from '@relayplane/proto/grpc';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError } from './config.ts';
+import { statementKind } from './db.ts';
+import { createLogger } from './logger.ts';
+import {
+  continueTrace,
+  endHttpServerSpan,
+  inBatchSpan,
+  inChildSpan,
+  isTracingEnabled,
+  runInContext,
+  type SpanContext,
+  SpanKind,
+  sampledSpanContext,
+  startChildSpan,
+  startHttpServerSpan,
+  startRpcClientSpan,
+  startTracing,
+  type Tracing,
+  toTraceparent,
+  traceRpcServer,
+  tracingSettings,
+} from './tracing.ts';
+
+/** The fields of the SDK's ReadableSpan these tests read. */
+interface FinishedSpan {
+  name: string;
+  kind: SpanKind;
+  spanContext(): SpanContext;
+  parentSpanContext?: SpanContext;
+  attributes: Record<string, unknown>;
+  links: { context: SpanContext }[];
+}
+
+const ENDPOINT = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' };
+
+describe('tracingSettings: what turns tracing on', () => {
+  it('is off without an endpoint, whatever else is set', () => {
+    expect(
+      tracingSettings({ OTEL_SERVICE_NAME: 'x', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, 'relayplane-gateway'),
+    ).toBeUndefined();
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: '  ' }, 'relayplane-gateway')).toBeUndefined();
+  });
+
+  it('is off with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none, even with an endpoint', () => {
+    expect(tracingSettings({ ...ENDPOINT, OTEL_SDK_DISABLED: 'TRUE' }, 'g')).toBeUndefined();
+    expect(tracingSettings({ ...ENDPOINT, OTEL_TRACES_EXPORTER: 'none' }, 'g')).toBeUndefined();
+    expect(tracingSettings({ ...ENDPOINT, OTEL_SDK_DISABLED: 'false' }, 'g')).toBeDefined();
+  });
+
+  it('is on with either endpoint variable; the traces one is named when both are set', () => {
+    expect(tracingSettings(ENDPOINT, 'relayplane-issuer')).toEqual({
+      endpointVariable: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+      protocol: 'http/protobuf',
+      serviceName: 'relayplane-issuer',
+      defaultServiceName: true,
+    });
+    expect(
+      tracingSettings(
+        { ...ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' },
+        'relayplane-issuer',
+      )?.endpointVariable,
+    ).toBe('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  });
+
+  it('takes the three protocols, the traces one first, and refuses any other naming the variable', () => {
+    for (const protocol of ['http/protobuf', 'http/json', 'grpc']) {
+      expect(tracingSettings({ ...ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL: protocol }, 'g')?.protocol).toBe(
+        protocol,
+      );
+    }
+    expect(
+      tracingSettings(
+        { ...ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' },
+        'g',
+      )?.protocol,
+    ).toBe('http/json');
+    const err = (() => {
+      try {
+        tracingSettings({ ...ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'g');
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toContain('OTEL_EXPORTER_OTLP_PROTOCOL');
+  });
+
+  it('names the service after the app unless OTEL_SERVICE_NAME or a service.name resource attribute does', () => {
+    expect(
+      tracingSettings({ ...ENDPOINT, OTEL_SERVICE_NAME: 'edge-gw' }, 'relayplane-gateway'),
+    ).toMatchObject({
+      serviceName: 'edge-gw',
+      defaultServiceName: false,
+    });
+    expect(
+      tracingSettings(
+        { ...ENDPOINT, OTEL_RESOURCE_ATTRIBUTES: 'team=ops,service.name=gw%20eu' },
+        'relayplane-gateway',
+      ),
+    ).toMatchObject({ serviceName: 'gw eu', defaultServiceName: false });
+    expect(
+      tracingSettings({ ...ENDPOINT, OTEL_RESOURCE_ATTRIBUTES: 'team=ops' }, 'relayplane-gateway'),
+    ).toMatchObject({ serviceName: 'relayplane-gateway', defaultServiceName: true });
+  });
+});
+
+/** What a fresh Node process loads when tracing.ts starts (or does not start) tracing with `env`. */
+function modulesLoaded(env: Record<string, string>): { started: boolean; enabled: boolean; sdk: string[] } {
+  const script = `
+    import { registerHooks } from 'node:module';
+    const loaded = [];
+    registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+    const { startTracing, isTracingEnabled } = await import(${JSON.stringify(pathToFileURL(`${import.meta.dirname}/tracing.ts`).href)});
+    const tracing = await startTracing(${JSON.stringify(env)}, 'relayplane-test');
+    const enabled = isTracingEnabled();
+    await tracing?.shutdown();
+    console.log(JSON.stringify({
+      started: tracing !== undefined,
+      enabled,
+      sdk: loaded.filter((u) => /@opentelemetry[+/](?!api[@/])/.test(u)),
+    }));`;
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    env: { PATH: process.env.PATH ?? '' },
+  });
+  if (child.status !== 0) throw new Error(`child exited ${child.status}: ${child.stderr}`);
+  return JSON.parse(child.stdout.trim().split('\n').at(-1) as string);
+}
+
+describe('with no endpoint', () => {
+  it('no OpenTelemetry SDK module is loaded and tracing stays off (and with one, it is: the check can see it)', () => {
+    const off = modulesLoaded({ OTEL_SERVICE_NAME: 'x', OTEL_TRACES_SAMPLER: 'always_on' });
+    expect(off).toEqual({ started: false, enabled: false, sdk: [] });
+    const disabled = modulesLoaded({ ...ENDPOINT, OTEL_SDK_DISABLED: 'true' });
+    expect(disabled).toEqual({ started: false, enabled: false, sdk: [] });
+    const on = modulesLoaded(ENDPOINT);
+    expect(on.started && on.enabled).toBe(true);
+    expect(on.sdk.some((u) => u.includes('sdk-node'))).toBe(true);
+  }, 60_000);
+});
+
+describe('with tracing on', () => {
+  /** Every span ended, as the SDK hands it to its processors (the exporter's input). */
+  const finished: FinishedSpan[] = [];
+  let tracing: Tracing | undefined;
+  const spans = () => finished;
+  const byName = (name: string) => spans().filter((s) => s.name === name);
+
+  beforeAll(async () => {
+    tracing = await startTracing(ENDPOINT, 'relayplane-test', {
+      spanProcessors: [
+        {
+          onStart() {},
+          onEnd(span: FinishedSpan) {
+            finished.push(span);
+          },
+          forceFlush: async () => {},
+          shutdown: async () => {},
+        },
+      ],
+    });
+  });
+  afterAll(async () => {
+    await tracing?.shutdown();
+  });
+
+  /** Runs `fn` in a recorded HTTP server span, as the gateway's requests do. */
+  const inRequest = <T>(fn: () => T, traceparent?: string) => {
+    const started = startHttpServerSpan('POST', '/api/v1/credentials', traceparent ? { traceparent } : {});
+    if (!started) throw new Error('tracing is off');
+    try {
+      return { result: runInContext(started.context, fn), span: started.span };
+    } finally {
+      endHttpServerSpan(started.span, 201);
+    }
+  };
+
+  it('is on, and a request continues the caller traceparent with its route template and status', () => {
+    expect(isTracingEnabled()).toBe(true);
+    const traceId = 'a'.repeat(32);
+    inRequest(() => undefined, `00-${traceId}-${'b'.repeat(16)}-01`);
+    const [span] = byName('POST /api/v1/credentials').filter((s) => s.spanContext().traceId === traceId);
+    expect(span?.parentSpanContext?.spanId).toBe('b'.repeat(16));
+    expect(span?.kind).toBe(SpanKind.SERVER);
+    expect(span?.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.route': '/api/v1/credentials',
+      'http.response.status_code': 201,
+    });
+  });
+
+  it('makes child spans only under a recorded span', () => {
+    expect(startChildSpan('orphan', SpanKind.CLIENT)).toBeUndefined();
+    // A caller that decided not to sample: the request's span is not recorded, nor are its children.
+    const { result } = inRequest(
+      () => startChildSpan('unsampled child', SpanKind.CLIENT),
+      `00-${'c'.repeat(32)}-${'d'.repeat(16)}-00`,
+    );
+    expect(result).toBeUndefined();
+    const { span } = inRequest(() => inChildSpan('signing', undefined, () => 42));
+    expect(byName('signing')[0]?.parentSpanContext?.spanId).toBe(span.spanContext().spanId);
+  });
+
+  it('a batch span links to every sampled member, is parented on the first, and parents the work', async () => {
+    const members: { trace: SpanContext | undefined }[] = [];
+    const a = inRequest(() => members.push({ trace: sampledSpanContext() })).span;
+    members.push({ trace: undefined });
+    inRequest(
+      () => members.push({ trace: sampledSpanContext() }),
+      `00-${'e'.repeat(32)}-${'f'.repeat(16)}-00`,
+    );
+    const b = inRequest(() => members.push({ trace: sampledSpanContext() })).span;
+    expect(members.map((m) => m.trace !== undefined)).toEqual([true, false, false, true]);
+    const value = await inBatchSpan(
+      'reserve slots',
+      members,
+      (m) => m.trace,
+      undefined,
+      async () => {
+        const child = startChildSpan('EVALSHA', SpanKind.CLIENT);
+        if (child) child.end();
+        return 7;
+      },
+    );
+    expect(value).toBe(7);
+    const [batch] = byName('reserve slots');
+    expect(batch?.links.map((l) => l.context.spanId)).toEqual([
+      a.spanContext().spanId,
+      b.spanContext().spanId,
+    ]);
+    expect(batch?.parentSpanContext?.spanId).toBe(a.spanContext().spanId);
+    expect(batch?.attributes['relayplane.batch.size']).toBe(4);
+    expect(byName('EVALSHA')[0]?.parentSpanContext?.spanId).toBe(batch?.spanContext().spanId);
+
+    // No sampled member: no span, and the work does not continue whichever request started it.
+    const before = spans().length;
+    await inBatchSpan(
+      'record credentials',
+      [{ trace: undefined }],
+      (m) => m.trace,
+      undefined,
+      async () => {
+        expect(startChildSpan('INSERT', SpanKind.CLIENT)).toBeUndefined();
+      },
+    );
+    expect(spans().length).toBe(before);
+  });
+
+  it('a traceparent carried in a message continues the trace on the other side', async () => {
+    const { result: traceparent, span } = inRequest(() => {
+      const sc = sampledSpanContext();
+      return sc && toTraceparent(sc);
+    });
+    expect(traceparent).toBe(`00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`);
+    await continueTrace('issue credential', traceparent, undefined, async () => undefined);
+    expect(byName('issue credential')[0]?.parentSpanContext?.spanId).toBe(span.spanContext().spanId);
+    // Malformed or absent: runs untraced.
+    const before = spans().length;
+    await continueTrace('issue credential', '00-zz-yy-01', undefined, async () => undefined);
+    await continueTrace('issue credential', undefined, undefined, async () => undefined);
+    expect(spans().length).toBe(before);
+  });
+
+  it('gRPC: the client span goes in the metadata, the server continues it with method and status code', async () => {
+    const metadata = new grpc.Metadata();
+    const { span } = inRequest(() => {
+      const call = startRpcClientSpan('relayplane.admin.v1.AdminService', 'VerifyApiKey', metadata);
+      call?.end(grpc.status.OK);
+    });
+    const [client] = byName('relayplane.admin.v1.AdminService/VerifyApiKey');
+    expect(client?.parentSpanContext?.spanId).toBe(span.spanContext().spanId);
+    expect(String(metadata.get('traceparent')[0])).toBe(
+      `00-${span.spanContext().traceId}-${client?.spanContext().spanId}-01`,
+    );
+    await expect(
+      traceRpcServer(
+        'relayplane.admin.v1.AdminService',
+        'VerifyApiKey',
+        metadata,
+        () => Promise.reject(new Error('boom')),
+        () => grpc.status.UNAVAILABLE,
+      ),
+    ).rejects.toThrow('boom');
+    const server = byName('relayplane.admin.v1.AdminService/VerifyApiKey').find(
+      (s) => s.kind === SpanKind.SERVER,
+    );
+    expect(server?.parentSpanContext?.spanId).toBe(client?.spanContext().spanId);
+    expect(server?.attributes).toMatchObject({
+      'rpc.system': 'grpc',
+      'rpc.method': 'VerifyApiKey',
+      'rpc.grpc.status_code': grpc.status.UNAVAILABLE,
+    });
+    // A call without a trace context (a probe, an untraced caller) makes no server span.
+    const before = spans().length;
+    expect(
+      await traceRpcServer(
+        'grpc.health.v1.Health',
+        'Check',
+        new grpc.Metadata(),
+        async () => 1,
+        () => 2,
+      ),
+    ).toBe(1);
+    expect(spans().length).toBe(before);
+  });
+
+  it('Redis: a command under a recorded span is a span named by the command, without its arguments', async () => {
+    const channel = tracingChannel('ioredis:command');
+    const secret = 'redis-value-that-must-not-leak';
+    const { span } = inRequest(() =>
+      channel.tracePromise(async () => 'OK', {
+        command: 'set',
+        args: ['slots:{ten_1}', secret],
+        database: 0,
+        serverAddress: '127.0.0.1',
+        serverPort: 6379,
+      }),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    const [set] = byName('SET');
+    expect(set?.parentSpanContext?.spanId).toBe(span.spanContext().spanId);
+    expect(set?.attributes).toEqual({
+      'db.system.name': 'redis',
+      'db.operation.name': 'SET',
+      'db.namespace': '0',
+      'server.address': '127.0.0.1',
+      'server.port': 6379,
+    });
+    expect(JSON.stringify(spans().map((s) => s.attributes))).not.toContain(secret);
+  });
+
+  it('logs name the trace and the span they are written in, and only then', () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger(
+      { level: 'info', service: 'test' },
+      new Writable({
+        write(chunk, _enc, done) {
+          lines.push(JSON.parse(String(chunk)));
+          done();
+        },
+      }),
+    );
+    logger.info('outside');
+    const { span } = inRequest(() => logger.info('inside'));
+    expect(lines[0]).not.toHaveProperty('trace_id');
+    expect(lines[1]).toMatchObject({
+      trace_id: span.spanContext().traceId,
+      span_id: span.spanContext().spanId,
+    });
+  });
+});
+
+describe('statementKind', () => {
+  it('is the first keyword, never more of the text', () => {
+    expect(statementKind("select * from credentials where jti = 'secret'")).toBe('SELECT');
+    expect(statementKind('\n  insert into "issuer".credentials select * from unnest($1::text[])')).toBe(
+      'INSERT',
+    );
+    expect(statementKind('/* kysely */ (select 1)')).toBe('SELECT');
+    expect(statementKind('-- comment\nBEGIN')).toBe('BEGIN');
+    expect(statementKind('')).toBe('OTHER');
+    expect(statementKind(undefined)).toBe('OTHER');
+  });
+});

@@ -22,7 +22,7 @@ import { adminHandlers } from './grpc/admin-handlers.ts';
 import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
 import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
 import { SWEEP_INTERVAL_MS, sweepExpired } from './jobs/sweep-expired.ts';
-import { adminMetrics } from './metrics.ts';
+import { adminMetrics, serviceHealthMetrics } from './metrics.ts';
 import { bullPrefix } from './redis/keys.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
@@ -176,6 +176,12 @@ export class AdminService {
       metricsAddress: config.metricsAddress,
       logger,
       name: SERVICES.admin,
+    });
+    serviceHealthMetrics(this.metrics, {
+      health: this.rpc.health,
+      services: [AdminRpc.typeName],
+      database,
+      redis: throttleRedis?.connection,
     });
     const handlers = adminHandlers({
       audit: this.audit,

@@ -86,6 +86,18 @@ describe('admin metrics over real gRPC and HTTP', () => {
     expect(after).not.toContain('198.51.100.7');
   });
 
+  it('exposes readiness, its changes since start and the reachability of PostgreSQL', async () => {
+    const text = await scrape(url);
+    expect(sampleValue(text, 'relayplane_ready', { service: 'relayplane.admin.v1.AdminService' })).toBe(1);
+    // Start-up: not serving → serving, once.
+    expect(
+      sampleValue(text, 'relayplane_readiness_changes_total', {
+        service: 'relayplane.admin.v1.AdminService',
+      }),
+    ).toBe(1);
+    expect(sampleValue(text, 'relayplane_dependency_up', { dependency: 'postgresql' })).toBe(1);
+  });
+
   it('answers 404 beside /metrics', async () => {
     const res = await fetch(`http://127.0.0.1:${admin.metricsPort}/`);
     expect(res.status).toBe(404);

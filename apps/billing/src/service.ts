@@ -27,6 +27,7 @@ import { migrations } from './db/migrations/index.ts';
 import type { BillingDatabase } from './db/schema.ts';
 import { billingHandlers } from './grpc/billing-handlers.ts';
 import { UsageAggregation } from './jobs/usage-aggregation.ts';
+import { serviceHealthMetrics } from './metrics.ts';
 import { type BillingProvider, BuiltinProvider } from './providers/provider.ts';
 import { createStripeClient, StripeProvider } from './providers/stripe.ts';
 import { hasMeteredPlan, StripeMeterReporter } from './providers/stripe-meter.ts';
@@ -140,6 +141,12 @@ export class BillingService {
       metricsAddress: config.metricsAddress,
       logger,
       name: SERVICES.billing,
+    });
+    serviceHealthMetrics(this.metrics, {
+      health: this.rpc.health,
+      services: [BillingRpc.typeName],
+      database,
+      redis: redis?.throttle,
     });
 
     this.checkoutThrottle = createRateLimiter(

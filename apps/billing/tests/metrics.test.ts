@@ -82,6 +82,20 @@ describe('billing metrics over real gRPC and HTTP', () => {
     expect(after).not.toContain(tenantId);
   });
 
+  it('exposes readiness, its changes since start and the reachability of PostgreSQL', async () => {
+    const text = await scrape(url);
+    expect(sampleValue(text, 'relayplane_ready', { service: 'relayplane.billing.v1.BillingService' })).toBe(
+      1,
+    );
+    // Start-up: not serving → serving, once.
+    expect(
+      sampleValue(text, 'relayplane_readiness_changes_total', {
+        service: 'relayplane.billing.v1.BillingService',
+      }),
+    ).toBe(1);
+    expect(sampleValue(text, 'relayplane_dependency_up', { dependency: 'postgresql' })).toBe(1);
+  });
+
   it('destroy() closes the metrics listener', async () => {
     client.close();
     await service.destroy();

@@ -30,7 +30,7 @@ import { issuerHandlers } from './grpc/issuer-handlers.ts';
 import { CredentialRetention, scheduleCredentialRetention } from './jobs/credential-retention.ts';
 import { scheduleKeyMaintenance } from './jobs/key-maintenance.ts';
 import { SigningKeys } from './keys/signing-keys.ts';
-import { IssuerMetrics } from './metrics.ts';
+import { IssuerMetrics, serviceHealthMetrics } from './metrics.ts';
 import { type RedisKeys, redisKeys } from './redis/keys.ts';
 import { RelayDirectory } from './relays/relay-directory.ts';
 import { CredentialWriter } from './stores/credential-writer.ts';
@@ -199,6 +199,12 @@ export class IssuerService {
       metricsAddress: config.metricsAddress,
       logger,
       name: SERVICES.issuer,
+    });
+    serviceHealthMetrics(this.metrics, {
+      health: this.rpc.health,
+      services: [IssuerRpc.typeName, ISSUANCE_HEALTH_SERVICE],
+      database,
+      redis: redis?.requestPath,
     });
     const handlers = issuerHandlers({
       keys: this.keys,

@@ -170,8 +170,86 @@ describe('issuer metrics over real gRPC and HTTP', () => {
     ).rejects.toMatchObject({ code: 'not_found' });
     const after = await scrape(url);
     expect(sampleValue(after, REVOKED) - sampleValue(before, REVOKED)).toBe(1);
-    // Never a tenant id, jti or token in a label.
-    for (const value of [...seen, jti, projectId, apiKeyId]) expect(after).not.toContain(value);
+    // Never a tenant id, jti or token in a label, except the bounded per-tenant slot gauges.
+    const elsewhere = after
+      .split('\n')
+      .filter((line) => !/^relayplane_tenant_slo(ts_in_use|t_cap)\{/.test(line))
+      .join('\n');
+    for (const value of [...seen, jti, projectId, apiKeyId]) expect(elsewhere).not.toContain(value);
+  });
+
+  it('exposes the key states and when the active key is due for rotation, as the last reload saw them', async () => {
+    const text = await scrape(url);
+    expect(sampleValue(text, 'relayplane_issuer_signing_keys', { state: 'active' })).toBe(1);
+    expect(sampleValue(text, 'relayplane_issuer_signing_keys', { state: 'next' })).toBe(1);
+    const { keys } = await issuer.service.keys.list();
+    const active = keys.find((k) => k.activatedAt && !k.deactivatedAt && !k.removedAt);
+    if (!active?.activatedAt) throw new Error('no active key listed');
+    const interval = issuer.service.config.keys.rotationIntervalSeconds;
+    expect(sampleValue(text, 'relayplane_issuer_signing_key_rotation_due_timestamp_seconds')).toBe(
+      active.activatedAt.getTime() / 1000 + interval,
+    );
+    // A rotation moves both: the next key becomes active, and a new next key is published.
+    await issuer.service.keys.rotate('metrics test');
+    clock.advance(301_000);
+    await issuer.service.keys.tick();
+    const rotated = await scrape(url);
+    expect(
+      sampleValue(rotated, 'relayplane_issuer_signing_keys', { state: 'previous' }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      sampleValue(rotated, 'relayplane_issuer_signing_key_rotation_due_timestamp_seconds'),
+    ).toBeGreaterThan(active.activatedAt.getTime() / 1000 + interval);
+  });
+
+  it('exposes slot use against the cap only for tenants holding at least half of it', async () => {
+    const near = newId('tenant');
+    const far = newId('tenant');
+    for (let i = 0; i < 3; i++)
+      await issuer.client.issueCredential(request(near, { maxConcurrentConnections: 4 }));
+    await issuer.client.issueCredential(request(far, { maxConcurrentConnections: 10 }));
+    const text = await scrape(url);
+    expect(sampleValue(text, 'relayplane_tenant_slots_in_use', { tenant: near })).toBe(3);
+    expect(sampleValue(text, 'relayplane_tenant_slot_cap', { tenant: near })).toBe(4);
+    expect(text).not.toContain(far);
+    expect(
+      text.split('\n').filter((l) => l.startsWith('relayplane_tenant_slots_in_use{')).length,
+    ).toBeLessThanOrEqual(10);
+  });
+
+  it('observes the revocation feed delay of a revocation delivered to a waiting long-poll', async () => {
+    const tenant = newId('tenant');
+    const { jti } = await issuer.client.issueCredential(request(tenant));
+    const head = await issuer.client.listRevocations({ cursor: 0n, limit: 1000 });
+    let cursor = head.nextCursor;
+    for (let page = head; page.revocations.length === 1000; cursor = page.nextCursor) {
+      page = await issuer.client.listRevocations({ cursor, limit: 1000 });
+    }
+    const before = await scrape(url);
+    // Opened before the revocation (the test clock stands still, so it counts as delivered
+    // to a reader that was up to date whichever the issuer handles first).
+    const poll = issuer.client.listRevocations({ cursor, waitMs: 10_000 });
+    await issuer.client.revokeCredential({ tenantId: tenant, jti });
+    const answered = await poll;
+    expect(answered.revocations.map((r) => r.jti)).toContain(jti);
+    const after = await scrape(url);
+    const count = 'relayplane_revocation_feed_delay_seconds_count';
+    expect(sampleValue(after, count) - sampleValue(before, count)).toBe(1);
+    // A reader catching up (the revocation predates its call) is not observed.
+    clock.advance(1_000);
+    await issuer.client.listRevocations({ cursor, waitMs: 1_000 });
+    expect(sampleValue(await scrape(url), count) - sampleValue(after, count)).toBe(0);
+  });
+
+  it('exposes readiness, its changes and the reachability of PostgreSQL', async () => {
+    const text = await scrape(url);
+    expect(sampleValue(text, 'relayplane_ready', { service: SERVICE })).toBe(1);
+    expect(sampleValue(text, 'relayplane_ready', { service: `${SERVICE}/issuance` })).toBe(1);
+    // Start-up: not serving → serving, once.
+    expect(sampleValue(text, 'relayplane_readiness_changes_total', { service: SERVICE })).toBe(1);
+    expect(sampleValue(text, 'relayplane_dependency_up', { dependency: 'postgresql' })).toBe(1);
+    // No Redis in this test (in-memory slots): no redis series.
+    expect(text).not.toContain('dependency="redis"');
   });
 
   it('destroy() closes the metrics listener', async () => {

@@ -228,7 +228,9 @@ export class Credentials {
 
     let granted: boolean;
     try {
-      ({ granted } = await this.#d.slots.reserve(req.tenantId, jti, ttlMs, req.cap));
+      const reservation = await this.#d.slots.reserve(req.tenantId, jti, ttlMs, req.cap);
+      granted = reservation.granted;
+      this.#d.metrics?.slots.record(req.tenantId, reservation.inUse, req.cap);
     } catch (err) {
       // The script may have run before the reply was lost: free what it may have taken.
       this.#releaseQuietly(req.tenantId, jti, 'reserve failed');
@@ -647,6 +649,7 @@ export class Credentials {
     }
     const pageSize = limit || DEFAULT_REVOCATIONS_LIMIT;
     const deadline = performance.now() + waitMs;
+    const openedAtMs = this.#d.clock.now().getTime();
     for (;;) {
       // Armed before the read: a revocation committed meanwhile still wakes us.
       const woken = this.#nextWake();
@@ -668,6 +671,13 @@ export class Credentials {
         const last = revocations.at(-1)?.sequence ?? cursor;
         // A full page may have more revocations before the watermark's position: stop at the page.
         const nextCursor = revocations.length === pageSize || raised < last ? last : raised;
+        if (waitMs > 0 && revocations.length) {
+          this.#d.metrics?.feedDelivered(
+            revocations.map((r) => r.revokedAt),
+            openedAtMs,
+            this.#d.clock.now().getTime(),
+          );
+        }
         return { revocations, nextCursor, watermarks, revokedKeys };
       }
       await woken.wait(Math.min(remaining, FEED_RECHECK_MS), signal);

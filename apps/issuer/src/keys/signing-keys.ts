@@ -25,6 +25,7 @@ import type { IssuerKeysConfig } from '../config.ts';
 import type { IssuerDatabase } from '../db/schema.ts';
 import { compareKeys, keyState, STATE_ORDER } from '../domain/key-lifecycle.ts';
 import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../domain/list-paging.ts';
+import { type SigningKeyStateMetrics, signingKeyStateMetrics } from '../metrics.ts';
 import { type KeyListPosition, SigningKeyStore, type StoredKey } from '../stores/signing-keys.ts';
 import { KeyMaintenance, type MaintenanceResult } from './key-maintenance.ts';
 import { KekSet } from './key-material.ts';
@@ -76,6 +77,9 @@ export class SigningKeys {
   readonly #sealedByPrevious: Gauge | undefined;
   /** `relayplane_issuer_signing_keys_resealed_total`. */
   readonly #resealed: Counter | undefined;
+  /** Keys by state and the rotation due time, set at every reload. */
+  readonly #state: SigningKeyStateMetrics | undefined;
+  readonly #rotationIntervalSeconds: number;
   readonly #refreshIntervalMs: number;
   readonly #clock: Clock;
   readonly #bus: Bus;
@@ -119,7 +123,9 @@ export class SigningKeys {
         name: 'relayplane_issuer_signing_keys_resealed_total',
         help: 'Signing keys this issuer re-encrypted from a previous key-encryption key under RELAYPLANE_KEK.',
       });
+      this.#state = signingKeyStateMetrics(deps.metrics);
     }
+    this.#rotationIntervalSeconds = deps.policy.rotationIntervalSeconds;
     this.#refreshIntervalMs = deps.policy.maintenanceIntervalSeconds * 1000;
     this.#clock = deps.clock;
     this.#bus = deps.bus;
@@ -259,6 +265,7 @@ export class SigningKeys {
         const live = await this.#store.listLive();
         const current = this.#keks.currentFingerprint;
         this.#sealedByPrevious?.set(live.filter((k) => k.sealed && k.kekFingerprint !== current).length);
+        if (this.#state) this.#exposeState(live);
         const changed = this.#ring.load(live.map((k) => this.#underCurrentKek(k)));
         if (changed) {
           this.#logger.info({ reason, activeKid: this.#ring.activeKey()?.kid }, 'signing key set reloaded');
@@ -272,6 +279,26 @@ export class SigningKeys {
     });
     this.#reloadChain = run.catch(() => {});
     return run;
+  }
+
+  /** What operators alert on: a JWKS without a next key, a rotation that did not happen. */
+  #exposeState(live: readonly StoredKey[]): void {
+    const state = this.#state;
+    if (!state) return;
+    const counts = { next: 0, active: 0, previous: 0, removed: 0 };
+    let active: StoredKey | undefined;
+    for (const key of live) {
+      const s = keyState(key);
+      counts[s]++;
+      if (s === 'active') active = key;
+    }
+    state.keys.labels('next').set(counts.next);
+    state.keys.labels('active').set(counts.active);
+    state.keys.labels('previous').set(counts.previous);
+    if (active) {
+      const since = (active.activatedAt ?? active.createdAt).getTime();
+      state.rotationDue.set(since / 1000 + this.#rotationIntervalSeconds);
+    }
   }
 
   /**

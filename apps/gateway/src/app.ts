@@ -23,6 +23,7 @@ import { acceptForms } from './plugins/forms.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
 import { registerSecurityHeaders } from './plugins/security-headers.ts';
 import { capConnections, type SlowClientLimits, slowClientServerOptions } from './plugins/slow-clients.ts';
+import { registerTracing, tracingLogController } from './plugins/tracing.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAudit } from './routes/audit.ts';
@@ -101,9 +102,12 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     keepAliveTimeoutMs: deps.config.keepAliveTimeoutMs ?? SLOW_CLIENT_DEFAULTS.keepAliveTimeoutMs,
     maxConnections: deps.config.maxConnections ?? SLOW_CLIENT_DEFAULTS.maxConnections,
   };
+  const logController = tracingLogController();
   const app = Fastify({
     // Access log lines never show a capability URL in full (plugins/access-log.ts).
     loggerInstance: accessLogger(deps.logger) as FastifyBaseLogger,
+    // With tracing on, the request's log lines are written in its span (plugins/tracing.ts).
+    ...(logController ? { logController } : {}),
     // Header, request and keep-alive timeouts; slow clients answered 408 (plugins/slow-clients.ts).
     ...slowClientServerOptions(limits, deps.logger),
     // Request loggers are built only when a request logs something (lazy-logger.ts).
@@ -181,6 +185,8 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   });
 
   httpMetrics?.register(app);
+  // The first onRequest hook: with tracing on, every later hook runs in the request's span (docs/tracing.md).
+  registerTracing(app);
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     // The client's address and user agent travel to the services (audit events, sessions); the

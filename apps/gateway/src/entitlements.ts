@@ -1,3 +1,4 @@
+import { setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { BillingClient } from './clients.ts';
 import { TtlCache } from './ttl-cache.ts';
 
@@ -28,7 +29,10 @@ export class EntitlementCache {
 
   /** The tenant's entitlements if cached and fresh (no waiting); else undefined. */
   peek(tenantId: string): Entitlements | undefined {
-    return this.#cache.peek(tenantId);
+    const cached = this.#cache.peek(tenantId);
+    // The hot path's cache decision, on the request's span (tracing.ts; nothing when off).
+    setActiveSpanAttribute('relayplane.entitlements.cache', cached ? 'hit' : 'lookup');
+    return cached;
   }
 
   get(tenantId: string): Promise<Entitlements> {

@@ -37,6 +37,13 @@ import type {
 } from '@relayplane/proto/issuer';
 import { AppError, isErrorCode } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
+import {
+  inBatchSpan,
+  outsideAnyTrace,
+  type SpanContext,
+  sampledSpanContext,
+  toTraceparent,
+} from '@relayplane/shared/tracing';
 import type { IssuerClient } from './clients.ts';
 
 type Request = MessageInitShape<typeof IssueCredentialRequestSchema>;
@@ -71,6 +78,8 @@ interface Pending {
   deadline: number;
   resolve: (res: IssueCredentialResponse) => void;
   reject: (err: Error) => void;
+  /** The request's span when it is traced and sampled: its item carries it, the message's span links to it. */
+  trace: SpanContext | undefined;
 }
 
 /** Requests per batch message at most. */
@@ -122,6 +131,7 @@ export class IssuanceClient {
         deadline: this.#now() + this.#timeoutMs,
         resolve,
         reject,
+        trace: sampledSpanContext(),
       });
     });
   }
@@ -133,28 +143,47 @@ export class IssuanceClient {
     setImmediate(() => this.#flush());
   }
 
-  /** Sends what the turn asked for: one message per lane, the lanes taken round-robin. */
+  /**
+   * Sends what the turn asked for: one message per lane, the lanes taken round-robin. With
+   * tracing on, each message is a span linked to the span of every sampled request in it, and
+   * each such request's item carries its traceparent for the issuer (docs/tracing.md).
+   */
   #flush(): void {
     this.#flushScheduled = false;
     const outbox = this.#outbox;
     this.#outbox = [];
     for (let i = 0; i < outbox.length; i += MAX_REQUESTS_PER_MESSAGE) {
-      const lane = this.#lane();
-      const items: Item[] = [];
-      for (const pending of outbox.slice(i, i + MAX_REQUESTS_PER_MESSAGE)) {
-        if (this.#closed) {
-          pending.reject(shuttingDown());
-          continue;
-        }
-        const requestId = this.#nextId++;
-        pending.lane = lane;
-        this.#pending.set(requestId, pending);
-        items.push({ requestId, request: pending.request });
-      }
-      if (items.length === 0) continue;
-      this.stats.messages++;
-      lane.send(items);
+      const batch = outbox.slice(i, i + MAX_REQUESTS_PER_MESSAGE);
+      inBatchSpan(
+        'IssueCredentialBatches send',
+        batch,
+        (p) => p.trace,
+        undefined,
+        () => this.#send(batch),
+      );
     }
+  }
+
+  #send(batch: Pending[]): void {
+    const lane = this.#lane();
+    const items: Item[] = [];
+    for (const pending of batch) {
+      if (this.#closed) {
+        pending.reject(shuttingDown());
+        continue;
+      }
+      const requestId = this.#nextId++;
+      pending.lane = lane;
+      this.#pending.set(requestId, pending);
+      items.push(
+        pending.trace
+          ? { requestId, request: pending.request, traceparent: toTraceparent(pending.trace) }
+          : { requestId, request: pending.request },
+      );
+    }
+    if (items.length === 0) return;
+    this.stats.messages++;
+    lane.send(items);
   }
 
   #expire(): void {
@@ -173,7 +202,8 @@ export class IssuanceClient {
     const current = this.#lanes[index];
     if (current && this.#now() < current.retireAt) return current;
     current?.end();
-    const lane = this.#open();
+    // A stream serves many requests: it belongs to none of their traces (its metadata carries none).
+    const lane = outsideAnyTrace(() => this.#open());
     this.#lanes[index] = lane;
     return lane;
   }

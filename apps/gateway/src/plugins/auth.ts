@@ -13,6 +13,7 @@ import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, subjectOf } from '@relayplane/shared/iam';
 import { type AuditActorRef, currentRequestContext } from '@relayplane/shared/request-context';
 import { parseToken } from '@relayplane/shared/tokens';
+import { setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AdminClient, IssuerClient } from '../clients.ts';
 import type { TtlCache } from '../ttl-cache.ts';
@@ -230,6 +231,8 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
         }
       };
       const cached = caches.apiKeys.peek(keyHash);
+      // The hot path's cache decision, on the request's span (tracing.ts; nothing when off).
+      setActiveSpanAttribute('relayplane.api_key.cache', cached ? 'hit' : 'lookup');
       if (cached) {
         admit(cached);
         done();

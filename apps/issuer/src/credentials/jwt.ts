@@ -5,6 +5,7 @@
  */
 import { type KeyObject, randomBytes, sign, verify } from 'node:crypto';
 import { isKeyMode, type KeyMode } from '@relayplane/shared/contract';
+import { inChildSpan, isTracingEnabled, type Span } from '@relayplane/shared/tracing';
 
 /**
  * Clock skew accepted on `nbf` when verifying. None on `exp`: the service that issued a
@@ -65,8 +66,20 @@ export function encodedHeader(kid: string): string {
   return Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JWT', kid })).toString('base64url');
 }
 
-/** Signs `claims` under the precomputed header of the key: one Ed25519 signature, no async work. */
+/**
+ * Signs `claims` under the precomputed header of the key: one Ed25519 signature, no async work.
+ * With tracing on, in a `sign credential` span under the issuance's (docs/tracing.md).
+ */
 export function signCredential(header: string, claims: CredentialClaims, privateKey: KeyObject): string {
+  if (!isTracingEnabled()) return signed(header, claims, privateKey);
+  return inChildSpan('sign credential', signingAttributes, () => signed(header, claims, privateKey));
+}
+
+function signingAttributes(span: Span): void {
+  span.setAttribute('relayplane.signing.alg', 'EdDSA');
+}
+
+function signed(header: string, claims: CredentialClaims, privateKey: KeyObject): string {
   const input = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
   const signature = sign(null, Buffer.from(input), privateKey);
   return `${input}.${signature.toString('base64url')}`;

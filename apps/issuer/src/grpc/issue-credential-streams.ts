@@ -15,9 +15,12 @@ import type {
 import { AppError } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import { reportFailure, type ServiceImpl } from '@relayplane/shared/rpc';
+import { continueTrace, setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { IssuerDeps } from './deps.ts';
 import { issueInput, issueResponse } from './messages.ts';
 
+/** The span of one request's issuance (continuing the gateway request's trace). */
+const ISSUE_SPAN = 'issue credential';
 /** Requests of one stream being worked on at once; more wait (backpressure). */
 const MAX_IN_FLIGHT_PER_STREAM = 256;
 /** Answers of one batch stream, at most this many per message. */
@@ -103,7 +106,9 @@ async function serve(
       res = { requestId, result: { case: 'credential', value: issueResponse(issued) } };
       counts.issued++;
     } catch (err) {
-      res = { requestId, result: { case: 'error', value: streamError(err, logger) } };
+      const error = streamError(err, logger);
+      setActiveSpanAttribute('error.type', error.code);
+      res = { requestId, result: { case: 'error', value: error } };
       counts.refused++;
     }
     await answer(res);
@@ -111,7 +116,11 @@ async function serve(
   try {
     for await (const msgs of messages) {
       for (const msg of msgs) {
-        const p = one(msg.requestId, msg.request).catch((err: unknown) => {
+        // A request the gateway traced carries its traceparent: its work here continues that trace.
+        const issuing = msg.traceparent
+          ? continueTrace(ISSUE_SPAN, msg.traceparent, undefined, () => one(msg.requestId, msg.request))
+          : one(msg.requestId, msg.request);
+        const p = issuing.catch((err: unknown) => {
           logger.warn({ err: { message: (err as Error).message } }, 'could not answer on an issuance stream');
         });
         inFlight.add(p);

@@ -24,6 +24,7 @@
  */
 import type { KeyMode } from '@relayplane/shared/contract';
 import type { Database } from '@relayplane/shared/db';
+import { inBatchSpan, type SpanContext, sampledSpanContext } from '@relayplane/shared/tracing';
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
 import type { RevocationDatabase } from './signing-key-revocations.ts';
@@ -68,6 +69,8 @@ interface Pending {
   row: CredentialRow;
   resolve: () => void;
   reject: (err: unknown) => void;
+  /** The writing issuance's span when traced and sampled: the statement's span links to it. */
+  trace: SpanContext | undefined;
 }
 
 const MAX_CREDENTIAL_BATCH = 256;
@@ -113,7 +116,9 @@ export class CredentialWriter {
 
   /** Resolves once `row` is committed; rejects when its batch failed (nothing of it is stored). */
   write(row: CredentialRow): Promise<void> {
-    const done = new Promise<void>((resolve, reject) => this.#queue.push({ row, resolve, reject }));
+    const done = new Promise<void>((resolve, reject) =>
+      this.#queue.push({ row, resolve, reject, trace: sampledSpanContext() }),
+    );
     if (!this.#scheduled && this.#running.size < this.#maxInFlight) {
       this.#scheduled = true;
       // A microtask, not a timer: rows queued by the same turn of the event loop share a batch.
@@ -137,7 +142,14 @@ export class CredentialWriter {
   #start(): void {
     while (this.#queue.length > 0 && this.#running.size < this.#maxInFlight) {
       const batch = this.#queue.splice(0, this.#maxBatch);
-      const statement = this.#write(batch).finally(() => {
+      // One span for the statement, linked to every traced issuance in the batch (docs/tracing.md).
+      const statement = inBatchSpan(
+        'record credentials',
+        batch,
+        (p) => p.trace,
+        undefined,
+        () => this.#write(batch),
+      ).finally(() => {
         this.#running.delete(statement);
         // What arrived meanwhile goes out now, together.
         this.#start();

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { inBatchSpan, type SpanContext, sampledSpanContext } from '@relayplane/shared/tracing';
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.ts';
 import {
@@ -30,6 +31,8 @@ interface Pending {
   ttlMs: number;
   resolve: (r: SlotReservation) => void;
   reject: (err: unknown) => void;
+  /** The asking issuance's span when traced and sampled: the script call's span links to it. */
+  trace: SpanContext | undefined;
 }
 
 interface TenantQueue {
@@ -112,7 +115,7 @@ export class RedisSlotStore implements SlotStore {
     // The cap as the latest caller knows it (a plan change reaches every request soon after).
     queue.cap = Math.max(0, Math.floor(cap));
     const done = new Promise<SlotReservation>((resolve, reject) =>
-      queue[list].push({ jti, ttlMs: Math.ceil(ttlMs), resolve, reject }),
+      queue[list].push({ jti, ttlMs: Math.ceil(ttlMs), resolve, reject, trace: sampledSpanContext() }),
     );
     if (!queue.scheduled && queue.running < MAX_SLOT_CALLS_PER_TENANT) {
       queue.scheduled = true;
@@ -129,9 +132,17 @@ export class RedisSlotStore implements SlotStore {
     const waiting = () => queue.confirming.length + queue.pending.length;
     while (waiting() > 0 && queue.running < MAX_SLOT_CALLS_PER_TENANT) {
       const batch = queue.confirming.splice(0, MAX_SLOT_BATCH);
+      const confirming = batch.length;
       batch.push(...queue.pending.splice(0, MAX_SLOT_BATCH - batch.length));
       queue.running++;
-      void this.#call(tenantId, queue.cap, batch).finally(() => {
+      // One span for the script call(s), linked to every traced issuance in the batch (docs/tracing.md).
+      void inBatchSpan(
+        'reserve slots',
+        batch,
+        (p) => p.trace,
+        (span) => span.setAttribute('relayplane.slots.confirmations', confirming),
+        () => this.#call(tenantId, queue.cap, batch),
+      ).finally(() => {
         queue.running--;
         if (waiting() > 0) this.#start(tenantId, queue);
         else if (queue.running === 0 && !queue.scheduled) this.#tenants.delete(tenantId);

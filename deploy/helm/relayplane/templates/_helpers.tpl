@@ -582,3 +582,9 @@ the same reason as relayplane.metricsFrom; operators should narrow it or use an 
 {{- $default := list (dict "ipBlock" (dict "cidr" "0.0.0.0/0")) -}}
 {{- toYaml (default $default .Values.billing.stripe.egressTo) -}}
 {{- end -}}
+
+{{/* The PrometheusRule's labels: the chart's, plus metrics.prometheusRule.labels (e.g. the Prometheus ruleSelector's). */}}
+{{- define "relayplane.prometheusRuleLabels" -}}
+{{- $labels := fromYaml (include "relayplane.labels" .) -}}
+{{- toYaml (merge $labels (default dict .root.Values.metrics.prometheusRule.labels)) -}}
+{{- end -}}

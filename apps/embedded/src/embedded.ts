@@ -1,7 +1,10 @@
 /**
- * The embedded composition root: the four services in one process, still talking gRPC
- * over loopback, on PGlite (Postgres in WASM) under one data directory, with the in-process
- * bus and scheduler standing in for Redis and bullmq. Services do not know which mode they run in.
+ * The embedded composition root: the four services in one process, on PGlite (Postgres in
+ * WASM) under one data directory, with the in-process bus and scheduler standing in for Redis
+ * and bullmq. They talk through the in-process transport (`in-process:` addresses,
+ * @relayplane/proto's in-process.ts): the same clients, hooks, deadlines and errors as over
+ * gRPC, without sockets or encoding, and no port is opened but the gateway's. Services do not
+ * know which mode they run in.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -56,7 +59,9 @@ export class Embedded {
     const r = new EnvReader(env);
     const dataDir = resolve(r.string('RELAYPLANE_DATA_DIR', './.relayplane'));
     const logLevel = r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info');
-    const loopback = '127.0.0.1:0';
+    // In-process addresses are process-wide names: each start gets its own.
+    const instance = randomBytes(6).toString('hex');
+    const address = (service: string) => `in-process:${instance}/${service}`;
 
     // The first owner: from the environment, or generated (and printed) when none exists yet.
     const givenEmail = r.optional('RELAYPLANE_BOOTSTRAP_EMAIL');
@@ -81,10 +86,10 @@ export class Embedded {
       const issuerLogger = createLogger({ level: logLevel, service: SERVICES.issuer });
       const issuer = await IssuerService.create(
         readIssuerConfig(env, {
-          listen: loopback,
+          listen: address(SERVICES.issuer),
           database: { kind: 'pglite', dataDir: join(dataDir, SERVICES.issuer, 'db') },
           redis: undefined,
-          // In-process loopback links: no mutual TLS, no separate health listener, whatever the env says.
+          // In-process links: no mutual TLS, no separate health listener, whatever the env says.
           grpcTls: undefined,
           healthListen: undefined,
           ...(kek ? { kek: kek.kek } : {}),
@@ -101,10 +106,10 @@ export class Embedded {
       const billingLogger = createLogger({ level: logLevel, service: SERVICES.billing });
       const billing = await BillingService.create(
         readBillingConfig(env, {
-          listen: loopback,
+          listen: address(SERVICES.billing),
           database: { kind: 'pglite', dataDir: join(dataDir, SERVICES.billing) },
           redis: undefined,
-          issuerAddress: `127.0.0.1:${issuer.port}`,
+          issuerAddress: address(SERVICES.issuer),
           grpcTls: undefined,
           healthListen: undefined,
           logLevel,
@@ -116,9 +121,9 @@ export class Embedded {
 
       const admin = await AdminService.create(
         readAdminConfig(bootstrapEnv, {
-          listen: loopback,
+          listen: address(SERVICES.admin),
           database: { kind: 'pglite', dataDir: join(dataDir, SERVICES.admin) },
-          billingAddress: `127.0.0.1:${billing.port}`,
+          billingAddress: address(SERVICES.billing),
           redis: undefined,
           grpcTls: undefined,
           healthListen: undefined,
@@ -128,7 +133,7 @@ export class Embedded {
       );
       await admin.start();
       started.push(admin);
-      auditAdmin.connectTo(`127.0.0.1:${admin.port}`);
+      auditAdmin.connectTo(address(SERVICES.admin));
       // Last to stop: the services' outboxes may still deliver while they drain.
       started.unshift({ destroy: async () => auditAdmin.close() });
       issuer.audit.kick();
@@ -137,9 +142,9 @@ export class Embedded {
       const gateway = await GatewayService.create(
         readGatewayConfig(env, {
           services: {
-            admin: `127.0.0.1:${admin.port}`,
-            issuer: `127.0.0.1:${issuer.port}`,
-            billing: `127.0.0.1:${billing.port}`,
+            admin: address(SERVICES.admin),
+            issuer: address(SERVICES.issuer),
+            billing: address(SERVICES.billing),
           },
           redis: undefined,
           grpcTls: undefined,

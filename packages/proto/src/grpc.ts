@@ -19,6 +19,7 @@ import {
   toBinary,
 } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
+import { createInProcessClient, isInProcessAddress } from './in-process.ts';
 
 type AnyMethod = { methodKind: string; input: DescMessage; output: DescMessage };
 type Methods<S extends DescService> = S extends { method: infer M } ? M : never;
@@ -106,7 +107,7 @@ type ClientMethodFor<M> = M extends { methodKind: 'unary'; input: infer I; outpu
 /** A typed client for a generated service. */
 export type ServiceClient<S extends DescService> = {
   [K in keyof Methods<S>]: ClientMethodFor<Methods<S>[K]>;
-} & { readonly close: () => void; readonly channel: grpc.Client };
+} & { readonly close: () => void };
 
 export interface ServerHooks {
   /** Runs the handler; lets the caller set up context (request id, logging). */
@@ -147,6 +148,23 @@ function callInfo(method: DescMethod, call: grpc.ServerUnaryCall<unknown, unknow
     metadata: call.metadata,
     signal: controller.signal,
     peerCertificate: () => call.getAuthContext().sslPeerCertificate,
+  };
+}
+
+/**
+ * The requests of a bidi call, for a handler to iterate. A handler that leaves the loop early
+ * (it failed, or it is done) must not destroy the call: a destroyed duplex drops the status
+ * the handler's failure is about to send, and the client would wait for it forever.
+ */
+function requestsOf<T>(call: AsyncIterable<T>): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator]() {
+      const iterator = call[Symbol.asyncIterator]();
+      return {
+        next: () => iterator.next(),
+        return: async () => ({ value: undefined, done: true }),
+      };
+    },
   };
 }
 
@@ -208,7 +226,7 @@ export function addService<S extends DescService>(
       ) => {
         const info = callInfo(method, call as unknown as grpc.ServerUnaryCall<unknown, unknown>);
         const stream: ServerBidi<MessageShape<DescMessage>, MessageInitShape<DescMessage>> = {
-          requests: call as AsyncIterable<MessageShape<DescMessage>>,
+          requests: requestsOf(call),
           async send(res) {
             if (info.signal.aborted) return;
             call.write(create(method.output, res));
@@ -272,7 +290,11 @@ function onAbort(signal: AbortSignal | undefined, cancel: () => void): void {
   else signal.addEventListener('abort', cancel, { once: true });
 }
 
-/** Creates a typed client for `service` at `address` (a gRPC target; plaintext unless `credentials` say otherwise). */
+/**
+ * Creates a typed client for `service` at `address`: a gRPC target (plaintext unless
+ * `credentials` say otherwise), or `in-process:<name>` for a server in this process
+ * (`in-process.ts`: same hooks and retry policy, no network; `credentials` do not apply).
+ */
 export function createClient<S extends DescService>(
   service: S,
   address: string,
@@ -280,10 +302,10 @@ export function createClient<S extends DescService>(
   channelOptions: grpc.ChannelOptions = {},
   credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
 ): ServiceClient<S> {
+  if (isInProcessAddress(address)) return createInProcessClient(service, address, hooks, channelOptions);
   const channel = new grpc.Client(address, credentials, channelOptions);
   const client: Record<string, unknown> = {
     close: () => channel.close(),
-    channel,
   };
   for (const method of service.methods) {
     const p = path(service, method);
@@ -357,5 +379,6 @@ export function createClient<S extends DescService>(
   return client as ServiceClient<S>;
 }
 
+export { IN_PROCESS_SCHEME, InProcessServer, isInProcessAddress } from './in-process.ts';
 export type { AnyMethod };
 export { grpc };

@@ -12,6 +12,8 @@ import {
   type ClientHooks,
   createClient,
   grpc,
+  InProcessServer,
+  isInProcessAddress,
   type ServerHooks,
   type ServiceClient,
   type ServiceImpl,
@@ -400,6 +402,9 @@ function shutdown(server: grpc.Server, graceMs: number): Promise<void> {
 
 export class RpcServer {
   readonly #server: grpc.Server;
+  /** The same services for clients in this process (`in-process:` addresses: embedded mode). */
+  readonly #inProcess = new InProcessServer();
+  #listening: 'network' | 'in-process' | undefined;
   readonly #hooks: ServerHooks;
   readonly #tls: GrpcTls | undefined;
   readonly #health: { listen: string; hooks: ServerHooks; server?: grpc.Server; port: number } | undefined;
@@ -436,13 +441,22 @@ export class RpcServer {
       );
     }
     addService(this.#server, service, impl, this.#hooks);
+    this.#inProcess.add(service, impl, this.#hooks);
   }
 
   /**
    * Binds to `address` (host:port; port 0 picks a free one), with mutual TLS when configured,
-   * and the plaintext health listener when asked for; returns the bound port.
+   * and the plaintext health listener when asked for; returns the bound port. An
+   * `in-process:<name>` address serves clients in this process only, with no socket (no TLS,
+   * no health listener: nothing outside the process can reach it); the port is then 0.
    */
   async listen(address: string): Promise<number> {
+    if (isInProcessAddress(address)) {
+      this.#inProcess.listen(address);
+      this.#listening = 'in-process';
+      return 0;
+    }
+    this.#listening = 'network';
     this.#port = await bind(
       this.#server,
       address,
@@ -469,6 +483,7 @@ export class RpcServer {
   /** Reports NOT_SERVING, lets in-flight calls finish (up to `graceMs`), then closes. */
   async close(graceMs = 10_000): Promise<void> {
     this.health.shutdown();
+    if (this.#listening === 'in-process') await this.#inProcess.close(graceMs);
     await shutdown(this.#server, graceMs);
     // Last: probes see NOT_SERVING while the server drains, not a refused connection.
     if (this.#health?.server) await shutdown(this.#health.server, graceMs);

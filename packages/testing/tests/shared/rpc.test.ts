@@ -72,7 +72,37 @@ function fakeBilling(behaviour: { getSubscription: GetSubscription }): ServiceIm
   };
 }
 
-describe('rpc: RpcServer and connect() over real gRPC', () => {
+/**
+ * Both transports a client can reach a server by: gRPC (over loopback here) and the
+ * in-process transport of the embedded mode. Every behaviour below must be the same over
+ * both: a handler cannot tell which one called it, nor a caller which one answered.
+ */
+const TRANSPORTS = [
+  { name: 'gRPC', address: () => '127.0.0.1:0', nowhere: '127.0.0.1:1' },
+  {
+    name: 'the in-process transport',
+    address: () => `in-process:rpc-test-${Math.random().toString(36).slice(2)}`,
+    nowhere: 'in-process:nobody-listens-here',
+  },
+] as const;
+type Transport = (typeof TRANSPORTS)[number];
+
+const targets = new WeakMap<RpcServer, string>();
+/** Listens on the transport's address; answers the target clients dial. */
+async function listenOn(server: RpcServer, transport: Transport): Promise<string> {
+  const address = transport.address();
+  const port = await server.listen(address);
+  const target = address.startsWith('in-process:') ? address : `127.0.0.1:${port}`;
+  targets.set(server, target);
+  return target;
+}
+function targetOf(server: RpcServer): string {
+  const target = targets.get(server);
+  if (!target) throw new Error('the server is not listening');
+  return target;
+}
+
+describe.each(TRANSPORTS)('rpc: RpcServer and connect() over $name', (transport) => {
   const logLines: Record<string, unknown>[] = [];
   const logger = createLogger(
     { level: 'info', service: 'rpc-test' },
@@ -86,9 +116,9 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
   beforeAll(async () => {
     server = new RpcServer(logger);
     server.add(BillingService, fakeBilling(behaviour));
-    await server.listen('127.0.0.1:0');
-    client = connect(BillingService, `127.0.0.1:${server.port}`);
-    fastClient = connect(BillingService, `127.0.0.1:${server.port}`, { timeoutMs: 200 });
+    const target = await listenOn(server, transport);
+    client = connect(BillingService, target);
+    fastClient = connect(BillingService, target, { timeoutMs: 200 });
   });
 
   afterAll(async () => {
@@ -101,8 +131,9 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
     logLines.length = 0;
   });
 
-  it('listen on port 0 reports the bound port', () => {
-    expect(server.port).toBeGreaterThan(0);
+  it('listen on port 0 reports the bound port; an in-process server has none', () => {
+    if (transport.name === 'gRPC') expect(server.port).toBeGreaterThan(0);
+    else expect(server.port).toBe(0);
   });
 
   it('round-trips typed messages, nested messages and well-known types', async () => {
@@ -135,6 +166,36 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
       expect(err).toMatchObject({ code, message: `message for ${code}`, retryAfterSeconds: 7 });
     },
   );
+
+  it('a call answered unavailable is tried twice more (the channel retry policy); other codes are not retried', async () => {
+    let calls = 0;
+    behaviour.getSubscription = async () => {
+      calls++;
+      if (calls < 3) throw new AppError('unavailable', 'away for now');
+      return { subscription: { tenantId: `answered at call ${calls}` } };
+    };
+    const res = await client.getSubscription({ tenantId: 'ten_1' });
+    expect(res.subscription?.tenantId).toBe('answered at call 3');
+
+    calls = 0;
+    behaviour.getSubscription = async () => {
+      calls++;
+      throw new AppError('unavailable', 'still away');
+    };
+    await expect(client.getSubscription({ tenantId: 'ten_1' })).rejects.toMatchObject({
+      code: 'unavailable',
+      message: 'still away',
+    });
+    expect(calls).toBe(3);
+
+    calls = 0;
+    behaviour.getSubscription = async () => {
+      calls++;
+      throw new AppError('conflict', 'not retried');
+    };
+    await expect(client.getSubscription({ tenantId: 'ten_1' })).rejects.toMatchObject({ code: 'conflict' });
+    expect(calls).toBe(1);
+  });
 
   it('an AppError without a retry hint arrives without one', async () => {
     behaviour.getSubscription = async () => {
@@ -198,8 +259,8 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
     expect(elapsed).toBeLessThan(4_000);
   });
 
-  it('a call to a port nobody listens on fails with unavailable', async () => {
-    const nowhere = connect(BillingService, '127.0.0.1:1', { timeoutMs: 2_000 });
+  it('a call to an address nobody listens on fails with unavailable', async () => {
+    const nowhere = connect(BillingService, transport.nowhere, { timeoutMs: 2_000 });
     try {
       const err = await nowhere.listPlans({}).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AppError);
@@ -271,19 +332,19 @@ describe('rpc: RpcServer and connect() over real gRPC', () => {
   });
 });
 
-describe('rpc: health and shutdown', () => {
+describe.each(TRANSPORTS)('rpc: health and shutdown over $name', (transport) => {
   const logger = createLogger({ level: 'silent', service: 'rpc-test' });
 
   async function serve(impl: ServiceImpl<Billing>) {
     const server = new RpcServer(logger);
     server.add(BillingService, impl);
-    await server.listen('127.0.0.1:0');
+    await listenOn(server, transport);
     return server;
   }
 
   it('Check reports SERVING, per-service status set on the server, and not_found for unknown services', async () => {
     const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
-    const health = connect(HealthService, `127.0.0.1:${server.port}`);
+    const health = connect(HealthService, targetOf(server));
     try {
       expect((await health.check({ service: '' })).status).toBe(ServingStatus.SERVING);
       server.health.set(BillingService.typeName, ServingStatus.NOT_SERVING);
@@ -299,7 +360,7 @@ describe('rpc: health and shutdown', () => {
 
   it('Watch streams the current status, then NOT_SERVING once the server shuts down', async () => {
     const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
-    const health = connect(HealthService, `127.0.0.1:${server.port}`, { timeoutMs: 10_000 });
+    const health = connect(HealthService, targetOf(server), { timeoutMs: 10_000 });
     const abort = new AbortController();
     try {
       const stream = health.watch({ service: '' }, { signal: abort.signal })[Symbol.asyncIterator]();
@@ -318,7 +379,7 @@ describe('rpc: health and shutdown', () => {
 
   it('close() does not wait out its grace period for a client that keeps watching health', async () => {
     const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
-    const health = connect(HealthService, `127.0.0.1:${server.port}`, { timeoutMs: 30_000 });
+    const health = connect(HealthService, targetOf(server), { timeoutMs: 30_000 });
     try {
       const stream = health.watch({ service: '' })[Symbol.asyncIterator]();
       expect((await within('the first status', stream.next())).value?.status).toBe(ServingStatus.SERVING);
@@ -340,7 +401,7 @@ describe('rpc: health and shutdown', () => {
 
   it('Watch streams status changes of one service as they happen', async () => {
     const server = await serve(fakeBilling({ getSubscription: async () => ({}) }));
-    const health = connect(HealthService, `127.0.0.1:${server.port}`, { timeoutMs: 10_000 });
+    const health = connect(HealthService, targetOf(server), { timeoutMs: 10_000 });
     const abort = new AbortController();
     try {
       const service = BillingService.typeName;
@@ -371,7 +432,7 @@ describe('rpc: health and shutdown', () => {
         },
       }),
     );
-    const client = connect(BillingService, `127.0.0.1:${server.port}`);
+    const client = connect(BillingService, targetOf(server));
     try {
       const inFlight = client.getSubscription({ tenantId: 'ten_inflight' });
       await waitFor('the handler to start', () => entered);
@@ -400,7 +461,7 @@ describe('rpc: health and shutdown', () => {
         },
       }),
     );
-    const client = connect(BillingService, `127.0.0.1:${server.port}`, { timeoutMs: 10_000 });
+    const client = connect(BillingService, targetOf(server), { timeoutMs: 10_000 });
     try {
       const stuck = client.getSubscription({ tenantId: 'ten_stuck' }).catch((e: unknown) => e);
       await waitFor('the handler to start', () => entered);

@@ -257,6 +257,57 @@ describe.each(implementations)('slot store conformance: %s', (_name, make) => {
   });
 });
 
+describe('MemorySlotStore specifics', () => {
+  const tenant = 'ten_memory_specifics';
+
+  it('frees each lease exactly when its own expiry passes, whatever order the leases came in', async () => {
+    const clock = new ManualClock(Date.now());
+    const start = clock.now().getTime();
+    const store = new MemorySlotStore(() => clock.now().getTime());
+    // TTLs (s) out of order, so that insertion order says nothing about expiry order.
+    const ttls = new Map<string, number>();
+    for (const ttl of [600, 60, 3600, 120, 60, 900, 300, 61, 3599, 240]) {
+      const jti = newJti();
+      ttls.set(jti, ttl);
+      expect((await store.reserve(tenant, jti, ttl * 1000, 100)).granted).toBe(true);
+    }
+    const aliveAt = (seconds: number) =>
+      [...ttls]
+        .filter(([, ttl]) => ttl > seconds)
+        .map(([jti]) => jti)
+        .sort();
+    for (const seconds of [59, 60, 61, 119, 120, 299, 600, 3598, 3599, 3600]) {
+      clock.set(new Date(start + seconds * 1000));
+      expect(await store.leases(tenant), `at ${seconds} s`).toEqual(aliveAt(seconds));
+    }
+  });
+
+  it('stays exact after many releases (released leases neither count nor free anyone else early)', async () => {
+    const clock = new ManualClock(Date.now());
+    const start = clock.now().getTime();
+    const store = new MemorySlotStore(() => clock.now().getTime());
+    const held: string[] = [];
+    for (let i = 0; i < 3_000; i++) {
+      const jti = newJti();
+      held.push(jti);
+      await store.reserve(tenant, jti, 60_000, 3_010);
+    }
+    for (const jti of held.splice(0, 2_500)) await store.release(tenant, jti);
+    const shortLived: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const jti = newJti();
+      shortLived.push(jti);
+      expect((await store.reserve(tenant, jti, 30_000, 510)).granted).toBe(true);
+    }
+    // 500 + 10 held: the cap of 510 is reached, the released ones do not count.
+    expect(await store.reserve(tenant, newJti(), 30_000, 510)).toEqual({ granted: false, inUse: 510 });
+    clock.set(new Date(start + 30_000));
+    expect(await store.leases(tenant)).toEqual([...held].sort());
+    clock.set(new Date(start + 60_000));
+    expect(await store.leases(tenant)).toEqual([]);
+  });
+});
+
 describe('RedisSlotStore specifics', () => {
   /** Runs `fn` with a store of its own connection, closed afterwards. */
   const withStore = async (fn: (store: RedisSlotStore) => Promise<void>): Promise<void> => {

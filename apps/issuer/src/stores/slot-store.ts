@@ -68,11 +68,92 @@ export interface SlotStore {
   close(): Promise<void>;
 }
 
-/** A tenant's slots in memory, and up to which cap they are known complete. */
+/**
+ * A tenant's slots in memory (lease → expiry), and up to which cap they are known complete.
+ * `expiries` orders the leases by expiry, so that dropping the expired ones costs O(log n)
+ * each, not a scan of every live lease per reservation: a tenant can hold hundreds of
+ * thousands (a profile of embedded issuance at ~1,700/s with 10-minute credentials spent 40 %
+ * of its CPU in that scan).
+ */
 interface MemoryTenant {
   leases: Map<string, number>;
+  expiries: ExpiryHeap;
   covers: number;
 }
+
+/**
+ * A binary min-heap of (expiry, jti). An entry whose lease was released or replaced stays
+ * until it surfaces, and is then skipped (its expiry no longer matches the lease's); the heap
+ * is rebuilt from the leases when such entries outnumber the live ones.
+ */
+class ExpiryHeap {
+  #at: number[] = [];
+  #jti: string[] = [];
+
+  get size(): number {
+    return this.#at.length;
+  }
+
+  push(at: number, jti: string): void {
+    const at_ = this.#at;
+    const jtis = this.#jti;
+    let i = at_.length;
+    at_.push(at);
+    jtis.push(jti);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      const parentAt = at_[parent] as number;
+      if (parentAt <= at) break;
+      at_[i] = parentAt;
+      jtis[i] = jtis[parent] as string;
+      i = parent;
+    }
+    at_[i] = at;
+    jtis[i] = jti;
+  }
+
+  /** Removes every entry due at or before `now`, handing each to `expire`. */
+  popDue(now: number, expire: (jti: string, at: number) => void): void {
+    while (this.#at.length > 0 && (this.#at[0] as number) <= now) {
+      const at = this.#at[0] as number;
+      const jti = this.#jti[0] as string;
+      this.#removeTop();
+      expire(jti, at);
+    }
+  }
+
+  /** Replaces the contents with `leases`. */
+  rebuild(leases: Map<string, number>): void {
+    this.#at = [];
+    this.#jti = [];
+    for (const [jti, at] of leases) this.push(at, jti);
+  }
+
+  #removeTop(): void {
+    const at_ = this.#at;
+    const jtis = this.#jti;
+    const lastAt = at_.pop() as number;
+    const lastJti = jtis.pop() as string;
+    const n = at_.length;
+    if (n === 0) return;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= n) break;
+      const right = left + 1;
+      const child = right < n && (at_[right] as number) < (at_[left] as number) ? right : left;
+      if ((at_[child] as number) >= lastAt) break;
+      at_[i] = at_[child] as number;
+      jtis[i] = jtis[child] as string;
+      i = child;
+    }
+    at_[i] = lastAt;
+    jtis[i] = lastJti;
+  }
+}
+
+/** Stale heap entries (released leases) tolerated before a rebuild, beyond the live ones. */
+const HEAP_SLACK = 1024;
 
 /**
  * The in-process twin for embedded mode. `now` is the service clock in milliseconds.
@@ -101,8 +182,11 @@ export class MemorySlotStore implements SlotStore {
   #ready(tenantId: string, cap: number): MemoryTenant | undefined {
     const tenant = this.#tenants.get(tenantId);
     if (!tenant || tenant.covers < cap) return undefined;
-    const now = this.#now();
-    for (const [jti, expiry] of tenant.leases) if (expiry <= now) tenant.leases.delete(jti);
+    const { leases, expiries } = tenant;
+    expiries.popDue(this.#now(), (jti, at) => {
+      if (leases.get(jti) === at) leases.delete(jti);
+    });
+    if (expiries.size > 2 * leases.size + HEAP_SLACK) expiries.rebuild(leases);
     return tenant;
   }
 
@@ -113,9 +197,16 @@ export class MemorySlotStore implements SlotStore {
       loading = this.#read(tenantId, cap)
         .then((seed) => {
           const now = this.#now();
-          const tenant = this.#tenants.get(tenantId) ?? { leases: new Map<string, number>(), covers: 0 };
+          const tenant = this.#tenants.get(tenantId) ?? {
+            leases: new Map<string, number>(),
+            expiries: new ExpiryHeap(),
+            covers: 0,
+          };
           for (const { jti, expiresAtMs } of seed) {
-            if (expiresAtMs > now && !tenant.leases.has(jti)) tenant.leases.set(jti, expiresAtMs);
+            if (expiresAtMs > now && !tenant.leases.has(jti)) {
+              tenant.leases.set(jti, expiresAtMs);
+              tenant.expiries.push(expiresAtMs, jti);
+            }
           }
           // Fewer than asked: the ledger had no more, so these decide exactly at any cap.
           tenant.covers = seed.length < cap ? Number.POSITIVE_INFINITY : cap;
@@ -145,7 +236,9 @@ export class MemorySlotStore implements SlotStore {
     const { leases } = tenant;
     if (leases.has(jti)) return { granted: true, inUse: leases.size };
     if (leases.size >= cap) return { granted: false, inUse: leases.size };
-    leases.set(jti, this.#now() + ttlMs);
+    const expiry = this.#now() + ttlMs;
+    leases.set(jti, expiry);
+    tenant.expiries.push(expiry, jti);
     return { granted: true, inUse: leases.size };
   }
 

@@ -84,6 +84,8 @@ const GRPC_TLS = process.env.BENCH_GRPC_TLS === '1';
 /** Slices per comparison within a round (see the round loop). */
 const SLICES = 4;
 const SLICE_SECONDS = Math.max(1, Math.round(DURATION / SLICES));
+/** Busier than this at rest, a mode's figures are flagged as taken on a machine others were using. */
+const BUSY_AT_REST_WARNING = 0.25;
 /** What each mode measures beyond issuance against the sign rate and the peer. */
 const PLAN: Record<Mode, { jwks: boolean; half: boolean; fewer: boolean; storage: boolean }> = {
   embedded: { jwks: true, half: true, fewer: false, storage: false },
@@ -389,6 +391,8 @@ interface ModeResult {
   cpu_us_per_credential: Record<string, number>;
   machine_busy_issuance: number;
   machine_busy_peer: number;
+  /** Mean over the rounds of the second at rest before each. */
+  machine_busy_at_rest: number;
   storage?: { at_rate_per_s: number } & StorageCosts;
 }
 
@@ -523,6 +527,9 @@ async function measureMode(target: Target, peer: Peer, hello: string): Promise<M
     cpu_us_per_credential: allIssuance.cpu_us_per_request,
     machine_busy_issuance: allIssuance.machine_busy,
     machine_busy_peer: combineProfiled(rounds.map((r) => r.peer)).machine_busy,
+    machine_busy_at_rest: +(
+      rounds.reduce((sum, r) => sum + r.machine_busy_at_rest, 0) / rounds.length
+    ).toFixed(3),
   };
   if (plan.storage && target.databaseUrl) {
     // What a credential costs Redis and PostgreSQL (docs/capacity.md), at half the median
@@ -600,6 +607,15 @@ function printReport(results: ModeResult[], peer: Peer): void {
       `sign ${s.sign_per_s}/s${s.hello_rps ? `, hello ${s.hello_rps}/s` : ''}`,
     );
   }
+  console.log(
+    `machine busy at rest (the second before each round, mean): ${results
+      .map((r) => `${MODE_LABELS[r.mode]} ${pct(r.machine_busy_at_rest)}`)
+      .join(', ')}`,
+  );
+  if (results.some((r) => r.machine_busy_at_rest > BUSY_AT_REST_WARNING))
+    console.log(
+      `  WARNING: above ${pct(BUSY_AT_REST_WARNING)} at rest, something else was using this machine's cores: the rates are not those of a quiet machine (the ratios suffer less, not nothing)`,
+    );
   for (const r of results) {
     console.log(
       `CPU per issued credential, ${MODE_LABELS[r.mode]} (µs): ${Object.entries(r.cpu_us_per_credential)
@@ -712,6 +728,7 @@ async function main(): Promise<void> {
             cpu_us_per_credential: r.cpu_us_per_credential,
             machine_busy_issuance: r.machine_busy_issuance,
             machine_busy_peer: r.machine_busy_peer,
+            machine_busy_at_rest: r.machine_busy_at_rest,
             rounds: r.rounds,
             ...(r.storage ? { per_credential: r.storage } : {}),
           },

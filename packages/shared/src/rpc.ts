@@ -9,6 +9,7 @@ import type { DescMethod, DescService } from '@bufbuild/protobuf';
 import {
   addService,
   type CallInfo,
+  type CallOptions,
   type ClientHooks,
   createClient,
   grpc,
@@ -58,6 +59,7 @@ import {
   userAgentFrom,
 } from './request-context.ts';
 import { ANY_PEER, callersOf, methodName } from './rpc-authz.ts';
+import { isTracingEnabled, startRpcClientSpan, traceRpcServer } from './tracing.ts';
 
 const GRPC_TO_CODE: Partial<Record<number, ErrorCode>> = {
   [grpc.status.DEADLINE_EXCEEDED]: 'unavailable',
@@ -203,12 +205,19 @@ function serverHooks(
   return {
     around(method, call, run) {
       const context = contextFrom(call.metadata);
-      const admitted = authorize
+      const authorized = authorize
         ? () => {
             const denied = authorize(method, call);
             return denied ? Promise.reject(denied) : run();
           }
         : run;
+      // With tracing on, a call carrying a trace context runs in a server span continuing it (tracing.ts).
+      const admitted = isTracingEnabled()
+        ? () =>
+            traceRpcServer(method.parent.typeName, method.name, call.metadata, authorized, (err) =>
+              failedStatus(err, call.signal),
+            )
+        : authorized;
       if (!metrics) return runWithRequestContext(context, admitted);
       const startedAt = performance.now();
       return runWithRequestContext(context, admitted).then(
@@ -295,7 +304,7 @@ export function connect<S extends DescService>(
     },
     fromStatus,
   };
-  return createClient(
+  const client = createClient(
     service,
     address,
     hooks,
@@ -314,6 +323,39 @@ export function connect<S extends DescService>(
     },
     options.tls?.credentials,
   );
+  return isTracingEnabled() ? tracedUnaryCalls(service, client) : client;
+}
+
+/**
+ * `client` with a CLIENT span (method, status code) around each unary call made under a recorded
+ * span, its context sent in the call's metadata so the server's span continues it (tracing.ts).
+ * Streaming calls are left as they are: the issuance stream carries each request's context in
+ * the request itself. Only when tracing is on.
+ */
+function tracedUnaryCalls<S extends DescService>(service: S, client: ServiceClient<S>): ServiceClient<S> {
+  const traced: Record<string, unknown> = { ...client };
+  for (const method of service.methods) {
+    if (method.methodKind !== 'unary') continue;
+    const call = traced[method.localName] as (req: unknown, opts?: CallOptions) => Promise<unknown>;
+    traced[method.localName] = (req: unknown, opts?: CallOptions) => {
+      const metadata = new grpc.Metadata();
+      const span = startRpcClientSpan(service.typeName, method.name, metadata);
+      if (!span) return call(req, opts);
+      if (opts?.metadata) metadata.merge(opts.metadata);
+      return call(req, { ...opts, metadata }).then(
+        (res) => {
+          span.end(grpc.status.OK);
+          return res;
+        },
+        (err: unknown) => {
+          const code = ((err as Error).cause as { code?: unknown } | undefined)?.code;
+          span.end(typeof code === 'number' ? code : grpc.status.UNKNOWN);
+          throw err;
+        },
+      );
+    };
+  }
+  return traced as ServiceClient<S>;
 }
 
 /**

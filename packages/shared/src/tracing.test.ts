@@ -6,7 +6,9 @@ import { grpc } from '@relayplane/proto/grpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from './config.ts';
 import { statementKind } from './db.ts';
+import { HealthService } from './health.ts';
 import { createLogger } from './logger.ts';
+import { connect, RpcServer } from './rpc.ts';
 import {
   continueTrace,
   endHttpServerSpan,
@@ -310,6 +312,44 @@ describe('with tracing on', () => {
     ).toBe(1);
     expect(spans().length).toBe(before);
   });
+
+  for (const transport of ['network', 'in-process'] as const) {
+    it(`RpcServer and connect() over the ${transport} transport: a client span per unary call under a recorded span, the server continuing it`, async () => {
+      const server = new RpcServer(createLogger({ level: 'silent', service: 'test' }));
+      const port = await server.listen(transport === 'network' ? '127.0.0.1:0' : 'in-process:tracing-test');
+      const client = connect(
+        HealthService,
+        transport === 'network' ? `127.0.0.1:${port}` : 'in-process:tracing-test',
+      );
+      try {
+        const before = spans().length;
+        // Outside any span: nothing traced, nothing sent.
+        await client.check({ service: '' });
+        expect(spans().length).toBe(before);
+        const { result } = inRequest(() => client.check({ service: '' }));
+        await result;
+        const called = spans().filter((s) => s.name === 'grpc.health.v1.Health/Check');
+        const clientSpan = called.find((s) => s.kind === SpanKind.CLIENT);
+        const serverSpan = called.find((s) => s.kind === SpanKind.SERVER);
+        expect(serverSpan?.parentSpanContext?.spanId).toBe(clientSpan?.spanContext().spanId);
+        expect(clientSpan?.attributes['rpc.grpc.status_code']).toBe(grpc.status.OK);
+        expect(serverSpan?.attributes['rpc.grpc.status_code']).toBe(grpc.status.OK);
+        // A failing call: the status code on both sides.
+        const failing = inRequest(() => client.check({ service: 'no.such.Service' })).result;
+        await expect(failing).rejects.toThrow();
+        const failed = spans().filter(
+          (s) =>
+            s.name === 'grpc.health.v1.Health/Check' &&
+            s.attributes['rpc.grpc.status_code'] === grpc.status.NOT_FOUND,
+        );
+        expect(failed.map((s) => s.kind).sort()).toEqual([SpanKind.SERVER, SpanKind.CLIENT].sort());
+      } finally {
+        client.close();
+        await server.close(1_000);
+        finished.length = 0;
+      }
+    });
+  }
 
   it('Redis: a command under a recorded span is a span named by the command, without its arguments', async () => {
     const channel = tracingChannel('ioredis:command');

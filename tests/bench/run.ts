@@ -25,10 +25,17 @@
  *
  * BENCH_GRPC_TLS=1: every gRPC link of the distributed modes runs over mutual TLS (a CA and
  * per-app certificates made for the run, as tests/support/tls.ts does for the e2e suites).
+ *
+ * Tracing: every OTEL_* variable of the bench's own environment is given to every app it starts
+ * (docs/tracing.md). BENCH_OTLP_SINK=1 also starts an OTLP/HTTP receiver in the bench process that
+ * accepts and counts what the apps export, and points OTEL_EXPORTER_OTLP_ENDPOINT at it: the cost
+ * of tracing measured without a collector on the machine (docs/performance.md).
  */
 import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -287,8 +294,38 @@ const issueRequest = (key: string): Target['issue'] => ({
 });
 
 /** BENCH_PROFILE=<dir>: every service writes a V8 CPU profile there when it stops. */
-const profileEnv = (): Record<string, string> =>
-  process.env.BENCH_PROFILE ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE}` } : {};
+/** Where BENCH_OTLP_SINK's receiver listens, once started. */
+let otlpSink: { endpoint: string; requests: number; bytes: number } | undefined;
+
+/** An OTLP/HTTP receiver that answers 200 to every export and counts them (BENCH_OTLP_SINK=1). */
+async function startOtlpSink(): Promise<{ close: () => Promise<void> }> {
+  const sink = { endpoint: '', requests: 0, bytes: 0 };
+  const server = createServer((req, res) => {
+    req.on('data', (chunk: Buffer) => {
+      sink.bytes += chunk.length;
+    });
+    req.on('end', () => {
+      sink.requests++;
+      res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/x-protobuf' });
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  sink.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  otlpSink = sink;
+  return { close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+/** What every app the bench starts gets besides its own settings: profiling, and tracing. */
+const profileEnv = (): Record<string, string> => {
+  const env: Record<string, string> = {};
+  if (process.env.BENCH_PROFILE) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE}`;
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name.startsWith('OTEL_') && value !== undefined) env[name] = value;
+  }
+  if (otlpSink && !env.OTEL_EXPORTER_OTLP_ENDPOINT) env.OTEL_EXPORTER_OTLP_ENDPOINT = otlpSink.endpoint;
+  return env;
+};
 
 async function startEmbedded(plansFile: string): Promise<Target> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rp-bench-embedded-'));
@@ -680,6 +717,7 @@ async function main(): Promise<void> {
   const tls = GRPC_TLS && needsPostgres ? SystemTls.create() : undefined;
   const results: ModeResult[] = [];
   let target: Target | undefined;
+  const sink = process.env.BENCH_OTLP_SINK === '1' ? await startOtlpSink() : undefined;
   try {
     const helloPort = await freePort();
     procs.push(startProcess('bench-hello', 'tests/bench/hello-server.ts', { PORT: String(helloPort) }));
@@ -750,7 +788,11 @@ async function main(): Promise<void> {
       ),
       goals: verdicts,
       run_seconds: Math.round((Date.now() - started) / 1000),
+      ...(otlpSink ? { otlp_sink: { exports: otlpSink.requests, bytes: otlpSink.bytes } } : {}),
     };
+    if (otlpSink) {
+      console.log(`OTLP sink: ${otlpSink.requests} export request(s), ${otlpSink.bytes} bytes received`);
+    }
     const dir = join(ROOT, 'tests', 'bench', 'results');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(out, null, 2)}\n`);
@@ -758,6 +800,7 @@ async function main(): Promise<void> {
   } finally {
     await target?.stop().catch(() => {});
     await Promise.all(procs.map((p) => p.stop()));
+    await sink?.close();
     tls?.destroy();
     rmSync(plansDir, { recursive: true, force: true });
     if (needsPostgres) await admin.end();

@@ -232,10 +232,16 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     // Each round races 150 issuances on two replicas against one revocation of a fresh key. The
     // race is only shown by a round where some issuances landed before the revocation (answered,
     // then revoked by it) and some after (refused): the start of the revocation is moved until
-    // one does, and every round must leave no live credential of its key.
+    // one does, and every round must leave no live credential of its key. The move is a
+    // bisection between the latest start known to be too early (all refused) and the earliest
+    // known to be too late (all answered): doubling and halving alone can swing between two
+    // starts on either side of a window narrower than their gap (40 ms all refused, 80 ms all
+    // answered, and back, under CI's load).
     let delayMs = 5;
+    let tooEarly = 0;
+    let tooLate = Number.POSITIVE_INFINITY;
     const rounds: string[] = [];
-    for (let round = 0; round < 8; round++) {
+    for (let round = 0; round < 12; round++) {
       const s = scope();
       const racing = Array.from({ length: 150 }, (_, i) =>
         (i % 2 ? a : b).client.issueCredential(issueRequest(s, { maxConcurrentConnections: 1000 })).then(
@@ -264,7 +270,9 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
       rounds.push(`${delayMs} ms: ${answered.length} answered (all revoked), ${refused.length} refused`);
       if (answered.length > 0 && refused.length > 0) break;
       // All refused: revoke later; all answered: revoke sooner.
-      delayMs = answered.length === 0 ? delayMs * 2 : Math.floor(delayMs / 2);
+      if (answered.length === 0) tooEarly = delayMs;
+      else tooLate = delayMs;
+      delayMs = Number.isFinite(tooLate) ? Math.round(((tooEarly + tooLate) / 2) * 10) / 10 : delayMs * 2;
     }
     console.log(`race rounds: ${rounds.join('; ')}`);
     const last = rounds.at(-1) ?? '';

@@ -243,10 +243,15 @@ describe('credential containment (two replicas, real gRPC, PostgreSQL and Redis)
     const rounds: string[] = [];
     for (let round = 0; round < 12; round++) {
       const s = scope();
+      // 15 waves of 10, a millisecond apart: sent at once, the 150 can land in one INSERT, which
+      // the revocation's lock puts wholly before or wholly after it (CI saw that at every start
+      // from 35.0 to 35.1 ms), and no round could show the race.
       const racing = Array.from({ length: 150 }, (_, i) =>
-        (i % 2 ? a : b).client.issueCredential(issueRequest(s, { maxConcurrentConnections: 1000 })).then(
-          (r) => ({ ok: true as const, jti: r.jti, token: r.token }),
-          (err: { code?: string }) => ({ ok: false as const, code: err.code }),
+        new Promise((resolve) => setTimeout(resolve, Math.floor(i / 10))).then(() =>
+          (i % 2 ? a : b).client.issueCredential(issueRequest(s, { maxConcurrentConnections: 1000 })).then(
+            (r) => ({ ok: true as const, jti: r.jti, token: r.token }),
+            (err: { code?: string }) => ({ ok: false as const, code: err.code }),
+          ),
         ),
       );
       await new Promise((resolve) => setTimeout(resolve, delayMs));

@@ -17,7 +17,7 @@ import {
   type TestRedis,
 } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Api } from '../support/api.ts';
+import { Api, type ApiResponse } from '../support/api.ts';
 import { type Distributed, startDistributed } from '../support/distributed.ts';
 import { waitFor } from '../support/ports.ts';
 
@@ -161,6 +161,9 @@ describe('OpenTelemetry traces across the distributed topology', () => {
   let receiver: Receiver;
   let system: Distributed;
   let api: Api;
+  /** The tenant owner's login and a project API key, made once for every test. */
+  let login: ApiResponse;
+  let key: ApiResponse;
 
   beforeAll(async () => {
     database = await createTestDatabase('e2e_tracing');
@@ -188,7 +191,26 @@ describe('OpenTelemetry traces across the distributed topology', () => {
       },
     });
     api = await Api.connect(system.baseUrl);
+    expect(
+      (await api.request('POST', '/admin/v1/auth/signup', { body: { ...TENANT, tenant_name: 'Traced' } }))
+        .status,
+    ).toBe(201);
+    login = await api.request('POST', '/admin/v1/auth/login', { body: TENANT });
+    const auth = { authorization: `Bearer ${login.body.token}` };
+    const project = await api.request('POST', '/admin/v1/projects', { headers: auth, body: { name: 'p' } });
+    key = await api.request('POST', `/admin/v1/projects/${project.body.id}/api-keys`, {
+      headers: auth,
+      body: { scopes: ['relay:session'] },
+    });
+    expect(key.status).toBe(201);
   }, 180_000);
+
+  /** The gateway's JSON log lines so far. */
+  const gatewayLines = () =>
+    (system.procs.find((p) => p.name.startsWith('tracing-gateway'))?.output() ?? '')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { msg?: string; trace_id?: string; span_id?: string; reqId?: string });
 
   afterAll(async () => {
     const codes = (await system?.stop()) ?? [];
@@ -199,19 +221,6 @@ describe('OpenTelemetry traces across the distributed topology', () => {
   });
 
   it('a credential request sent with a traceparent is traced through the gateway and the issuer to Redis and PostgreSQL, and its log line names the trace', async () => {
-    expect(
-      (await api.request('POST', '/admin/v1/auth/signup', { body: { ...TENANT, tenant_name: 'Traced' } }))
-        .status,
-    ).toBe(201);
-    const login = await api.request('POST', '/admin/v1/auth/login', { body: TENANT });
-    const auth = { authorization: `Bearer ${login.body.token}` };
-    const project = await api.request('POST', '/admin/v1/projects', { headers: auth, body: { name: 'p' } });
-    const key = await api.request('POST', `/admin/v1/projects/${project.body.id}/api-keys`, {
-      headers: auth,
-      body: { scopes: ['relay:session'] },
-    });
-    expect(key.status).toBe(201);
-
     const traceId = randomBytes(16).toString('hex');
     const callerSpanId = randomBytes(8).toString('hex');
     const issued = await api.request('POST', '/api/v1/credentials', {
@@ -296,11 +305,7 @@ describe('OpenTelemetry traces across the distributed topology', () => {
     expect(services).toContain('relayplane-issuer');
 
     // The gateway's log lines for the request carry the trace and its span.
-    const gateway = system.procs.find((p) => p.name.startsWith('tracing-gateway'));
-    const lines = (gateway?.output() ?? '')
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as { msg?: string; trace_id?: string; span_id?: string; reqId?: string });
+    const lines = gatewayLines();
     const incoming = lines.find((l) => l.trace_id === traceId && l.msg === 'incoming request');
     expect(incoming, "the gateway's incoming request line with the trace id").toBeDefined();
     expect(incoming?.span_id).toBe(http?.spanId);
@@ -327,6 +332,41 @@ describe('OpenTelemetry traces across the distributed topology', () => {
         Object.keys(span.attrs).filter((k) => /url\.(full|path|query)|db\.query\.text|statement/.test(k)),
       ).toEqual([]);
     }
+  }, 60_000);
+
+  it('a request the caller did not sample is recorded nowhere, and its log lines still name its trace', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const callerSpanId = randomBytes(8).toString('hex');
+    const issued = await api.request('POST', '/api/v1/credentials', {
+      headers: { 'x-api-key': key.body.key, traceparent: `00-${traceId}-${callerSpanId}-00` },
+      body: {},
+    });
+    expect(issued.status).toBe(201);
+    // A sampled request after it: once its spans arrived, the unsampled one's would have too.
+    const marker = randomBytes(16).toString('hex');
+    await api.request('POST', '/api/v1/credentials', {
+      headers: {
+        'x-api-key': key.body.key,
+        traceparent: `00-${marker}-${randomBytes(8).toString('hex')}-01`,
+      },
+      body: {},
+    });
+    await waitFor(
+      async () => receiver.reachable(marker).some((s) => s.service === 'relayplane-issuer'),
+      20_000,
+      "the sampled request's issuer spans",
+    );
+    expect(receiver.spans.filter((s) => s.traceId === traceId)).toEqual([]);
+    expect(receiver.reachable(traceId)).toEqual([]);
+
+    // Its lines carry the caller's trace id and the gateway's (unrecorded) span id, both lines the same.
+    const lines = gatewayLines().filter((l) => l.trace_id === traceId);
+    const incoming = lines.find((l) => l.msg === 'incoming request');
+    const completed = lines.find((l) => l.msg === 'request completed');
+    expect(incoming?.span_id).toMatch(/^[0-9a-f]{16}$/);
+    expect(incoming?.span_id).not.toBe(callerSpanId);
+    expect(completed?.span_id).toBe(incoming?.span_id);
+    expect(completed?.reqId).toBe(incoming?.reqId);
   }, 60_000);
 
   it('spans nothing for probes, and each service names itself', async () => {

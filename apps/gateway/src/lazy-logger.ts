@@ -80,6 +80,24 @@ class LazyChild {
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.#real().child(bindings, options);
   }
+
+  /** This logger with `extra` bindings, still unbuilt if this one is (a child otherwise). */
+  withBindings(extra: Bindings): FastifyBaseLogger {
+    if (this.#child) return this.#child.child(extra);
+    return new LazyChild(
+      this.#parent,
+      { ...this.#bindings, ...extra },
+      this.#options,
+    ) as unknown as FastifyBaseLogger;
+  }
+}
+
+/**
+ * `logger` with `extra` bindings on every line: a request logger from the factory below stays
+ * unbuilt until it logs; any other logger gets a child.
+ */
+export function withBindings(logger: FastifyBaseLogger, extra: Bindings): FastifyBaseLogger {
+  return logger instanceof LazyChild ? logger.withBindings(extra) : logger.child(extra);
 }
 
 /** Fastify's `childLoggerFactory`: a request logger that costs nothing until it logs. */

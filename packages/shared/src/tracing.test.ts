@@ -19,6 +19,7 @@ import {
   type SpanContext,
   SpanKind,
   sampledSpanContext,
+  spanLogFields,
   startChildSpan,
   startHttpServerSpan,
   startRpcClientSpan,
@@ -178,7 +179,7 @@ describe('with tracing on', () => {
     const started = startHttpServerSpan('POST', '/api/v1/credentials', traceparent ? { traceparent } : {});
     if (!started) throw new Error('tracing is off');
     try {
-      return { result: runInContext(started.context, fn), span: started.span };
+      return { result: started.context ? runInContext(started.context, fn) : fn(), span: started.span };
     } finally {
       endHttpServerSpan(started.span, 201);
     }
@@ -196,6 +197,23 @@ describe('with tracing on', () => {
       'http.route': '/api/v1/credentials',
       'http.response.status_code': 201,
     });
+  });
+
+  it('an unsampled request gets ids for its log lines but no context to run in', () => {
+    const traceId = 'e'.repeat(32);
+    const started = startHttpServerSpan('GET', '/v1/plans', {
+      traceparent: `00-${traceId}-${'f'.repeat(16)}-00`,
+    });
+    expect(started?.span.isRecording()).toBe(false);
+    expect(started?.context).toBeUndefined();
+    const fields = started && spanLogFields(started.span);
+    expect(fields?.trace_id).toBe(traceId);
+    expect(fields?.span_id).toMatch(/^[0-9a-f]{16}$/);
+    expect(fields?.span_id).not.toBe('f'.repeat(16));
+    // A sampled one gets its context.
+    const sampled = startHttpServerSpan('GET', '/v1/plans', {});
+    expect(sampled?.context).toBeDefined();
+    if (sampled) endHttpServerSpan(sampled.span, 200);
   });
 
   it('makes child spans only under a recorded span', () => {

@@ -13,6 +13,10 @@
  * line is written by the span's hook instead, in the span, and `request completed` is written in
  * it too, so both carry `trace_id` and `span_id` (logger.ts). Requests Fastify refuses before
  * routing (a malformed URL) run no hooks: their line is written as Fastify does.
+ *
+ * A request the sampler did not pick runs in no span context at all (entering one costs an
+ * async-context frame and a context object per request, for a span nothing records): its
+ * request logger is bound to the span's ids instead, so its lines name the trace all the same.
  */
 import {
   type Context,
@@ -20,16 +24,19 @@ import {
   isTracingEnabled,
   runInContext,
   type Span,
+  spanLogFields,
   startHttpServerSpan,
 } from '@relayplane/shared/tracing';
 import { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { withBindings } from '../lazy-logger.ts';
 
 /** Probes: not traced. */
 const UNTRACED_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 
 interface RequestTrace {
   span: Span;
-  context: Context;
+  /** The span's context, when it is recorded (see the module comment). */
+  context: Context | undefined;
 }
 
 declare module 'fastify' {
@@ -49,8 +56,8 @@ class TracedLogController extends LogController {
   }
 
   override requestCompleted(error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
-    const traced = request.otelTrace;
-    if (traced) runInContext(traced.context, () => super.requestCompleted(error, request, reply));
+    const ctx = request.otelTrace?.context;
+    if (ctx) runInContext(ctx, () => super.requestCompleted(error, request, reply));
     else super.requestCompleted(error, request, reply);
   }
 }
@@ -77,6 +84,15 @@ export function registerTracing(app: FastifyInstance): void {
       return;
     }
     request.otelTrace = started;
+    if (!started.context) {
+      // Not sampled: the ids ride the request's logger (Fastify's reply logs through the same one).
+      const log = withBindings(request.log, spanLogFields(started.span));
+      request.log = log;
+      reply.log = log;
+      logController.incomingRequest(request, reply);
+      done();
+      return;
+    }
     runInContext(started.context, () => {
       logController.incomingRequest(request, reply);
       done();

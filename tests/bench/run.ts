@@ -131,7 +131,7 @@ function cpuMicrosOf(comm: string): number {
 /** The storage servers on this machine: their CPU per request is part of the cost too. */
 const STORAGE = ['postgres', 'redis-server'];
 
-interface Load {
+export interface Load {
   rps: number;
   p50: number;
   p99: number;
@@ -139,10 +139,10 @@ interface Load {
   errors: number;
 }
 
-type Profiled = Load & { cpu_us_per_request: Record<string, number>; machine_busy: number };
+export type Profiled = Load & { cpu_us_per_request: Record<string, number>; machine_busy: number };
 
 /** Runs `fn` and reports the CPU µs each process spent per request, and the machine's busy share. */
-async function profiled(
+export async function profiled(
   procs: Proc[],
   fn: () => Promise<Load>,
   seconds: number,
@@ -175,7 +175,7 @@ async function profiled(
   return { ...result, cpu_us_per_request: cpu, machine_busy: +machineBusy.toFixed(3) };
 }
 
-async function load(
+export async function load(
   url: string | string[],
   options: {
     duration?: number;
@@ -257,7 +257,7 @@ async function json(res: Response): Promise<any> {
 }
 
 /** One mode, started and ready to be loaded. */
-interface Target {
+export interface Target {
   mode: Mode;
   /** The gateways' base URLs. */
   urls: string[];
@@ -271,7 +271,7 @@ interface Target {
 }
 
 /** The owner's API key, made through the HTTP API the way a newcomer would. */
-async function apiKey(base: string, owner: { email: string; password: string }): Promise<string> {
+export async function apiKey(base: string, owner: { email: string; password: string }): Promise<string> {
   const post = (path: string, body: object, headers: Record<string, string> = {}) =>
     fetch(base + path, {
       method: 'POST',
@@ -287,7 +287,7 @@ async function apiKey(base: string, owner: { email: string; password: string }):
   return key;
 }
 
-const issueRequest = (key: string): Target['issue'] => ({
+export const issueRequest = (key: string): Target['issue'] => ({
   method: 'POST',
   headers: { 'content-type': 'application/json', 'x-api-key': key },
   body: JSON.stringify({ ttl_seconds: 60 }),
@@ -297,8 +297,13 @@ const issueRequest = (key: string): Target['issue'] => ({
 /** Where BENCH_OTLP_SINK's receiver listens, once started. */
 let otlpSink: { endpoint: string; requests: number; bytes: number } | undefined;
 
-/** An OTLP/HTTP receiver that answers 200 to every export and counts them (BENCH_OTLP_SINK=1). */
-async function startOtlpSink(): Promise<{ close: () => Promise<void> }> {
+/**
+ * An OTLP/HTTP receiver that answers 200 to every export and counts them (BENCH_OTLP_SINK=1: every
+ * app the bench starts exports to it; `everyApp: false`, only those given its endpoint).
+ */
+export async function startOtlpSink(
+  everyApp = true,
+): Promise<{ endpoint: string; requests: number; bytes: number; close: () => Promise<void> }> {
   const sink = { endpoint: '', requests: 0, bytes: 0 };
   const server = createServer((req, res) => {
     req.on('data', (chunk: Buffer) => {
@@ -312,8 +317,8 @@ async function startOtlpSink(): Promise<{ close: () => Promise<void> }> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   sink.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  otlpSink = sink;
-  return { close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  if (everyApp) otlpSink = sink;
+  return Object.assign(sink, { close: () => new Promise<void>((resolve) => server.close(() => resolve())) });
 }
 
 /** What every app the bench starts gets besides its own settings: profiling, and tracing. */
@@ -357,11 +362,19 @@ async function startEmbedded(plansFile: string): Promise<Target> {
   }
 }
 
-async function startDistributedMode(
+/** A variant of a mode (`ab.ts`): its own process names, more variables, another checkout's code. */
+export interface Variant {
+  label: string;
+  env?: Record<string, string>;
+  root?: string;
+}
+
+export async function startDistributedMode(
   mode: 'distributed' | 'distributed-2x2',
   plansFile: string,
   admin: pg.Client,
   tls: SystemTls | undefined,
+  variant?: Variant,
 ): Promise<Target> {
   const dbName = `rp_bench_${randomBytes(4).toString('hex')}`;
   await admin.query(`create database "${dbName}"`);
@@ -373,7 +386,8 @@ async function startDistributedMode(
   try {
     const system = await startDistributed({
       ...(tls ? { tls } : {}),
-      label: mode === 'distributed' ? 'bench' : 'bench-2x2',
+      label: variant?.label ?? (mode === 'distributed' ? 'bench' : 'bench-2x2'),
+      ...(variant?.root ? { root: variant.root } : {}),
       databaseUrl: dbUrl.toString(),
       redisUrl: REDIS_URL,
       redisPrefix: `bench:${dbName}:`,
@@ -381,7 +395,7 @@ async function startDistributedMode(
       bootstrap: owner,
       logLevel: 'warn',
       replicas: { gateway: n, issuer: n },
-      extraEnv: { RELAYPLANE_PLANS_FILE: plansFile, ...profileEnv() },
+      extraEnv: { RELAYPLANE_PLANS_FILE: plansFile, ...profileEnv(), ...variant?.env },
     });
     const stop = async () => {
       await system.stop();
@@ -807,4 +821,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+// `ab.ts` imports the helpers above; only `node tests/bench/run.ts` runs the benchmark.
+if (import.meta.main) await main();

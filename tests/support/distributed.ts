@@ -120,7 +120,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     GATEWAY_BILLING_ADDRESS: every(billingPorts),
     GATEWAY_ISSUER_ADDRESS: every(issuerPorts),
   };
-  await migrateAll({ ...env, DATABASE_URL: o.migrateDatabaseUrl ?? o.databaseUrl });
+  await migrateAll({ ...env, DATABASE_URL: o.migrateDatabaseUrl ?? o.databaseUrl }, o.root);
   /** `<label>-<app>`, with the replica's index when there are several. */
   const nameOf = (app: string, i: number, of: number[]) => `${o.label}-${app}${of.length > 1 ? `-${i}` : ''}`;
 
@@ -133,7 +133,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
   const launches = new Map<string, Launch>();
   const launch = (name: string, script: string, procEnv: Record<string, string>, ready: Probe) => {
     launches.set(name, { script, env: procEnv, ready });
-    const proc = startProcess(name, script, procEnv);
+    const proc = startProcess(name, script, procEnv, { root: o.root });
     procs.push(proc);
     return proc;
   };
@@ -194,7 +194,7 @@ export async function startDistributed(o: DistributedOptions): Promise<Distribut
     const stopping = Date.now();
     const code = await proc.stop();
     const stopped = Date.now();
-    const next = startProcess(proc.name, how.script, how.env, { appendLog: true });
+    const next = startProcess(proc.name, how.script, how.env, { appendLog: true, root: o.root });
     procs[index] = next;
     await untilReady(next, launches);
     return { proc: next, code, stopMs: stopped - stopping, startMs: Date.now() - stopped };

@@ -25,12 +25,15 @@ export function startProcess(
   options: {
     /** Add to the log of an earlier process of that name (a restart) instead of replacing it. */
     appendLog?: boolean;
+    /** The checkout whose `script` runs (default: this one), e.g. a baseline's in an A/B benchmark. */
+    root?: string;
   } = {},
 ): Proc {
+  const root = options.root ?? ROOT;
   mkdirSync(LOG_DIR, { recursive: true });
   const log = createWriteStream(join(LOG_DIR, `${name}.log`), { flags: options.appendLog ? 'a' : 'w' });
-  const child = spawn(NODE, [join(ROOT, script)], {
-    cwd: ROOT,
+  const child = spawn(NODE, [join(root, script)], {
+    cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -62,10 +65,11 @@ export function startProcess(
 export function runToCompletion(
   script: string,
   env: Record<string, string>,
+  root = ROOT,
 ): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(NODE, [join(ROOT, script)], {
-      cwd: ROOT,
+    const child = spawn(NODE, [join(root, script)], {
+      cwd: root,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -91,6 +95,8 @@ export interface SystemOptions {
   logLevel?: string;
   /** More variables for every process (e.g. RELAYPLANE_PLANS_FILE). */
   extraEnv?: Record<string, string>;
+  /** The checkout whose apps run (default: this one). */
+  root?: string;
 }
 
 /** The environment of every app, with billing and admin on the given ports, as the chart wires them. */
@@ -120,9 +126,9 @@ export function systemEnv(
 }
 
 /** The migrate commands of the services that own a schema, as an operator runs them before a rollout. */
-export async function migrateAll(env: Record<string, string>): Promise<void> {
+export async function migrateAll(env: Record<string, string>, root = ROOT): Promise<void> {
   for (const app of [SERVICES.billing, SERVICES.admin, SERVICES.issuer]) {
-    const { code, output } = await runToCompletion(`apps/${app}/src/migrate.ts`, env);
+    const { code, output } = await runToCompletion(`apps/${app}/src/migrate.ts`, env, root);
     if (code !== 0) throw new Error(`${app} migrate exited ${code}:\n${output}`);
   }
 }

@@ -1,0 +1,193 @@
+/**
+ * `pnpm bench:ab`: what one change costs per issued credential, measured as a paired comparison.
+ *
+ * Two variants of the distributed 1 × 1 mode (one gateway, one issuer, admin, billing, on the
+ * PostgreSQL and Redis of `pnpm bench`) run at the same time, each on its own database and Redis
+ * prefix, and are loaded in turn: issuance from 128 connections for `BENCH_AB_SLICE_SECONDS`
+ * (default 4) on one, then on the other, `BENCH_AB_PAIRS` times (default 8), the order flipping
+ * every pair so that the machine's drift falls on both sides. Each slice gives the CPU each of the
+ * variant's processes spent per issued credential (`/proc/<pid>/stat`); the figure compared is the
+ * sum over the four apps (the load generator, PostgreSQL and Redis are the same for both). Each
+ * pair gives a ratio B / A; the report prints every pair's, their median and range, and the rates.
+ *
+ * `BENCH_AB` chooses the two variants:
+ * - `tracing` (default): A with tracing off, B exporting over OTLP/HTTP to a receiver in this
+ *   process with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` and `OTEL_TRACES_SAMPLER_ARG`
+ *   `BENCH_AB_RATIO` (default 0.01): issue 21's cost of 1 % sampling.
+ * - `code`: A the checkout at `BENCH_AB_BASELINE` (its dependencies installed), B this one, both
+ *   with tracing off: whether a change moved the hot path.
+ *
+ * The results go to `tests/bench/results/ab-latest.json` (not committed). Method and latest figures:
+ * docs/performance.md.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { ROOT } from '../support/processes.ts';
+import {
+  load,
+  type Profiled,
+  profiled,
+  startDistributedMode,
+  startOtlpSink,
+  type Target,
+  type Variant,
+} from './run.ts';
+
+const DATABASE_URL =
+  process.env.BENCH_DATABASE_URL ??
+  process.env.TEST_DATABASE_URL ??
+  'postgres://postgres@127.0.0.1:5432/test';
+const PAIRS = Math.max(1, Number(process.env.BENCH_AB_PAIRS ?? 8));
+const SLICE_SECONDS = Math.max(1, Number(process.env.BENCH_AB_SLICE_SECONDS ?? 4));
+const CONNECTIONS = Number(process.env.BENCH_ISSUANCE_CONNECTIONS ?? 128);
+const KIND = process.env.BENCH_AB ?? 'tracing';
+const APPS = ['gateway', 'issuer', 'admin', 'billing'];
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+
+/** The four apps' CPU per credential in a slice, by app (process names `<label>-<app>`). */
+function appsCpu(slice: Profiled, label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, us] of Object.entries(slice.cpu_us_per_request)) {
+    const app = APPS.find((a) => name === `${label}-${a}`);
+    if (app) out[app] = us;
+  }
+  return out;
+}
+
+const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
+
+function commitOf(root: string): string {
+  return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  let variants: [Variant, Variant];
+  let sink: Awaited<ReturnType<typeof startOtlpSink>> | undefined;
+  if (KIND === 'tracing') {
+    sink = await startOtlpSink(false);
+    variants = [
+      { label: 'ab-off' },
+      {
+        label: 'ab-traced',
+        env: {
+          OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint,
+          OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+          OTEL_TRACES_SAMPLER_ARG: process.env.BENCH_AB_RATIO ?? '0.01',
+        },
+      },
+    ];
+  } else if (KIND === 'code') {
+    const baseline = process.env.BENCH_AB_BASELINE;
+    if (!baseline)
+      throw new Error('BENCH_AB=code needs BENCH_AB_BASELINE: a checkout with its dependencies installed');
+    variants = [{ label: 'ab-baseline', root: baseline }, { label: 'ab-current' }];
+  } else {
+    throw new Error(`BENCH_AB must be tracing or code, not ${KIND}`);
+  }
+  const describe = (v: Variant) =>
+    `${v.label} (${commitOf(v.root ?? ROOT)}${v.env?.OTEL_TRACES_SAMPLER_ARG ? `, sampled at ${v.env.OTEL_TRACES_SAMPLER_ARG}` : ''})`;
+  console.log(
+    `A/B ${KIND}: A = ${describe(variants[0])}, B = ${describe(variants[1])}; ${PAIRS} pairs of ${SLICE_SECONDS} s slices, ${CONNECTIONS} connections`,
+  );
+
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  const plansDir = mkdtempSync(join(tmpdir(), 'rp-bench-ab-'));
+  const plansFile = join(plansDir, 'plans.yaml');
+  writeFileSync(
+    plansFile,
+    'plans:\n  enterprise:\n    limits: { max_concurrent_connections: 10000000, max_issuance_per_second_per_key: 1000000 }\n',
+  );
+  const targets: Target[] = [];
+  try {
+    for (const v of variants) {
+      targets.push(await startDistributedMode('distributed', plansFile, admin, undefined, v));
+    }
+    const slice = (i: 0 | 1, seconds: number) => {
+      const t = targets[i] as Target;
+      return profiled(
+        t.procs,
+        () => load(t.urls, { ...t.issue, duration: seconds, connections: CONNECTIONS }),
+        seconds,
+        false,
+      );
+    };
+    console.log('warm-up (3 s each)…');
+    await slice(0, 3);
+    await slice(1, 3);
+
+    const pairs: { a: Profiled; b: Profiled; ratio: number }[] = [];
+    for (let p = 0; p < PAIRS; p++) {
+      const order: (0 | 1)[] = p % 2 === 0 ? [0, 1] : [1, 0];
+      const got: Profiled[] = [];
+      for (const i of order) got[i] = await slice(i, SLICE_SECONDS);
+      const [a, b] = got as [Profiled, Profiled];
+      for (const s of [a, b]) {
+        if (s.non2xx > 0 || s.errors > 0)
+          throw new Error(`pair ${p + 1}: ${s.non2xx} non-2xx, ${s.errors} errors`);
+      }
+      const ca = appsCpu(a, variants[0].label);
+      const cb = appsCpu(b, variants[1].label);
+      const ratio = sum(cb) / sum(ca);
+      pairs.push({ a, b, ratio });
+      console.log(
+        `  pair ${p + 1} (${order[0] === 0 ? 'A' : 'B'} first): A ${a.rps}/s, apps ${sum(ca)} µs/credential ${JSON.stringify(ca)}; B ${b.rps}/s, apps ${sum(cb)} µs ${JSON.stringify(cb)}; B/A ${ratio.toFixed(3)}`,
+      );
+    }
+    const ratios = pairs.map((p) => p.ratio);
+    const summary = {
+      ratio_median: +median(ratios).toFixed(3),
+      ratio_min: +Math.min(...ratios).toFixed(3),
+      ratio_max: +Math.max(...ratios).toFixed(3),
+      a: {
+        rps_median: median(pairs.map((p) => p.a.rps)),
+        apps_us_median: median(pairs.map((p) => sum(appsCpu(p.a, variants[0].label)))),
+      },
+      b: {
+        rps_median: median(pairs.map((p) => p.b.rps)),
+        apps_us_median: median(pairs.map((p) => sum(appsCpu(p.b, variants[1].label)))),
+      },
+    };
+    console.log('');
+    console.log(
+      `apps' CPU per credential, B / A: median ${summary.ratio_median} (pairs ${summary.ratio_min}–${summary.ratio_max}); ` +
+        `A ${summary.a.apps_us_median} µs at ${summary.a.rps_median}/s, B ${summary.b.apps_us_median} µs at ${summary.b.rps_median}/s (medians)`,
+    );
+    if (sink) console.log(`OTLP receiver: ${sink.requests} export request(s), ${sink.bytes} bytes`);
+    console.log(`(run took ${Math.round((Date.now() - started) / 1000)} s)`);
+    const dir = join(ROOT, 'tests', 'bench', 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, 'ab-latest.json'),
+      `${JSON.stringify(
+        {
+          date: new Date().toISOString(),
+          kind: KIND,
+          node: process.version,
+          variants: variants.map((v) => ({ ...v, commit: commitOf(v.root ?? ROOT) })),
+          pairs: pairs.map((p) => ({ a: p.a, b: p.b, ratio: +p.ratio.toFixed(4) })),
+          summary,
+          ...(sink ? { otlp: { exports: sink.requests, bytes: sink.bytes } } : {}),
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  } finally {
+    for (const t of targets) await t.stop().catch(() => {});
+    await sink?.close();
+    rmSync(plansDir, { recursive: true, force: true });
+    await admin.end();
+  }
+}
+
+await main();

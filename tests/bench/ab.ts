@@ -13,7 +13,8 @@
  * `BENCH_AB` chooses the two variants:
  * - `tracing` (default): A with tracing off, B exporting over OTLP/HTTP to a receiver in this
  *   process with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` and `OTEL_TRACES_SAMPLER_ARG`
- *   `BENCH_AB_RATIO` (default 0.01): issue 21's cost of 1 % sampling.
+ *   `BENCH_AB_RATIO` (default 0.01): issue 21's cost of 1 % sampling. Any `OTEL_*` variable set
+ *   for this script is B's too, over these (e.g. `OTEL_TRACES_SAMPLER=always_off`).
  * - `code`: A the checkout at `BENCH_AB_BASELINE` (its dependencies installed), B this one, both
  *   with tracing off: whether a change moved the hot path.
  *
@@ -52,12 +53,12 @@ const median = (xs: number[]) => {
   return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
 };
 
-/** The four apps' CPU per credential in a slice, by app (process names `<label>-<app>`). */
+/** The four apps' CPU per credential in a slice, by app (process names `<label>-<app>[-<replica>]`). */
 function appsCpu(slice: Profiled, label: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [name, us] of Object.entries(slice.cpu_us_per_request)) {
-    const app = APPS.find((a) => name === `${label}-${a}`);
-    if (app) out[app] = us;
+    const app = APPS.find((a) => name === `${label}-${a}` || name.startsWith(`${label}-${a}-`));
+    if (app) out[app] = (out[app] ?? 0) + us;
   }
   return out;
 }
@@ -82,6 +83,12 @@ async function main(): Promise<void> {
           OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint,
           OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
           OTEL_TRACES_SAMPLER_ARG: process.env.BENCH_AB_RATIO ?? '0.01',
+          // Any OTEL_* variable of this process's (e.g. another sampler) for B, over the above.
+          ...Object.fromEntries(
+            Object.entries(process.env).filter(
+              (e): e is [string, string] => e[0].startsWith('OTEL_') && e[1] !== undefined,
+            ),
+          ),
         },
       },
     ];
@@ -94,7 +101,7 @@ async function main(): Promise<void> {
     throw new Error(`BENCH_AB must be tracing or code, not ${KIND}`);
   }
   const describe = (v: Variant) =>
-    `${v.label} (${commitOf(v.root ?? ROOT)}${v.env?.OTEL_TRACES_SAMPLER_ARG ? `, sampled at ${v.env.OTEL_TRACES_SAMPLER_ARG}` : ''})`;
+    `${v.label} (${commitOf(v.root ?? ROOT)}${v.env?.OTEL_TRACES_SAMPLER ? `, ${v.env.OTEL_TRACES_SAMPLER} ${v.env.OTEL_TRACES_SAMPLER_ARG ?? ''}` : ''}${v.env?.OTEL_BSP_SCHEDULE_DELAY ? `, export every ${v.env.OTEL_BSP_SCHEDULE_DELAY} ms` : ''})`;
   console.log(
     `A/B ${KIND}: A = ${describe(variants[0])}, B = ${describe(variants[1])}; ${PAIRS} pairs of ${SLICE_SECONDS} s slices, ${CONNECTIONS} connections`,
   );
@@ -116,7 +123,12 @@ async function main(): Promise<void> {
       const t = targets[i] as Target;
       return profiled(
         t.procs,
-        () => load(t.urls, { ...t.issue, duration: seconds, connections: CONNECTIONS }),
+        () =>
+          load(`${t.urls[0]}/api/v1/credentials`, {
+            ...t.issue,
+            duration: seconds,
+            connections: CONNECTIONS,
+          }),
         seconds,
         false,
       );

@@ -4,9 +4,11 @@
  * Two variants of the distributed 1 × 1 mode (one gateway, one issuer, admin, billing, on the
  * PostgreSQL and Redis of `pnpm bench`) run at the same time, each on its own database and Redis
  * prefix, and are loaded in turn: issuance from 128 connections for `BENCH_AB_SLICE_SECONDS`
- * (default 4) on one, then on the other, `BENCH_AB_PAIRS` times (default 8), the order flipping
+ * (default 4) on one, then on the other, `BENCH_AB_PAIRS` times (default 12), the order flipping
  * every pair so that the machine's drift falls on both sides, after a warm-up of
- * `BENCH_AB_WARMUP_SECONDS` (default 10) each. Each slice gives the CPU each of the
+ * `BENCH_AB_WARMUP_SECONDS` (default 10) each. The pairs are spread over `BENCH_AB_STARTS`
+ * (default 3) starts of both variants afresh: two systems of the same code can differ by up to
+ * 20 % for as long as they run. Each slice gives the CPU each of the
  * variant's processes spent per issued credential (`/proc/<pid>/stat`); the figure compared is the
  * sum over the four apps (the load generator, PostgreSQL and Redis are the same for both). Each
  * pair gives a ratio B / A; the report prints every pair's, their median and range, the ratio of
@@ -44,8 +46,9 @@ const DATABASE_URL =
   process.env.BENCH_DATABASE_URL ??
   process.env.TEST_DATABASE_URL ??
   'postgres://postgres@127.0.0.1:5432/test';
-const PAIRS = Math.max(1, Number(process.env.BENCH_AB_PAIRS ?? 8));
+const PAIRS = Math.max(1, Number(process.env.BENCH_AB_PAIRS ?? 12));
 const SLICE_SECONDS = Math.max(1, Number(process.env.BENCH_AB_SLICE_SECONDS ?? 4));
+const STARTS = Math.max(1, Number(process.env.BENCH_AB_STARTS ?? 3));
 const WARMUP_SECONDS = Math.max(1, Number(process.env.BENCH_AB_WARMUP_SECONDS ?? 10));
 const CONNECTIONS = Number(process.env.BENCH_ISSUANCE_CONNECTIONS ?? 128);
 const KIND = process.env.BENCH_AB ?? 'tracing';
@@ -118,49 +121,62 @@ async function main(): Promise<void> {
     plansFile,
     'plans:\n  enterprise:\n    limits: { max_concurrent_connections: 10000000, max_issuance_per_second_per_key: 1000000 }\n',
   );
-  const targets: Target[] = [];
+  let targets: Target[] = [];
+  const pairs: { a: Profiled; b: Profiled; ratio: number; start: number }[] = [];
   try {
-    for (const v of variants) {
-      targets.push(await startDistributedMode('distributed', plansFile, admin, undefined, v));
-    }
-    const slice = (i: 0 | 1, seconds: number) => {
-      const t = targets[i] as Target;
-      return profiled(
-        t.procs,
-        () =>
-          load(`${t.urls[0]}/api/v1/credentials`, {
-            ...t.issue,
-            duration: seconds,
-            connections: CONNECTIONS,
-          }),
-        seconds,
-        false,
-      );
-    };
-    // Both variants' code optimized before anything counts: short runs measured the JIT's warm-up.
-    console.log(`warm-up (${WARMUP_SECONDS} s each, in two turns)…`);
-    for (let w = 0; w < 2; w++) {
-      await slice(0, WARMUP_SECONDS / 2);
-      await slice(1, WARMUP_SECONDS / 2);
-    }
-
-    const pairs: { a: Profiled; b: Profiled; ratio: number }[] = [];
-    for (let p = 0; p < PAIRS; p++) {
-      const order: (0 | 1)[] = p % 2 === 0 ? [0, 1] : [1, 0];
-      const got: Profiled[] = [];
-      for (const i of order) got[i] = await slice(i, SLICE_SECONDS);
-      const [a, b] = got as [Profiled, Profiled];
-      for (const s of [a, b]) {
-        if (s.non2xx > 0 || s.errors > 0)
-          throw new Error(`pair ${p + 1}: ${s.non2xx} non-2xx, ${s.errors} errors`);
+    for (let start = 0; start < STARTS; start++) {
+      // Fresh systems per start (one started first, then the other first): two systems of the
+      // same code can differ by 20 % for as long as they run (A/A runs), so no one pair of
+      // systems decides the comparison.
+      targets = [];
+      const startOrder = start % 2 === 0 ? variants : [variants[1], variants[0]];
+      const started: Record<string, Target> = {};
+      for (const v of startOrder) {
+        started[v.label] = await startDistributedMode('distributed', plansFile, admin, undefined, v);
+        targets = Object.values(started);
       }
-      const ca = appsCpu(a, variants[0].label);
-      const cb = appsCpu(b, variants[1].label);
-      const ratio = sum(cb) / sum(ca);
-      pairs.push({ a, b, ratio });
-      console.log(
-        `  pair ${p + 1} (${order[0] === 0 ? 'A' : 'B'} first): A ${a.rps}/s, apps ${sum(ca)} µs/credential ${JSON.stringify(ca)}; B ${b.rps}/s, apps ${sum(cb)} µs ${JSON.stringify(cb)}; B/A ${ratio.toFixed(3)}`,
-      );
+      targets = variants.map((v) => started[v.label] as Target);
+      const slice = (i: 0 | 1, seconds: number) => {
+        const t = targets[i] as Target;
+        return profiled(
+          t.procs,
+          () =>
+            load(`${t.urls[0]}/api/v1/credentials`, {
+              ...t.issue,
+              duration: seconds,
+              connections: CONNECTIONS,
+            }),
+          seconds,
+          false,
+        );
+      };
+      // Both variants' code optimized before anything counts: short runs measured the JIT's warm-up.
+      console.log(`start ${start + 1} of ${STARTS}: warm-up (${WARMUP_SECONDS} s each, in two turns)…`);
+      for (let w = 0; w < 2; w++) {
+        await slice(0, WARMUP_SECONDS / 2);
+        await slice(1, WARMUP_SECONDS / 2);
+      }
+      const count = Math.ceil((PAIRS * (start + 1)) / STARTS) - Math.ceil((PAIRS * start) / STARTS);
+      for (let k = 0; k < count; k++) {
+        const p = pairs.length;
+        const order: (0 | 1)[] = p % 2 === 0 ? [0, 1] : [1, 0];
+        const got: Profiled[] = [];
+        for (const i of order) got[i] = await slice(i, SLICE_SECONDS);
+        const [a, b] = got as [Profiled, Profiled];
+        for (const s of [a, b]) {
+          if (s.non2xx > 0 || s.errors > 0)
+            throw new Error(`pair ${p + 1}: ${s.non2xx} non-2xx, ${s.errors} errors`);
+        }
+        const ca = appsCpu(a, variants[0].label);
+        const cb = appsCpu(b, variants[1].label);
+        const ratio = sum(cb) / sum(ca);
+        pairs.push({ a, b, ratio, start });
+        console.log(
+          `  pair ${p + 1} (${order[0] === 0 ? 'A' : 'B'} first): A ${a.rps}/s, apps ${sum(ca)} µs/credential ${JSON.stringify(ca)}; B ${b.rps}/s, apps ${sum(cb)} µs ${JSON.stringify(cb)}; B/A ${ratio.toFixed(3)}`,
+        );
+      }
+      for (const t of targets) await t.stop();
+      targets = [];
     }
     const ratios = pairs.map((p) => p.ratio);
     // Every slice's CPU over every slice's credentials: less moved by one odd pair than the median.
@@ -198,7 +214,7 @@ async function main(): Promise<void> {
           kind: KIND,
           node: process.version,
           variants: variants.map((v) => ({ ...v, commit: commitOf(v.root ?? ROOT) })),
-          pairs: pairs.map((p) => ({ a: p.a, b: p.b, ratio: +p.ratio.toFixed(4) })),
+          pairs: pairs.map((p) => ({ start: p.start + 1, a: p.a, b: p.b, ratio: +p.ratio.toFixed(4) })),
           summary,
           ...(sink ? { otlp: { exports: sink.requests, bytes: sink.bytes } } : {}),
         },

@@ -321,10 +321,14 @@ export async function startOtlpSink(
   return Object.assign(sink, { close: () => new Promise<void>((resolve) => server.close(() => resolve())) });
 }
 
-/** What every app the bench starts gets besides its own settings: profiling, and tracing. */
+/** What every app the bench starts gets besides its own settings: Node options, profiling, and tracing. */
 const profileEnv = (): Record<string, string> => {
   const env: Record<string, string> = {};
-  if (process.env.BENCH_PROFILE) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE}`;
+  const nodeOptions = [
+    process.env.BENCH_NODE_OPTIONS,
+    process.env.BENCH_PROFILE && `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE}`,
+  ].filter(Boolean);
+  if (nodeOptions.length > 0) env.NODE_OPTIONS = nodeOptions.join(' ');
   for (const [name, value] of Object.entries(process.env)) {
     if (name.startsWith('OTEL_') && value !== undefined) env[name] = value;
   }

@@ -25,7 +25,7 @@ describe('PGlite (embedded mode): one connection shared by every caller', () => 
     database = await createDatabase<DB>(
       { kind: 'pglite', dataDir: dir },
       'demo',
-      createLogger({ level: 'silent' }),
+      createLogger({ level: 'silent', service: 'test' }),
     );
     await sql`create schema demo`.execute(database.db);
     await sql`create table demo.rows (id text primary key)`.execute(database.db);

@@ -33,6 +33,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { ROOT } from '../support/processes.ts';
 import {
+  BENCH_PLANS,
+  DATABASE_URL,
   load,
   type Profiled,
   profiled,
@@ -42,10 +44,6 @@ import {
   type Variant,
 } from './run.ts';
 
-const DATABASE_URL =
-  process.env.BENCH_DATABASE_URL ??
-  process.env.TEST_DATABASE_URL ??
-  'postgres://postgres@127.0.0.1:5432/test';
 const PAIRS = Math.max(1, Number(process.env.BENCH_AB_PAIRS ?? 12));
 const SLICE_SECONDS = Math.max(1, Number(process.env.BENCH_AB_SLICE_SECONDS ?? 4));
 const STARTS = Math.max(1, Number(process.env.BENCH_AB_STARTS ?? 3));
@@ -117,10 +115,7 @@ async function main(): Promise<void> {
   await admin.connect();
   const plansDir = mkdtempSync(join(tmpdir(), 'rp-bench-ab-'));
   const plansFile = join(plansDir, 'plans.yaml');
-  writeFileSync(
-    plansFile,
-    'plans:\n  enterprise:\n    limits: { max_concurrent_connections: 10000000, max_issuance_per_second_per_key: 1000000 }\n',
-  );
+  writeFileSync(plansFile, BENCH_PLANS);
   let targets: Target[] = [];
   const pairs: { a: Profiled; b: Profiled; ratio: number; start: number }[] = [];
   try {
@@ -128,14 +123,16 @@ async function main(): Promise<void> {
       // Fresh systems per start (one started first, then the other first): two systems of the
       // same code can differ by 20 % for as long as they run (A/A runs), so no one pair of
       // systems decides the comparison.
-      targets = [];
-      const startOrder = start % 2 === 0 ? variants : [variants[1], variants[0]];
-      const started: Record<string, Target> = {};
-      for (const v of startOrder) {
-        started[v.label] = await startDistributedMode('distributed', plansFile, admin, undefined, v);
-        targets = Object.values(started);
+      const startOrder = start % 2 === 0 ? [0, 1] : [1, 0];
+      for (const i of startOrder) {
+        targets[i] = await startDistributedMode(
+          'distributed',
+          plansFile,
+          admin,
+          undefined,
+          variants[i] as Variant,
+        );
       }
-      targets = variants.map((v) => started[v.label] as Target);
       const slice = (i: 0 | 1, seconds: number) => {
         const t = targets[i] as Target;
         return profiled(
@@ -175,7 +172,7 @@ async function main(): Promise<void> {
           `  pair ${p + 1} (${order[0] === 0 ? 'A' : 'B'} first): A ${a.rps}/s, apps ${sum(ca)} µs/credential ${JSON.stringify(ca)}; B ${b.rps}/s, apps ${sum(cb)} µs ${JSON.stringify(cb)}; B/A ${ratio.toFixed(3)}`,
         );
       }
-      for (const t of targets) await t.stop();
+      for (const t of targets) await t?.stop();
       targets = [];
     }
     const ratios = pairs.map((p) => p.ratio);
@@ -223,7 +220,7 @@ async function main(): Promise<void> {
       )}\n`,
     );
   } finally {
-    for (const t of targets) await t.stop().catch(() => {});
+    for (const t of targets) await t?.stop().catch(() => {});
     await sink?.close();
     rmSync(plansDir, { recursive: true, force: true });
     await admin.end();

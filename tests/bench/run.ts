@@ -60,7 +60,14 @@ import {
 } from './report.ts';
 import { measureStorageCosts, type StorageCosts } from './storage-costs.ts';
 
-const DATABASE_URL =
+/**
+ * The bench's plans file: the cap and the per-key rate set high, so a benchmark measures issuance,
+ * not 402s or 429s (the rate is still counted: the gateway spends its leases, as in production).
+ */
+export const BENCH_PLANS =
+  'plans:\n  enterprise:\n    limits: { max_concurrent_connections: 10000000, max_issuance_per_second_per_key: 1000000 }\n';
+
+export const DATABASE_URL =
   process.env.BENCH_DATABASE_URL ??
   process.env.TEST_DATABASE_URL ??
   'postgres://postgres@127.0.0.1:5432/test';
@@ -724,14 +731,9 @@ async function main(): Promise<void> {
   const admin = new pg.Client({ connectionString: DATABASE_URL });
   const needsPostgres = MODES_RUN.some((m) => m !== 'embedded');
   if (needsPostgres) await admin.connect();
-  // The cap and the per-key rate set high, so the benchmark measures issuance, not 402s or 429s
-  // (the rate is still counted: the gateway spends its leases, as in production).
   const plansDir = mkdtempSync(join(tmpdir(), 'rp-bench-'));
   const plansFile = join(plansDir, 'plans.yaml');
-  writeFileSync(
-    plansFile,
-    'plans:\n  enterprise:\n    limits: { max_concurrent_connections: 10000000, max_issuance_per_second_per_key: 1000000 }\n',
-  );
+  writeFileSync(plansFile, BENCH_PLANS);
   const tls = GRPC_TLS && needsPostgres ? SystemTls.create() : undefined;
   const results: ModeResult[] = [];
   let target: Target | undefined;

@@ -205,6 +205,18 @@ describe('OpenTelemetry traces across the distributed topology', () => {
     expect(key.status).toBe(201);
   }, 180_000);
 
+  /** A credential request carrying a fresh W3C traceparent with `flags` (01 sampled, 00 not): 201. */
+  const issueTraced = async (flags: '00' | '01') => {
+    const traceId = randomBytes(16).toString('hex');
+    const callerSpanId = randomBytes(8).toString('hex');
+    const issued = await api.request('POST', '/api/v1/credentials', {
+      headers: { 'x-api-key': key.body.key, traceparent: `00-${traceId}-${callerSpanId}-${flags}` },
+      body: {},
+    });
+    expect(issued.status).toBe(201);
+    return { traceId, callerSpanId, issued };
+  };
+
   /** The gateway's JSON log lines so far. */
   const gatewayLines = () =>
     (system.procs.find((p) => p.name.startsWith('tracing-gateway'))?.output() ?? '')
@@ -221,13 +233,7 @@ describe('OpenTelemetry traces across the distributed topology', () => {
   });
 
   it('a credential request sent with a traceparent is traced through the gateway and the issuer to Redis and PostgreSQL, and its log line names the trace', async () => {
-    const traceId = randomBytes(16).toString('hex');
-    const callerSpanId = randomBytes(8).toString('hex');
-    const issued = await api.request('POST', '/api/v1/credentials', {
-      headers: { 'x-api-key': key.body.key, traceparent: `00-${traceId}-${callerSpanId}-01` },
-      body: {},
-    });
-    expect(issued.status).toBe(201);
+    const { traceId, callerSpanId, issued } = await issueTraced('01');
 
     // The gateway's server span continues the caller's; the issuer's issuance continues the gateway's.
     await waitFor(
@@ -335,22 +341,9 @@ describe('OpenTelemetry traces across the distributed topology', () => {
   }, 60_000);
 
   it('a request the caller did not sample is recorded nowhere, and its log lines still name its trace', async () => {
-    const traceId = randomBytes(16).toString('hex');
-    const callerSpanId = randomBytes(8).toString('hex');
-    const issued = await api.request('POST', '/api/v1/credentials', {
-      headers: { 'x-api-key': key.body.key, traceparent: `00-${traceId}-${callerSpanId}-00` },
-      body: {},
-    });
-    expect(issued.status).toBe(201);
+    const { traceId, callerSpanId } = await issueTraced('00');
     // A sampled request after it: once its spans arrived, the unsampled one's would have too.
-    const marker = randomBytes(16).toString('hex');
-    await api.request('POST', '/api/v1/credentials', {
-      headers: {
-        'x-api-key': key.body.key,
-        traceparent: `00-${marker}-${randomBytes(8).toString('hex')}-01`,
-      },
-      body: {},
-    });
+    const { traceId: marker } = await issueTraced('01');
     await waitFor(
       async () => receiver.reachable(marker).some((s) => s.service === 'relayplane-issuer'),
       20_000,

@@ -15,6 +15,18 @@
  * all B slices' CPU per credential to all A slices' (each slice weighted by its credentials), and
  * the rates. `OTEL_SDK_DISABLED=true` with the default kind is an A/A run: the method's own noise.
  *
+ * The load of a measured slice (`BENCH_AB_LOAD`):
+ * - `rate` (default): an open-loop load at one steady rate for both variants (`paced.ts`), the
+ *   same within a start: `BENCH_AB_RATE_SHARE` (default 0.6) of the lower of the two variants'
+ *   closed-loop rates in their last warm-up turn. Both sides then see the same arrivals, so the
+ *   stages batch alike (a stream message, a slot script and an `INSERT` serve what arrived
+ *   meanwhile) and a credential's CPU is compared at equal load. A slice whose rate falls more
+ *   than 3 % short of the target (a side that could not keep up) fails the run.
+ * - `closed`: autocannon from `BENCH_ISSUANCE_CONNECTIONS` (128) connections, as fast as each
+ *   side answers. A variant that answers more slowly then also runs at a lower rate, with smaller
+ *   batches and a higher CPU per credential for that reason alone: the ratio mixes the change's
+ *   cost with the batching it loses.
+ *
  * `BENCH_AB` chooses the two variants:
  * - `tracing` (default): A with tracing off, B exporting over OTLP/HTTP to a receiver in this
  *   process with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` and `OTEL_TRACES_SAMPLER_ARG`
@@ -32,6 +44,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { ROOT } from '../support/processes.ts';
+import { paced } from './paced.ts';
 import {
   BENCH_PLANS,
   DATABASE_URL,
@@ -49,6 +62,13 @@ const SLICE_SECONDS = Math.max(1, Number(process.env.BENCH_AB_SLICE_SECONDS ?? 4
 const STARTS = Math.max(1, Number(process.env.BENCH_AB_STARTS ?? 3));
 const WARMUP_SECONDS = Math.max(1, Number(process.env.BENCH_AB_WARMUP_SECONDS ?? 10));
 const CONNECTIONS = Number(process.env.BENCH_ISSUANCE_CONNECTIONS ?? 128);
+const LOAD = process.env.BENCH_AB_LOAD ?? 'rate';
+if (LOAD !== 'rate' && LOAD !== 'closed')
+  throw new Error(`BENCH_AB_LOAD must be rate or closed, not ${LOAD}`);
+const RATE_SHARE = Number(process.env.BENCH_AB_RATE_SHARE ?? 0.6);
+if (!(RATE_SHARE > 0 && RATE_SHARE <= 1)) throw new Error('BENCH_AB_RATE_SHARE must be in (0, 1]');
+/** A paced slice that delivers less than this share of its target rate fails the run. */
+const RATE_TOLERANCE = 0.97;
 const KIND = process.env.BENCH_AB ?? 'tracing';
 const APPS = ['gateway', 'issuer', 'admin', 'billing'];
 
@@ -81,7 +101,9 @@ async function main(): Promise<void> {
   if (KIND === 'tracing') {
     sink = await startOtlpSink(false);
     variants = [
-      { label: 'ab-off' },
+      // Off whatever OTEL_* this process has (run.ts hands those to every app it starts): an
+      // exporter setting meant for B would otherwise turn tracing on in A, sampling everything.
+      { label: 'ab-off', env: { OTEL_SDK_DISABLED: 'true' } },
       {
         label: 'ab-traced',
         env: {
@@ -108,7 +130,10 @@ async function main(): Promise<void> {
   const describe = (v: Variant) =>
     `${v.label} (${commitOf(v.root ?? ROOT)}${v.env?.OTEL_TRACES_SAMPLER ? `, ${v.env.OTEL_TRACES_SAMPLER} ${v.env.OTEL_TRACES_SAMPLER_ARG ?? ''}` : ''}${v.env?.OTEL_BSP_SCHEDULE_DELAY ? `, export every ${v.env.OTEL_BSP_SCHEDULE_DELAY} ms` : ''})`;
   console.log(
-    `A/B ${KIND}: A = ${describe(variants[0])}, B = ${describe(variants[1])}; ${PAIRS} pairs of ${SLICE_SECONDS} s slices, ${CONNECTIONS} connections`,
+    `A/B ${KIND}: A = ${describe(variants[0])}, B = ${describe(variants[1])}; ${PAIRS} pairs of ${SLICE_SECONDS} s slices, ` +
+      (LOAD === 'rate'
+        ? `open-loop at ${RATE_SHARE} of the slower side's closed-loop rate (up to ${CONNECTIONS} connections)`
+        : `closed-loop from ${CONNECTIONS} connections`),
   );
 
   const admin = new pg.Client({ connectionString: DATABASE_URL });
@@ -117,7 +142,7 @@ async function main(): Promise<void> {
   const plansFile = join(plansDir, 'plans.yaml');
   writeFileSync(plansFile, BENCH_PLANS);
   let targets: Target[] = [];
-  const pairs: { a: Profiled; b: Profiled; ratio: number; start: number }[] = [];
+  const pairs: { a: Profiled; b: Profiled; ratio: number; start: number; rate: number | undefined }[] = [];
   try {
     for (let start = 0; start < STARTS; start++) {
       // Fresh systems per start (one started first, then the other first): two systems of the
@@ -133,43 +158,53 @@ async function main(): Promise<void> {
           variants[i] as Variant,
         );
       }
-      const slice = (i: 0 | 1, seconds: number) => {
+      /** A slice on variant `i`: closed-loop without `rate`, else open-loop at `rate` per second. */
+      const slice = (i: 0 | 1, seconds: number, rate?: number) => {
         const t = targets[i] as Target;
+        const url = `${t.urls[0]}/api/v1/credentials`;
         return profiled(
           t.procs,
           () =>
-            load(`${t.urls[0]}/api/v1/credentials`, {
-              ...t.issue,
-              duration: seconds,
-              connections: CONNECTIONS,
-            }),
+            rate === undefined
+              ? load(url, { ...t.issue, duration: seconds, connections: CONNECTIONS })
+              : paced({ url, ...t.issue, rate, durationSeconds: seconds, connections: CONNECTIONS }),
           seconds,
           false,
         );
       };
       // Both variants' code optimized before anything counts: short runs measured the JIT's warm-up.
       console.log(`start ${start + 1} of ${STARTS}: warm-up (${WARMUP_SECONDS} s each, in two turns)…`);
+      const warm: number[] = [];
       for (let w = 0; w < 2; w++) {
-        await slice(0, WARMUP_SECONDS / 2);
-        await slice(1, WARMUP_SECONDS / 2);
+        warm[0] = (await slice(0, WARMUP_SECONDS / 2)).rps;
+        warm[1] = (await slice(1, WARMUP_SECONDS / 2)).rps;
       }
+      const rate =
+        LOAD === 'rate'
+          ? Math.max(1, Math.round(RATE_SHARE * Math.min(...(warm as [number, number]))))
+          : undefined;
+      if (rate !== undefined)
+        console.log(`  closed-loop warm-up rates A ${warm[0]}/s, B ${warm[1]}/s: both measured at ${rate}/s`);
       const count = Math.ceil((PAIRS * (start + 1)) / STARTS) - Math.ceil((PAIRS * start) / STARTS);
       for (let k = 0; k < count; k++) {
         const p = pairs.length;
         const order: (0 | 1)[] = p % 2 === 0 ? [0, 1] : [1, 0];
         const got: Profiled[] = [];
-        for (const i of order) got[i] = await slice(i, SLICE_SECONDS);
+        for (const i of order) got[i] = await slice(i, SLICE_SECONDS, rate);
         const [a, b] = got as [Profiled, Profiled];
         for (const s of [a, b]) {
           if (s.non2xx > 0 || s.errors > 0)
             throw new Error(`pair ${p + 1}: ${s.non2xx} non-2xx, ${s.errors} errors`);
+          if (rate !== undefined && s.rps < RATE_TOLERANCE * rate)
+            throw new Error(`pair ${p + 1}: ${s.rps}/s delivered of ${rate}/s: a side did not keep up`);
         }
         const ca = appsCpu(a, variants[0].label);
         const cb = appsCpu(b, variants[1].label);
         const ratio = sum(cb) / sum(ca);
-        pairs.push({ a, b, ratio, start });
+        pairs.push({ a, b, ratio, start, rate });
+        const p99 = (s: Profiled) => (rate === undefined ? '' : `, p99 ${s.p99} ms`);
         console.log(
-          `  pair ${p + 1} (${order[0] === 0 ? 'A' : 'B'} first): A ${a.rps}/s, apps ${sum(ca)} µs/credential ${JSON.stringify(ca)}; B ${b.rps}/s, apps ${sum(cb)} µs ${JSON.stringify(cb)}; B/A ${ratio.toFixed(3)}`,
+          `  pair ${p + 1} (${order[0] === 0 ? 'A' : 'B'} first): A ${a.rps}/s${p99(a)}, apps ${sum(ca)} µs/credential ${JSON.stringify(ca)}; B ${b.rps}/s${p99(b)}, apps ${sum(cb)} µs ${JSON.stringify(cb)}; B/A ${ratio.toFixed(3)}`,
         );
       }
       for (const t of targets) await t?.stop();
@@ -209,9 +244,19 @@ async function main(): Promise<void> {
         {
           date: new Date().toISOString(),
           kind: KIND,
+          load:
+            LOAD === 'rate'
+              ? { kind: 'rate', share: RATE_SHARE }
+              : { kind: 'closed', connections: CONNECTIONS },
           node: process.version,
           variants: variants.map((v) => ({ ...v, commit: commitOf(v.root ?? ROOT) })),
-          pairs: pairs.map((p) => ({ start: p.start + 1, a: p.a, b: p.b, ratio: +p.ratio.toFixed(4) })),
+          pairs: pairs.map((p) => ({
+            start: p.start + 1,
+            ...(p.rate === undefined ? {} : { rate: p.rate }),
+            a: p.a,
+            b: p.b,
+            ratio: +p.ratio.toFixed(4),
+          })),
           summary,
           ...(sink ? { otlp: { exports: sink.requests, bytes: sink.bytes } } : {}),
         },

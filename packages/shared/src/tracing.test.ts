@@ -14,6 +14,7 @@ import {
   endHttpServerSpan,
   inBatchSpan,
   inChildSpan,
+  isRecording,
   isTracingEnabled,
   runInContext,
   type SpanContext,
@@ -271,6 +272,22 @@ describe('with tracing on', () => {
       },
     );
     expect(spans().length).toBe(before);
+    // Not even when it starts inside a recorded request's span.
+    let inside: boolean | undefined;
+    inRequest(() =>
+      inBatchSpan(
+        'record credentials',
+        [{ trace: undefined }],
+        (m) => m.trace,
+        undefined,
+        () => {
+          inside = isRecording();
+          startChildSpan('INSERT', SpanKind.CLIENT)?.end();
+        },
+      ),
+    );
+    expect(inside).toBe(false);
+    expect(spans().slice(before).map((s) => s.name)).toEqual(['POST /api/v1/credentials']);
   });
 
   it('a traceparent carried in a message continues the trace on the other side', async () => {

@@ -372,8 +372,9 @@ export function sampledSpanContext(): SpanContext | undefined {
  * handed over, see `sampledSpanContext`), in a span linked to each sampled member and parented on
  * the first of them, ended when `fn` returns (or the promise it returns settles). Storage spans
  * `fn` makes are its children, so every member's trace reaches them through its link. No sampled
- * member (or tracing off): just `fn()`, in the root context when tracing is on (the batch would
- * otherwise continue whichever request happened to start it).
+ * member (or tracing off): just `fn()`, in the root context when tracing is on and a span is
+ * active (the batch would otherwise continue whichever request happened to start it); without an
+ * active span it runs where it is, no context entered (unsampled requests run in none: the usual case).
  */
 export function inBatchSpan<M, T>(
   name: string,
@@ -391,7 +392,7 @@ export function inBatchSpan<M, T>(
     parent ??= sc;
     links.push({ context: sc });
   }
-  if (!parent) return context.with(ROOT_CONTEXT, fn);
+  if (!parent) return outsideAnyTrace(fn);
   const span = tracer.startSpan(
     name,
     { kind: SpanKind.INTERNAL, links, attributes: { 'relayplane.batch.size': members.length } },
@@ -426,9 +427,16 @@ function runEnding<T>(span: Span, ctx: Context, fn: () => T): T {
   return result;
 }
 
-/** Runs `fn` in the root context when tracing is on: work that belongs to no request (opening a long-lived stream). */
+/**
+ * Runs `fn` in the root context when tracing is on and a span is active: work that belongs to no
+ * request (opening a long-lived stream, a batch of unsampled requests). Entering a context costs
+ * an async-context frame, so where no span is active `fn` runs as it is: nothing it calls could
+ * continue a trace from there.
+ */
 export function outsideAnyTrace<T>(fn: () => T): T {
-  return tracer ? context.with(ROOT_CONTEXT, fn) : fn();
+  if (!tracer) return fn();
+  const active = context.active();
+  return active === ROOT_CONTEXT || trace.getSpan(active) === undefined ? fn() : context.with(ROOT_CONTEXT, fn);
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;

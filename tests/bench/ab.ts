@@ -3,16 +3,16 @@
  *
  * Two variants of the distributed 1 × 1 mode (one gateway, one issuer, admin, billing, on the
  * PostgreSQL and Redis of `pnpm bench`) run at the same time, each on its own database and Redis
- * prefix, and are loaded in turn: issuance from 128 connections for `BENCH_AB_SLICE_SECONDS`
- * (default 4) on one, then on the other, `BENCH_AB_PAIRS` times (default 12), the order flipping
- * every pair so that the machine's drift falls on both sides, after a warm-up of
- * `BENCH_AB_WARMUP_SECONDS` (default 10) each. The pairs are spread over `BENCH_AB_STARTS`
- * (default 3) starts of both variants afresh: two systems of the same code can differ by up to
- * 20 % for as long as they run. Each slice gives the CPU each of the
- * variant's processes spent per issued credential (`/proc/<pid>/stat`); the figure compared is the
- * sum over the four apps (the load generator, PostgreSQL and Redis are the same for both). Each
- * pair gives a ratio B / A; the report prints every pair's, their median and range, the ratio of
- * all B slices' CPU per credential to all A slices' (each slice weighted by its credentials), and
+ * prefix, and are loaded in turn: issuance for `BENCH_AB_SLICE_SECONDS` (default 4) on one, then on
+ * the other, `BENCH_AB_PAIRS` times (default 16), the order flipping every pair so that the
+ * machine's drift falls on both sides, after a warm-up of `BENCH_AB_WARMUP_SECONDS` (default 10)
+ * each. The pairs are spread over `BENCH_AB_STARTS` (default 8) starts of both variants afresh: two
+ * systems of the same code can differ by up to 20 % for as long as they run, so no one pair of
+ * systems decides. Each slice gives the CPU each of the variant's processes spent per issued
+ * credential (`/proc/<pid>/stat`); the figure compared is the sum over the four apps (the load
+ * generator, PostgreSQL and Redis are the same for both). Each pair gives a ratio B / A; the report
+ * prints every pair's, their median and range, the ratio of all B slices' CPU per credential to all
+ * A slices' (each slice weighted by its credentials), and
  * the rates. `OTEL_SDK_DISABLED=true` with the default kind is an A/A run: the method's own noise.
  *
  * The load of a measured slice (`BENCH_AB_LOAD`):
@@ -57,9 +57,9 @@ import {
   type Variant,
 } from './run.ts';
 
-const PAIRS = Math.max(1, Number(process.env.BENCH_AB_PAIRS ?? 12));
+const PAIRS = Math.max(1, Number(process.env.BENCH_AB_PAIRS ?? 16));
 const SLICE_SECONDS = Math.max(1, Number(process.env.BENCH_AB_SLICE_SECONDS ?? 4));
-const STARTS = Math.max(1, Number(process.env.BENCH_AB_STARTS ?? 3));
+const STARTS = Math.max(1, Number(process.env.BENCH_AB_STARTS ?? 8));
 const WARMUP_SECONDS = Math.max(1, Number(process.env.BENCH_AB_WARMUP_SECONDS ?? 10));
 const CONNECTIONS = Number(process.env.BENCH_ISSUANCE_CONNECTIONS ?? 128);
 const LOAD = process.env.BENCH_AB_LOAD ?? 'rate';

@@ -14,6 +14,7 @@ import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import type { Bus } from './bus.ts';
 import type { Logger } from './logger.ts';
 import { retryUntilDone } from './readiness.ts';
+import { traceRedis } from './tracing.ts';
 
 /** A seed node of a Redis Cluster: the cluster client learns the others from it. */
 export interface RedisNode {
@@ -69,9 +70,9 @@ export function queuePrefix(config: RedisConfig, prefix: string): string {
 export function duplicateConnection(redis: Redis, options: Partial<RedisOptions>): Redis {
   if (isCluster(redis)) {
     const cluster = redis as unknown as Cluster;
-    return cluster.duplicate([], { redisOptions: options }) as unknown as Redis;
+    return traceRedis(cluster.duplicate([], { redisOptions: options }) as unknown as Redis);
   }
-  return redis.duplicate(options);
+  return traceRedis(redis.duplicate(options));
 }
 
 /**
@@ -142,7 +143,7 @@ export function createRedis(config: RedisConfig, logger: Logger, name: string): 
   redis.on('ready', () => {
     warned = false;
   });
-  return redis;
+  return traceRedis(redis);
 }
 
 /**
@@ -205,7 +206,7 @@ export function createRequestPathRedis(
   redis.on('ready', () => {
     warned = false;
   });
-  return redis;
+  return traceRedis(redis);
 }
 
 /** Resolves true when `redis` is ready, false after `timeoutMs`: callers go on and fail closed (or fall back) per request. */

@@ -1,5 +1,4 @@
 import { spawnSync } from 'node:child_process';
-import { tracingChannel } from 'node:diagnostics_channel';
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { grpc } from '@relayplane/proto/grpc';
@@ -27,9 +26,15 @@ import {
   startTracing,
   type Tracing,
   toTraceparent,
+  traceRedis,
   traceRpcServer,
   tracingSettings,
 } from './tracing.ts';
+
+/** An error as ioredis rejects a command with (its class name is what a span keeps). */
+class ReplyError extends Error {
+  override name = 'ReplyError';
+}
 
 /** The fields of the SDK's ReadableSpan these tests read. */
 interface FinishedSpan {
@@ -287,7 +292,11 @@ describe('with tracing on', () => {
       ),
     );
     expect(inside).toBe(false);
-    expect(spans().slice(before).map((s) => s.name)).toEqual(['POST /api/v1/credentials']);
+    expect(
+      spans()
+        .slice(before)
+        .map((s) => s.name),
+    ).toEqual(['POST /api/v1/credentials']);
   });
 
   it('a traceparent carried in a message continues the trace on the other side', async () => {
@@ -386,29 +395,54 @@ describe('with tracing on', () => {
     });
   }
 
-  it('Redis: a command under a recorded span is a span named by the command, without its arguments', async () => {
-    const channel = tracingChannel('ioredis:command');
+  it('Redis: a command sent under a recorded span is a span named by the command, without its arguments', async () => {
+    // The shape of an ioredis connection that traceRedis reads (real connections: packages/testing/tests/shared/redis-tracing.test.ts).
+    const sent: { name: string; args: string[] }[] = [];
+    const connection = {
+      isCluster: false,
+      options: { db: 2, host: '127.0.0.1', port: 6379 },
+      sendCommand(command: { name: string; args: string[]; promise: Promise<unknown> }) {
+        sent.push(command);
+        return command.promise;
+      },
+    };
+    traceRedis(connection);
+    const command = (name: string, args: string[], reply: Promise<unknown>) => ({
+      name,
+      args,
+      promise: reply,
+    });
     const secret = 'redis-value-that-must-not-leak';
-    const { span } = inRequest(() =>
-      channel.tracePromise(async () => 'OK', {
-        command: 'set',
-        args: ['slots:{ten_1}', secret],
-        database: 0,
-        serverAddress: '127.0.0.1',
-        serverPort: 6379,
-      }),
-    );
+    const before = spans().length;
+
+    // Outside a recorded span: sent as it is, no span.
+    await connection.sendCommand(command('get', ['slots:{ten_1}'], Promise.resolve('1')));
+    expect(spans().length).toBe(before);
+
+    const set = command('set', ['slots:{ten_1}', secret], Promise.resolve('OK'));
+    const failing = command('evalsha', ['abc', '1', secret], Promise.reject(new ReplyError('NOSCRIPT')));
+    const { span } = inRequest(() => {
+      void connection.sendCommand(set);
+      void connection.sendCommand(failing).catch(() => {});
+      // The same command sent again (a reconnect, a cluster's redirection): still one span.
+      void connection.sendCommand(set);
+    });
     await new Promise((resolve) => setImmediate(resolve));
-    const [set] = byName('SET');
-    expect(set?.parentSpanContext?.spanId).toBe(span.spanContext().spanId);
-    expect(set?.attributes).toEqual({
+    expect(sent.map((c) => c.name)).toEqual(['get', 'set', 'evalsha', 'set']);
+    const made = spans().slice(before);
+    expect(made.map((s) => s.name).sort()).toEqual(['EVALSHA', 'POST /api/v1/credentials', 'SET']);
+    const [setSpan] = byName('SET');
+    expect(setSpan?.kind).toBe(SpanKind.CLIENT);
+    expect(setSpan?.parentSpanContext?.spanId).toBe(span.spanContext().spanId);
+    expect(setSpan?.attributes).toEqual({
       'db.system.name': 'redis',
       'db.operation.name': 'SET',
-      'db.namespace': '0',
+      'db.namespace': '2',
       'server.address': '127.0.0.1',
       'server.port': 6379,
     });
-    expect(JSON.stringify(spans().map((s) => s.attributes))).not.toContain(secret);
+    expect(byName('EVALSHA')[0]?.attributes['error.type']).toBe('ReplyError');
+    expect(JSON.stringify(made.map((s) => s.attributes))).not.toContain(secret);
   });
 
   it('logs name the trace and the span they are written in, and only then', () => {

@@ -27,7 +27,6 @@
  * The tracer provider is process-wide by OpenTelemetry's design (the API's global), so the state
  * here is too: `startTracing` once per process, before the service is created (main.ts).
  */
-import { tracingChannel } from 'node:diagnostics_channel';
 import {
   type Attributes,
   type Context,
@@ -175,70 +174,76 @@ export async function startTracing(
   });
   sdk.start();
   tracer = trace.getTracer(TRACER_NAME);
-  const untraceRedis = traceRedisCommands();
   return {
     settings,
     async shutdown() {
-      untraceRedis();
       tracer = undefined;
       await sdk.shutdown();
     },
   };
 }
 
-/** What ioredis publishes on its `ioredis:command` tracing channel (the fields read here). */
-interface RedisCommandMessage {
-  command: string;
-  database?: number;
-  serverAddress?: string;
-  serverPort?: number;
-  error?: unknown;
-  [REDIS_SPAN]?: Span;
+/** What a Redis span reads of an ioredis connection (a server's or a cluster's client). */
+interface TracedRedis {
+  /** `stream` and `node`: what ioredis passes along internally (a pipeline's writer, a cluster's node). */
+  sendCommand(command: RedisCommand, stream?: unknown, node?: unknown): unknown;
+  readonly options?: { db?: number; host?: string; port?: number };
+  readonly isCluster?: boolean;
 }
 
-const REDIS_SPAN = Symbol('relayplane.redis-span');
+/** What a Redis span reads of an ioredis command: its name and its outcome, never its arguments. */
+interface RedisCommand {
+  readonly name: string;
+  readonly promise: Promise<unknown>;
+}
+
+/** Commands with a span already: a cluster's redirection or a reconnect sends one again. */
+const tracedCommands = new WeakSet<RedisCommand>();
 
 /**
- * Redis spans from ioredis' own tracing channel (every connection of the process, cluster
- * nodes included; no patching): one CLIENT span per command under a recorded span, named by the
- * command (`EVALSHA`, `ZREM`, …). Its arguments (keys, values, script arguments) are never read.
- * ioredis builds its channel message only while someone subscribes, so with tracing off it costs
- * nothing. Answers the unsubscribe.
+ * `redis` (a connection from the factories in redis.ts) with Redis spans: one CLIENT span per
+ * command sent under a recorded span, named by the command (`EVALSHA`, `ZREM`, …), ended when its
+ * reply (or failure) arrives. Its arguments (keys, values, script arguments) are never read.
+ * Every command ioredis sends goes through the connection's `sendCommand` (scripts, pipelines,
+ * MULTI, a cluster's routing), which is wrapped here on this one object: with tracing off nothing
+ * is wrapped, and with it on a command outside a recorded span costs one test of the active
+ * context. (ioredis' own `ioredis:command` tracing channel would do the same for every
+ * connection of the process, but once subscribed it builds a message, stringifies the arguments
+ * and wraps the reply promise for every command: about 1 µs per credential on the issuer's slot
+ * script, measured; docs/tracing.md, Cost.)
  */
-function traceRedisCommands(): () => void {
-  const channel = tracingChannel<RedisCommandMessage, RedisCommandMessage>('ioredis:command');
-  const handlers = {
-    start(message: RedisCommandMessage) {
-      if (!isRecording()) return;
-      const name = typeof message.command === 'string' ? message.command.toUpperCase() : 'OTHER';
-      const span = startChildSpan(name, SpanKind.CLIENT);
-      if (!span) return;
-      span.setAttribute('db.system.name', 'redis');
-      span.setAttribute('db.operation.name', name);
-      if (typeof message.database === 'number') span.setAttribute('db.namespace', String(message.database));
-      if (typeof message.serverAddress === 'string')
-        span.setAttribute('server.address', message.serverAddress);
-      if (typeof message.serverPort === 'number') span.setAttribute('server.port', message.serverPort);
-      message[REDIS_SPAN] = span;
-    },
-    end() {},
-    asyncStart() {},
-    asyncEnd(message: RedisCommandMessage) {
-      const span = message[REDIS_SPAN];
-      if (!span) return;
-      message[REDIS_SPAN] = undefined;
-      endSpan(span, message.error);
-    },
-    error(message: RedisCommandMessage) {
-      // asyncEnd follows for a rejected promise; a synchronous throw ends here.
-      const span = message[REDIS_SPAN];
-      if (!span) return;
-      message[REDIS_SPAN] = undefined;
-      endSpan(span, message.error ?? new Error('redis command failed'));
-    },
+export function traceRedis<R extends object>(redis: R): R {
+  if (!tracer) return redis;
+  const target = redis as unknown as TracedRedis;
+  const send = target.sendCommand;
+  target.sendCommand = function tracedSendCommand(this: TracedRedis, command, stream, node) {
+    if (!isRecording() || tracedCommands.has(command)) return send.call(this, command, stream, node);
+    const name = typeof command.name === 'string' ? command.name.toUpperCase() : 'OTHER';
+    const span = startChildSpan(name, SpanKind.CLIENT);
+    if (!span) return send.call(this, command, stream, node);
+    tracedCommands.add(command);
+    span.setAttribute('db.system.name', 'redis');
+    span.setAttribute('db.operation.name', name);
+    // A cluster routes each command to a node only as it sends it: no server or database here.
+    if (!this.isCluster && this.options) {
+      span.setAttribute('db.namespace', String(this.options.db ?? 0));
+      if (typeof this.options.host === 'string') span.setAttribute('server.address', this.options.host);
+      if (typeof this.options.port === 'number') span.setAttribute('server.port', this.options.port);
+    }
+    let sent: unknown;
+    try {
+      sent = send.call(this, command, stream, node);
+    } catch (err) {
+      endSpan(span, err);
+      throw err;
+    }
+    command.promise.then(
+      () => endSpan(span),
+      (err: unknown) => endSpan(span, err),
+    );
+    return sent;
   };
-  channel.subscribe(handlers);
-  return () => channel.unsubscribe(handlers);
+  return redis;
 }
 
 /**
@@ -436,7 +441,9 @@ function runEnding<T>(span: Span, ctx: Context, fn: () => T): T {
 export function outsideAnyTrace<T>(fn: () => T): T {
   if (!tracer) return fn();
   const active = context.active();
-  return active === ROOT_CONTEXT || trace.getSpan(active) === undefined ? fn() : context.with(ROOT_CONTEXT, fn);
+  return active === ROOT_CONTEXT || trace.getSpan(active) === undefined
+    ? fn()
+    : context.with(ROOT_CONTEXT, fn);
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;

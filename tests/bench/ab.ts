@@ -127,8 +127,16 @@ async function main(): Promise<void> {
   } else {
     throw new Error(`BENCH_AB must be tracing or code, not ${KIND}`);
   }
-  const describe = (v: Variant) =>
-    `${v.label} (${commitOf(v.root ?? ROOT)}${v.env?.OTEL_TRACES_SAMPLER ? `, ${v.env.OTEL_TRACES_SAMPLER} ${v.env.OTEL_TRACES_SAMPLER_ARG ?? ''}` : ''}${v.env?.OTEL_BSP_SCHEDULE_DELAY ? `, export every ${v.env.OTEL_BSP_SCHEDULE_DELAY} ms` : ''})`;
+  const describe = (v: Variant) => {
+    const tracing =
+      v.env?.OTEL_SDK_DISABLED === 'true'
+        ? ', tracing off'
+        : v.env?.OTEL_TRACES_SAMPLER
+          ? `, ${v.env.OTEL_TRACES_SAMPLER} ${v.env.OTEL_TRACES_SAMPLER_ARG ?? ''}`
+          : '';
+    const bsp = v.env?.OTEL_BSP_SCHEDULE_DELAY ? `, export every ${v.env.OTEL_BSP_SCHEDULE_DELAY} ms` : '';
+    return `${v.label} (${commitOf(v.root ?? ROOT)}${tracing}${bsp})`;
+  };
   console.log(
     `A/B ${KIND}: A = ${describe(variants[0])}, B = ${describe(variants[1])}; ${PAIRS} pairs of ${SLICE_SECONDS} s slices, ` +
       (LOAD === 'rate'

@@ -129,6 +129,7 @@ describe('relayplane CLI against the embedded server', () => {
         'bots keys create',
         'credentials issue',
         'keys rotate',
+        'keys revoke',
       ]),
     );
     for (const words of [...commands, ['bots'], ['bots', 'keys'], ['credentials'], ['api-keys']]) {
@@ -249,6 +250,40 @@ describe('relayplane CLI against the embedded server', () => {
     expect(rotate.code, rotate.stderr).toBe(0);
     expect(rotate.stdout).toMatch(/^Rotation pending: the next key starts signing at \d{4}-\d\d-\d\dT/);
     expect(rotate.stdout).toMatch(/\snext\s/);
+  });
+
+  it('keys revoke asks for --yes, then revokes: the key leaves the JWKS and another one signs', async () => {
+    const listed = await relayplane(['keys', '--json']);
+    expect(listed.code, listed.stderr).toBe(0);
+    const keyList = JSON.parse(listed.stdout) as { keys: { kid: string; state: string }[] };
+    const kid = keyList.keys.find((k) => k.state === 'active')?.kid;
+    if (!kid) throw new Error('no active key listed');
+
+    const unconfirmed = await relayplane(['keys', 'revoke', kid]);
+    expect(unconfirmed.code).toBe(2);
+    expect(unconfirmed.stdout).toBe('');
+    expect(unconfirmed.stderr).toContain('cannot be undone: add --yes');
+    const jwksBefore = await api.request('GET', '/v1/credentials/jwks');
+    expect(jwksBefore.body.keys.map((k: { kid: string }) => k.kid)).toContain(kid);
+
+    const revoked = await relayplane(['keys', 'revoke', kid, '--yes']);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toMatch(
+      new RegExp(`^Revoked ${kid} at \\d{4}-\\d\\d-\\d\\dT.*refused from now on\\.$`, 'm'),
+    );
+    const signing = /^Signing now: (\S+) \(active\)\.$/m.exec(revoked.stdout)?.[1];
+    expect(signing).toBeDefined();
+    expect(signing).not.toBe(kid);
+    const jwksAfter = await api.request('GET', '/v1/credentials/jwks');
+    const kids = jwksAfter.body.keys.map((k: { kid: string }) => k.kid);
+    expect(kids).not.toContain(kid);
+    expect(kids).toContain(signing);
+
+    const again = await relayplane(['keys', 'revoke', kid, '--yes', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ already_revoked: true, revoked: { kid } });
+    const unknown = await relayplane(['keys', 'revoke', 'kid-that-does-not-exist', '--yes']);
+    expect(unknown.code).toBe(5);
   });
 
   it('a denied login exits 7 and leaves the saved login alone', async () => {

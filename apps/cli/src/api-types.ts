@@ -118,3 +118,11 @@ export interface SigningKeyList {
   keys: SigningKey[];
   rotation_pending_since: string | null;
 }
+
+/** `POST /admin/v1/signing-keys/{kid}/revoke`. */
+export interface SigningKeyRevocation {
+  revoked: SigningKey & { revoked_at: string };
+  /** The key that signs now (null only if the issuer could not make one). */
+  active: SigningKey | null;
+  already_revoked: boolean;
+}

@@ -1,8 +1,10 @@
 /** Platform administration: relays, signing keys. */
-import type { RegisteredRelay, SigningKeyList } from '../api-types.ts';
+import type { RegisteredRelay, SigningKeyList, SigningKeyRevocation } from '../api-types.ts';
 import type { CommandSpec, Context } from '../command.ts';
-import { CliError, EXIT } from '../errors.ts';
+import { CliError, EXIT, UsageError } from '../errors.ts';
+import { apiPath } from '../http.ts';
 import { renderTable } from '../output.ts';
+import { idArg } from '../parse.ts';
 
 /** The largest page the API answers: the fewest requests for a whole list. */
 const PAGE_LIMIT = 200;
@@ -118,9 +120,48 @@ const rotate: CommandSpec = {
   },
 };
 
+const revokeKey: CommandSpec = {
+  path: ['keys', 'revoke'],
+  summary: 'Revoke a compromised signing key (platform admins; asks for --yes)',
+  description:
+    'An emergency, not a rotation: the key leaves the JWKS at once and its private half is destroyed;\n' +
+    'every credential it signed is refused from then on (relays refuse them through the revocation feed).\n' +
+    'When it was the active key, the next key (or a new one) signs at once. It cannot be undone, hence\n' +
+    '--yes. Revoking a revoked key changes nothing and says so.',
+  positionals: [{ name: 'kid' }],
+  options: {
+    yes: { type: 'boolean', description: 'confirm: revoke the key and every credential it signed' },
+  },
+  examples: ['relayplane keys revoke 3f9c… --yes'],
+  async run(ctx, { positionals, values }) {
+    const kid = idArg(positionals[0] ?? '', 'kid', this.path);
+    if (values.yes !== true) {
+      throw new UsageError(
+        `revoking ${kid} refuses every credential it signed and cannot be undone: add --yes to go ahead`,
+        this.path,
+      );
+    }
+    const { body } = await ctx.api.request<SigningKeyRevocation>(
+      'POST',
+      apiPath`/admin/v1/signing-keys/${kid}/revoke`,
+      { auth: ctx.bearer() },
+    );
+    ctx.print(body, () => {
+      const head = body.already_revoked
+        ? `${body.revoked.kid} was already revoked (at ${body.revoked.revoked_at}): nothing changed.\n`
+        : `${ctx.style.green(`Revoked ${body.revoked.kid}`)} at ${body.revoked.revoked_at}: its credentials are refused from now on.\n`;
+      const active = body.active
+        ? `Signing now: ${body.active.kid} (${body.active.state}).\n`
+        : `${ctx.style.red('No key signs now')}: issuance answers 503 until the issuer makes one.\n`;
+      return head + active;
+    });
+  },
+};
+
 export const PLATFORM_COMMANDS: readonly CommandSpec[] = [
   relays,
   keys,
   { ...keys, path: ['keys', 'list'], hidden: true },
   rotate,
+  revokeKey,
 ];

@@ -12,8 +12,8 @@
  * credential (`/proc/<pid>/stat`); the figure compared is the sum over the four apps (the load
  * generator, PostgreSQL and Redis are the same for both). Each pair gives a ratio B / A; the report
  * prints every pair's, their median and range, the ratio of all B slices' CPU per credential to all
- * A slices' (each slice weighted by its credentials), and
- * the rates. `OTEL_SDK_DISABLED=true` with the default kind is an A/A run: the method's own noise.
+ * A slices' (each slice weighted by its credentials), and the rates. `OTEL_SDK_DISABLED=true` with
+ * the default kind is an A/A run: the method's own noise.
  *
  * The load of a measured slice (`BENCH_AB_LOAD`):
  * - `rate` (default): an open-loop load at one steady rate for both variants (`paced.ts`), the

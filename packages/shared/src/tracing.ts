@@ -217,10 +217,11 @@ export function traceRedis<R extends object>(redis: R): R {
   const target = redis as unknown as TracedRedis;
   const send = target.sendCommand;
   target.sendCommand = function tracedSendCommand(this: TracedRedis, command, stream, node) {
+    // The cheap test first: outside a recorded span (almost every command) nothing else runs.
     if (!isRecording() || tracedCommands.has(command)) return send.call(this, command, stream, node);
     const name = typeof command.name === 'string' ? command.name.toUpperCase() : 'OTHER';
     const span = startChildSpan(name, SpanKind.CLIENT);
-    if (!span) return send.call(this, command, stream, node);
+    if (!span) return send.call(this, command, stream, node); // not reached after isRecording(): for the type
     tracedCommands.add(command);
     span.setAttribute('db.system.name', 'redis');
     span.setAttribute('db.operation.name', name);

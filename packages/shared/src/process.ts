@@ -1,5 +1,6 @@
 /** Process entry helpers: every `main.ts` is `runMain(() => Service.create(...))`. */
 import { ConfigError } from './config.ts';
+import { retainTickRecordShape } from './tick-shape.ts';
 
 export interface Runnable {
   /** Resolves once the service is ready; it may wait for its dependencies as long as they are away. */
@@ -19,6 +20,8 @@ const EXIT_CONFIG = 78;
  * Waiting for PostgreSQL or Redis is not a failure: the services retry it themselves.
  */
 export async function runMain(create: () => Promise<Runnable>, shutdownTimeoutMs = 25_000): Promise<void> {
+  // Keeps process.nextTick's inline caches monomorphic: ~2 µs per HTTP request (tick-shape.ts).
+  retainTickRecordShape();
   let service: Runnable | undefined;
   let stopping = false;
   const stop = (signal: string) => {

@@ -1,0 +1,61 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+// A child process with V8's test intrinsics: warms process.nextTick up, runs full collections
+// with no tick record alive (what an idle second does in a server), ticks again, and prints the
+// states of nextTick's inline caches for the record literal's keys.
+const dir = mkdtempSync(join(tmpdir(), 'tick-shape-'));
+const script = join(dir, 'child.mjs');
+writeFileSync(
+  script,
+  `import { retainTickRecordShape, retainedTickRecord } from ${JSON.stringify(join(import.meta.dirname, 'tick-shape.ts'))};
+if (process.argv[2] === 'retain') retainTickRecordShape();
+const tick = () => new Promise((resolve) => process.nextTick(resolve));
+for (let i = 0; i < 2000; i++) await tick();
+for (let i = 0; i < 6; i++) {
+  globalThis.gc();
+  await new Promise((resolve) => setTimeout(resolve, 10));
+}
+for (let i = 0; i < 2000; i++) await tick();
+const record = retainedTickRecord();
+console.log('RECORD ' + JSON.stringify(record ? Reflect.ownKeys(record).map(String) : null));
+%DebugPrint(process.nextTick);
+`,
+);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function run(mode: 'retain' | 'plain'): { record: string[] | null; literalKeyStates: string[] } {
+  const out = execFileSync(process.execPath, ['--allow-natives-syntax', '--expose-gc', script, mode], {
+    encoding: 'utf8',
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  const record = JSON.parse(/^RECORD (.*)$/m.exec(out)?.[1] ?? 'null') as string[] | null;
+  const literalKeyStates = [...out.matchAll(/slot #\d+ DefineKeyedOwnPropertyInLiteral (\w+)/g)].map(
+    (m) => m[1] as string,
+  );
+  return { record, literalKeyStates };
+}
+
+describe('retainTickRecordShape', () => {
+  it('holds a tick record: the callback and args of Node’s record literal', () => {
+    const { record } = run('retain');
+    expect(record).toEqual(expect.arrayContaining(['callback', 'args']));
+  });
+
+  it('keeps every key of the record literal monomorphic across idle collections', () => {
+    const { literalKeyStates } = run('retain');
+    expect(literalKeyStates.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(literalKeyStates)).toEqual(new Set(['MONOMORPHIC']));
+  });
+
+  it('is needed on this Node: without it the same collections leave the keys megamorphic', () => {
+    // If this fails after a Node upgrade, V8 or Node no longer loses the record's maps:
+    // tick-shape.ts can go.
+    const { record, literalKeyStates } = run('plain');
+    expect(record).toBeNull();
+    expect(literalKeyStates).toContain('MEGAMORPHIC');
+  });
+});

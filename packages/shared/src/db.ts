@@ -246,6 +246,12 @@ export async function createDatabase<DB>(
     mkdirSync(config.dataDir, { recursive: true });
     const { PGlite } = await import('@electric-sql/pglite');
     const pglite = await PGlite.create({ dataDir: config.dataDir });
+    // A new 16 MB WAL segment is not filled with zeros first: PGlite runs PostgreSQL on the event
+    // loop, and zero-filling one through its file system stalled every request for ~40 ms about
+    // every 2–3 s of steady issuance (docs/performance.md, "The embedded mode"). What the zeros
+    // buy on a plain file system, the space reserved before WAL is written, is no safer here: a
+    // full disk fails the write either way.
+    await pglite.exec('SET wal_init_zero = off');
     root = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
   }
   const db = root.withSchema(schema);

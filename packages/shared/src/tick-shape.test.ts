@@ -5,8 +5,9 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // A child process with V8's test intrinsics: warms process.nextTick up, runs full collections
-// with no tick record alive (what an idle second does in a server), ticks again, and prints the
-// states of nextTick's inline caches for the record literal's keys.
+// with no tick record alive (what an idle second does in a server), ticks again, and prints
+// whether a new record has the held one's map and the states of nextTick's inline caches for the
+// record literal's keys.
 const dir = mkdtempSync(join(tmpdir(), 'tick-shape-'));
 const script = join(dir, 'child.mjs');
 writeFileSync(

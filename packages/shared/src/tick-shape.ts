@@ -24,7 +24,7 @@ import { executionAsyncResource } from 'node:async_hooks';
 
 let retained: object | undefined;
 
-/** Holds the record of one tick, from the next tick on. Idempotent. */
+/** Holds the record of one tick, from the next tick on; a call once the record is held does nothing. */
 export function retainTickRecordShape(): void {
   if (retained) return;
   process.nextTick(() => {

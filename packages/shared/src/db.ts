@@ -20,6 +20,7 @@ import { type Migration, Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { ConfigError } from './config.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { type CheckpointOptions, type Checkpoints, startCheckpoints } from './pglite-checkpoints.ts';
 import { endSpan, isRecording, isTracingEnabled, type Span, SpanKind, startChildSpan } from './tracing.ts';
 
 export type DatabaseConfig =
@@ -36,7 +37,12 @@ export type DatabaseConfig =
        */
       statementTimeoutMs?: number;
     }
-  | { kind: 'pglite'; dataDir: string };
+  | {
+      kind: 'pglite';
+      dataDir: string;
+      /** PGlite has no checkpointer; the service checkpoints (`pglite-checkpoints.ts`). */
+      checkpoints?: CheckpointOptions;
+    };
 
 /*
  * Time bounds on the request path. A request through the gateway has GATEWAY_RPC_TIMEOUT_MS
@@ -228,6 +234,7 @@ export async function createDatabase<DB>(
   // The service's own URL variable (schemas are named after the services), as readDatabase names it.
   const variable = `${schema.toUpperCase()}_DATABASE_URL`;
   let target: ReturnType<typeof parseDatabaseUrl> | undefined;
+  let checkpoints: Checkpoints | undefined;
   if (config.kind === 'postgres') {
     target = parseDatabaseUrl(config.url, variable);
     const pool = postgresPool(config, target, schema, logger, 'requests');
@@ -253,6 +260,7 @@ export async function createDatabase<DB>(
     // full disk fails the write either way.
     await pglite.exec('SET wal_init_zero = off');
     root = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
+    checkpoints = await startCheckpoints(root, logger, config.checkpoints);
   }
   const db = root.withSchema(schema);
 
@@ -312,7 +320,10 @@ export async function createDatabase<DB>(
         await migrating.destroy();
       }
     },
-    destroy: () => root.destroy(),
+    async destroy() {
+      await checkpoints?.stop();
+      await root.destroy();
+    },
   };
 }
 

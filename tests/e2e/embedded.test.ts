@@ -105,4 +105,51 @@ describe('embedded mode: the four services in one process on PGlite', () => {
     const after = await api.request('GET', '/v1/credentials/jwks');
     expect(after.body.keys[0].kid).toBe(before.body.keys[0].kid);
   }, 120_000);
+
+  it('keeps every credential it answered across a SIGKILL: the cap still counts them, each one revokes', async () => {
+    // A tenant of its own, on the free plan (the first owner's is on enterprise).
+    const owner = { email: 'kill@example.test', password: 'tenant password 123' };
+    const signup = await api.request('POST', '/admin/v1/auth/signup', { body: { ...owner, tenant_name: 'Kill' } });
+    expect(signup.status).toBe(201);
+    const session = await api.request('POST', '/admin/v1/auth/login', { body: owner });
+    const auth = { authorization: `Bearer ${session.body.token}` };
+    const project = await api.request('POST', '/admin/v1/projects', { headers: auth, body: { name: 'kill' } });
+    const created = await api.request('POST', `/admin/v1/projects/${project.body.id}/api-keys`, {
+      headers: auth,
+      body: { scopes: ['relay:session'] },
+    });
+    expect(created.status).toBe(201);
+    const issue = () =>
+      api.request('POST', '/api/v1/credentials', {
+        headers: { 'x-api-key': created.body.key },
+        body: { ttl_seconds: 600 },
+      });
+    // The free plan's cap: 10 concurrent connections.
+    const jtis: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const res = await issue();
+      expect(res.status).toBe(201);
+      jtis.push(res.body.jti);
+    }
+    expect((await issue()).status).toBe(402);
+
+    // No shutdown, no checkpoint: what was answered is in PGlite's WAL, replayed at the next start.
+    proc.child.kill('SIGKILL');
+    expect(await proc.exited).toBeNull();
+    proc = await start('embedded-3');
+    const again = await api.request('POST', '/admin/v1/auth/login', { body: owner });
+    expect(again.status).toBe(200);
+    const auth2 = { authorization: `Bearer ${again.body.token}` };
+    expect((await issue()).status).toBe(402);
+    for (const jti of jtis) {
+      const revoked = await api.request('POST', `/admin/v1/credentials/${jti}/revoke`, { headers: auth2 });
+      expect(revoked.status).toBe(200);
+      expect(revoked.body.jti).toBe(jti);
+    }
+    const unknown = await api.request('POST', '/admin/v1/credentials/crd_aaaaaaaaaaaaaaaaaaaa/revoke', {
+      headers: auth2,
+    });
+    expect(unknown.status).toBe(404);
+    expect((await issue()).status).toBe(201);
+  }, 180_000);
 });

@@ -109,11 +109,16 @@ describe('embedded mode: the four services in one process on PGlite', () => {
   it('keeps every credential it answered across a SIGKILL: the cap still counts them, each one revokes', async () => {
     // A tenant of its own, on the free plan (the first owner's is on enterprise).
     const owner = { email: 'kill@example.test', password: 'tenant password 123' };
-    const signup = await api.request('POST', '/admin/v1/auth/signup', { body: { ...owner, tenant_name: 'Kill' } });
+    const signup = await api.request('POST', '/admin/v1/auth/signup', {
+      body: { ...owner, tenant_name: 'Kill' },
+    });
     expect(signup.status).toBe(201);
     const session = await api.request('POST', '/admin/v1/auth/login', { body: owner });
     const auth = { authorization: `Bearer ${session.body.token}` };
-    const project = await api.request('POST', '/admin/v1/projects', { headers: auth, body: { name: 'kill' } });
+    const project = await api.request('POST', '/admin/v1/projects', {
+      headers: auth,
+      body: { name: 'kill' },
+    });
     const created = await api.request('POST', `/admin/v1/projects/${project.body.id}/api-keys`, {
       headers: auth,
       body: { scopes: ['relay:session'] },

@@ -98,7 +98,8 @@ describe('PGlite checkpoints (embedded mode)', () => {
     const before = await control(database);
     // About 12 MB of WAL, three times the threshold.
     for (let i = 0; i < 6; i++) await write(database, 2_000);
-    await until(async () => (await control(database)).since < walBytes);
+    // The log line follows the checkpoint: wait for both.
+    await until(async () => logged().length > 0 && (await control(database)).since < walBytes);
     expect((await control(database)).checkpoint).not.toBe(before.checkpoint);
     const [first] = logged();
     expect(first).toMatchObject({ cause: 'wal', level: 30 });
@@ -113,19 +114,21 @@ describe('PGlite checkpoints (embedded mode)', () => {
     // checksums they are WAL-logged): wait for a second with no new checkpoint.
     await until(async () => logged().length > 0);
     let count = -1;
+    let settled = await control(database);
     await until(async () => {
-      const before = lines.length;
+      const before = { lines: lines.length, checkpoint: settled.checkpoint };
       await new Promise((resolve) => setTimeout(resolve, 1_000));
+      settled = await control(database);
       count = lines.length;
-      return count === before;
+      return count === before.lines && settled.checkpoint === before.checkpoint;
     });
-    const settled = await control(database);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect((await control(database)).checkpoint).toBe(settled.checkpoint);
     expect(lines).toHaveLength(count);
 
     await write(database, 1);
-    await until(async () => (await control(database)).checkpoint !== settled.checkpoint);
+    await until(async () => lines.length > count);
+    expect((await control(database)).checkpoint).not.toBe(settled.checkpoint);
     expect(lines.slice(count)).toEqual([
       expect.objectContaining({ msg: 'pglite checkpoint', cause: 'time' }),
     ]);

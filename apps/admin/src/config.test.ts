@@ -2,7 +2,10 @@ import { ConfigError } from '@relayplane/shared/config';
 import { describe, expect, it } from 'vitest';
 import { readAdminConfig } from './config.ts';
 
-const base = { ADMIN_DATABASE_URL: 'postgres://db/admin' };
+const base = {
+  ADMIN_DATABASE_URL: 'postgres://db/admin',
+  RELAYPLANE_KEK: Buffer.alloc(32, 1).toString('base64'),
+};
 
 function configError(env: Record<string, string>): ConfigError {
   try {
@@ -34,6 +37,8 @@ describe('readAdminConfig', () => {
       maxPerAccountAndIp: 10,
       maxPerAccount: 100,
       maxPerIp: 50,
+      maxPerDevice: 10,
+      slowSeconds: 10,
       windowSeconds: 900,
     });
     expect(
@@ -43,12 +48,23 @@ describe('readAdminConfig', () => {
         ADMIN_LOGIN_MAX_PER_ACCOUNT: '5',
         ADMIN_LOGIN_MAX_PER_IP: '100',
         ADMIN_LOGIN_WINDOW_SECONDS: '60',
+        ADMIN_LOGIN_MAX_PER_DEVICE: '4',
+        ADMIN_LOGIN_SLOW_SECONDS: '2',
       }).loginLimits,
-    ).toEqual({ maxPerAccountAndIp: 3, maxPerAccount: 5, maxPerIp: 100, windowSeconds: 60 });
+    ).toEqual({
+      maxPerAccountAndIp: 3,
+      maxPerAccount: 5,
+      maxPerIp: 100,
+      maxPerDevice: 4,
+      slowSeconds: 2,
+      windowSeconds: 60,
+    });
     for (const variable of [
       'ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP',
       'ADMIN_LOGIN_MAX_PER_ACCOUNT',
       'ADMIN_LOGIN_MAX_PER_IP',
+      'ADMIN_LOGIN_MAX_PER_DEVICE',
+      'ADMIN_LOGIN_SLOW_SECONDS',
       'ADMIN_LOGIN_WINDOW_SECONDS',
     ]) {
       for (const bad of ['0', 'soon', '-1']) {
@@ -74,7 +90,9 @@ describe('readAdminConfig', () => {
   });
 
   it('falls back to DATABASE_URL', () => {
-    expect(readAdminConfig({ DATABASE_URL: 'postgres://db/all' }).database).toMatchObject({
+    expect(
+      readAdminConfig({ ...base, DATABASE_URL: 'postgres://db/all', ADMIN_DATABASE_URL: undefined }).database,
+    ).toMatchObject({
       url: 'postgres://db/all',
     });
   });

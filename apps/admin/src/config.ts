@@ -1,11 +1,14 @@
+import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
   EnvReader,
   LOG_LEVELS,
   type LogLevel,
   readDatabase,
+  readKek,
   readMaxConnectionAgeMs,
   readMetricsAddress,
+  readPreviousKeks,
   readRedis,
 } from '@relayplane/shared/config';
 import {
@@ -63,6 +66,19 @@ export interface AdminConfig {
   logLevel: LogLevel;
   /** Audit events older than this are pruned (`RELAYPLANE_AUDIT_RETENTION_DAYS`, docs/audit.md). */
   auditRetentionDays: number;
+  /**
+   * The IPv6 prefix length every per-client-IP throttle key groups by
+   * (`RELAYPLANE_THROTTLE_IPV6_PREFIX`, default 64): one /64 is one client.
+   */
+  throttleIpv6Prefix: number;
+  /**
+   * The key-encryption key (`RELAYPLANE_KEK`, the issuer's): admin derives its own keys from it
+   * with HKDF, one label per use (the device-token MAC key; second-factor secrets are sealed under
+   * another). Required.
+   */
+  kek: Buffer;
+  /** Earlier KEKs (`RELAYPLANE_KEK_PREVIOUS`): what they sealed still opens. */
+  kekPrevious: Buffer[];
   /** Per-bot limits (docs/iam.md, "Limits"): one more answers 422. */
   perBotLimits: { maxActiveKeys: number; maxActiveIdentityTokens: number };
 }
@@ -79,6 +95,16 @@ export interface LoginLimits {
   maxPerAccount: number;
   /** One client IP across all accounts (`ADMIN_LOGIN_MAX_PER_IP`). */
   maxPerIp: number;
+  /**
+   * One known device (a valid device token) on its account (`ADMIN_LOGIN_MAX_PER_DEVICE`): it
+   * replaces the account-and-IP limit and the account-wide one for that client.
+   */
+  maxPerDevice: number;
+  /**
+   * Past the account-wide limit, unknown clients of the account share one attempt per this many
+   * seconds (`ADMIN_LOGIN_SLOW_SECONDS`): a 429 whose `Retry-After` is at most this, never the window.
+   */
+  slowSeconds: number;
   windowSeconds: number;
 }
 
@@ -200,6 +226,8 @@ export function readAdminConfig(
       maxPerAccountAndIp: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP', 10, { min: 1, max: 100_000 }),
       maxPerAccount: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT', 100, { min: 1, max: 1_000_000 }),
       maxPerIp: r.int('ADMIN_LOGIN_MAX_PER_IP', 50, { min: 1, max: 1_000_000 }),
+      maxPerDevice: r.int('ADMIN_LOGIN_MAX_PER_DEVICE', 10, { min: 1, max: 100_000 }),
+      slowSeconds: r.int('ADMIN_LOGIN_SLOW_SECONDS', 10, { min: 1, max: 300 }),
       windowSeconds: r.int('ADMIN_LOGIN_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
     },
     signupLimits: overrides.signupLimits ?? {
@@ -220,6 +248,11 @@ export function readAdminConfig(
     auditRetentionDays:
       overrides.auditRetentionDays ??
       r.int('RELAYPLANE_AUDIT_RETENTION_DAYS', DEFAULT_AUDIT_RETENTION_DAYS, { min: 1, max: 36_500 }),
+    throttleIpv6Prefix:
+      overrides.throttleIpv6Prefix ??
+      r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
+    kek: overrides.kek ?? readKek(r),
+    kekPrevious: overrides.kekPrevious ?? readPreviousKeks(r),
     perBotLimits: overrides.perBotLimits ?? {
       maxActiveKeys: r.int('ADMIN_MAX_ACTIVE_KEYS_PER_BOT', DEFAULT_MAX_ACTIVE_KEYS_PER_BOT, {
         min: 1,

@@ -4,4 +4,9 @@ import { runMigrations } from '@relayplane/shared/db';
 import { readAdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
 
-await runMigrations(SERVICES.admin, readAdminConfig(process.env), migrations);
+// Migrating needs no KEK.
+await runMigrations(
+  SERVICES.admin,
+  readAdminConfig(process.env, { kek: Buffer.alloc(32), kekPrevious: [] }),
+  migrations,
+);

@@ -24,6 +24,7 @@ import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jo
 import { SWEEP_INTERVAL_MS, sweepExpired } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
 import { bullPrefix } from './redis/keys.ts';
+import { DeviceTokens } from './security/device-tokens.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
 import { AccountStore } from './stores/accounts.ts';
 import { AllowlistStore } from './stores/allowlist.ts';
@@ -31,6 +32,7 @@ import { ApiKeyStore } from './stores/api-keys.ts';
 import { BotStore } from './stores/bots.ts';
 import { DeviceGrantStore } from './stores/device-grants.ts';
 import { IdentityTokenStore } from './stores/identity-tokens.ts';
+import { LoginChallengeStore } from './stores/login-challenges.ts';
 import { ProjectStore } from './stores/projects.ts';
 import { SessionStore } from './stores/sessions.ts';
 import { RedisThrottledRefusals, recordEveryRefusal } from './stores/throttled-refusals.ts';
@@ -116,6 +118,7 @@ export class AdminService {
   readonly loginThrottle: RateLimiter;
   readonly #throttleConnection: Redis | undefined;
   readonly #deviceGrants: DeviceGrantStore;
+  readonly #loginChallenges: LoginChallengeStore;
   readonly #busSetup: BusSetup;
   readonly #billing: ServiceClient<typeof BillingRpc>;
   readonly #ownsBilling: boolean;
@@ -149,6 +152,7 @@ export class AdminService {
     this.apiKeys = new ApiKeyStore(database.db);
     this.audit = new AuditTrail(database.db, this.#clock, logger);
     this.#deviceGrants = new DeviceGrantStore(database.db);
+    this.#loginChallenges = new LoginChallengeStore(database.db);
     this.#busSetup = busSetup;
     this.bus = busSetup.bus;
     const throttleRedis = createThrottleRedis(config, logger);
@@ -200,6 +204,16 @@ export class AdminService {
       metrics: adminMetrics(this.metrics),
       loginThrottle: this.loginThrottle,
       loginLimits: config.loginLimits,
+      loginSlowdown: createRateLimiter(
+        throttleRedis,
+        config.loginLimits.slowSeconds * 1000,
+        this.#clock,
+        logger,
+        'login slowdown',
+      ),
+      deviceTokens: new DeviceTokens(config.kek),
+      loginChallenges: this.#loginChallenges,
+      throttleIpv6Prefix: config.throttleIpv6Prefix,
       signupThrottle: createRateLimiter(
         throttleRedis,
         config.signupLimits.windowSeconds * 1000,
@@ -300,6 +314,7 @@ export class AdminService {
     return sweepExpired({
       sessions: this.sessions,
       deviceGrants: this.#deviceGrants,
+      loginChallenges: this.#loginChallenges,
       clock: this.#clock,
       logger: this.logger,
     });

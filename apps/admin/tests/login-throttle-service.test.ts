@@ -137,13 +137,31 @@ describe('login throttling over gRPC', () => {
       expect(await throttles(email)).toEqual(['account_ip', 'account_ip']);
     });
 
-    it('per account across IPs: attempts spread over IPs stop at the loose limit, the right password from a fresh IP too', async () => {
+    it('per account across IPs: past the failure limit unknown clients share one attempt per slow window (a short Retry-After, never the window); a known device is not slowed', async () => {
       const email = await signUp(client, 'acct');
+      const known = await client.login({ email, password: PASSWORD, clientIp: uniqueIp() });
+      expect(known.deviceToken).not.toBe('');
       for (let i = 0; i < 6; i++) {
         await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
       }
-      await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      // The slow window's one attempt: a guess that fails (and counts).
+      await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      const slowed = await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      expect(slowed).toBeInstanceOf(AppError);
+      expect((slowed as AppError).code).toBe('rate_limited');
+      expect((slowed as AppError).retryAfterSeconds).toBeGreaterThan(0);
+      expect((slowed as AppError).retryAfterSeconds).toBeLessThanOrEqual(10);
       await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: '' }));
+      // The known device is never refused by the account-wide limit, from any address.
+      expect(
+        await outcome(
+          client.login({ email, password: PASSWORD, clientIp: uniqueIp(), deviceToken: known.deviceToken }),
+        ),
+      ).toBe('ok');
+      // Another client after the slow window (10 s by default): in at once.
+      clock.advance(10_000);
+      expect(await outcome(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }))).toBe('ok');
+      // Without Redis every refusal is its own event.
       expect(await throttles(email)).toEqual(['account', 'account']);
       // Another account is unaffected.
       const other = await signUp(client, 'acct-other');
@@ -162,18 +180,20 @@ describe('login throttling over gRPC', () => {
           );
           codes.push(res === 'ok' ? 'ok' : res.code);
         }
-        for (let i = 0; i < 4; i++) {
+        for (let i = 0; i < 5; i++) {
           const res = await outcome(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
           codes.push(res === 'ok' ? 'ok' : res.code);
         }
+        clock.advance(10_000);
         return codes;
       };
       const expected = [
         ...Array(3).fill('unauthenticated'),
         'rate_limited',
-        // 4 counted so far (the refused one too): 2 more fit under 6.
-        ...Array(2).fill('unauthenticated'),
-        ...Array(2).fill('rate_limited'),
+        // 3 failures so far (the refused attempt is none): 3 more fit under 6, then the slow
+        // window's one attempt, then a refusal until it ends.
+        ...Array(4).fill('unauthenticated'),
+        'rate_limited',
       ];
       expect(await answers(await signUp(client, 'known'), PASSWORD)).toEqual(expected);
       expect(await answers(uniqueEmail('nobody'), PASSWORD)).toEqual(expected);
@@ -216,7 +236,7 @@ describe('login throttling over gRPC', () => {
       await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: ip }));
     });
 
-    it('a success clears the account and IP count, not the account count across IPs', async () => {
+    it('a success clears the account and IP count, not the account failures across IPs', async () => {
       const email = await signUp(client, 'reset');
       const ip = uniqueIp();
       for (let i = 0; i < 2; i++) {
@@ -227,9 +247,13 @@ describe('login throttling over gRPC', () => {
       for (let i = 0; i < 2; i++) {
         await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: ip }));
       }
-      // The account has 5 attempts counted across IPs (the success too): the 6th passes, the 7th not.
+      // The account has 4 failures (the success is none): two more fit under 6, then one attempt
+      // per slow window, then a refusal.
+      await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
+      await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
       await expectInvalidCredentials(client.login({ email, password: WRONG, clientIp: uniqueIp() }));
       await expectRateLimited(client.login({ email, password: PASSWORD, clientIp: uniqueIp() }));
+      clock.advance(10_000);
     });
 
     it('allows attempts again once the window has passed, with Retry-After counting down', async () => {
@@ -293,7 +317,8 @@ describe('login throttling over gRPC', () => {
       expect(await outcome(b.login({ email, password: PASSWORD, clientIp: home }))).toBe('ok');
       expect(await inspector.exists(accountIpKey(email, home))).toBe(0);
       expect(await inspector.get(accountIpKey(email, ip))).toBe('12');
-      expect(await inspector.get(accountKey(email))).toBe('13');
+      // The account-wide count is of failures: the refusals and the success add none.
+      expect(await inspector.get(accountKey(email))).toBe('10');
 
       // The window ends (its TTL rewritten to 1 ms): attempts from that IP are allowed again.
       await inspector.pexpire(accountIpKey(email, ip), 1);

@@ -112,6 +112,10 @@ class Switchable implements RateLimiter {
     if (this.down) throw new Error('Connection is closed.');
     return this.inner.clear(key);
   }
+  async peek(key: string): Promise<number> {
+    if (this.down) throw new Error('Connection is closed.');
+    return this.inner.peek(key);
+  }
 }
 
 describe('the login throttle with its fallback', () => {

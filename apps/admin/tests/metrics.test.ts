@@ -15,7 +15,10 @@ const LOGINS = 'relayplane_logins_total';
 const HANDLED = 'relayplane_grpc_server_handled_total';
 
 describe('readAdminConfig: ADMIN_METRICS_ADDRESS', () => {
-  const base = { DATABASE_URL: 'postgres://db.internal/relayplane' };
+  const base = {
+    DATABASE_URL: 'postgres://db.internal/relayplane',
+    RELAYPLANE_KEK: Buffer.alloc(32, 1).toString('base64'),
+  };
 
   it('is unset by default and read as host:port when set', () => {
     expect(readAdminConfig(base).metricsAddress).toBeUndefined();

@@ -178,6 +178,7 @@ describe('per-bot limits on active bot keys and identity tokens (gRPC, real Post
             createdByUserId: owner.userId,
             createdByTokenId: null,
             rootUserId: owner.userId,
+            rootSessionId: null,
             createdAt: now,
             expiresAt: new Date(now.getTime() + 3_600_000),
             lastUsedAt: null,

@@ -615,7 +615,13 @@ describe('sessions a user controls, over gRPC (real PostgreSQL, real billing)', 
           actor_type: 'user',
           actor_id: userId,
           target_type: 'user',
-          details: { scope: 'others', revoked: 2, kept_session_id: current.id },
+          details: {
+            scope: 'others',
+            revoked: 2,
+            revoked_device_grants: 0,
+            revoked_identity_tokens: 0,
+            kept_session_id: current.id,
+          },
         }),
       ]);
       await expectAppError(client.authenticate({ token: extra.token }), 'unauthenticated');
@@ -647,7 +653,12 @@ describe('sessions a user controls, over gRPC (real PostgreSQL, real billing)', 
           actor_id: userId,
           target_type: 'user',
           outcome: 'success',
-          details: { revoked_sessions: 1, kept_session_id: current.id },
+          details: {
+            revoked_sessions: 1,
+            revoked_device_grants: 0,
+            revoked_identity_tokens: 0,
+            kept_session_id: current.id,
+          },
         }),
       ]);
       await expectAppError(client.authenticate({ token: another.token }), 'unauthenticated');

@@ -127,6 +127,8 @@ export class Embedded {
           redis: undefined,
           grpcTls: undefined,
           healthListen: undefined,
+          // The issuer's KEK: admin derives its own keys from it.
+          ...(kek ? { kek: kek.kek } : {}),
           logLevel,
         }),
         { logger: createLogger({ level: logLevel, service: SERVICES.admin }), bus },

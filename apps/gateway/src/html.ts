@@ -123,6 +123,8 @@ export const devicePages = {
       `<form method="post" action="${VERIFICATION_LOGIN_PATH}">` +
       `<label>Email <input type="email" name="email" autocomplete="username" required value="${escapeHtml(form.email ?? '')}"></label>` +
       '<label>Password <input type="password" name="password" autocomplete="current-password" required></label>' +
+      '<label>Authenticator code (only if you have set up two-factor authentication) ' +
+      '<input name="mfa_code" inputmode="numeric" autocomplete="one-time-code" maxlength="64"></label>' +
       hidden('user_code', form.userCode) +
       hidden('login_csrf', form.loginCsrf) +
       '<button type="submit">Log in</button></form>',
@@ -178,6 +180,8 @@ export const devicePages = {
         `<form method="post" action="${VERIFICATION_PATH}">` +
         hidden('user_code', grant.userCode) +
         hidden('csrf_token', csrfToken) +
+        '<label>Authenticator code (needed to approve if you have set up two-factor authentication) ' +
+        '<input name="mfa_code" inputmode="numeric" autocomplete="one-time-code" maxlength="64"></label>' +
         '<button type="submit" name="action" value="approve">Approve</button>' +
         '<button type="submit" name="action" value="deny">Deny</button></form>' +
         '<p>Only approve a device you started signing in yourself.</p>',

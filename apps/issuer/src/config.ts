@@ -7,8 +7,10 @@ import {
   LOG_LEVELS,
   type LogLevel,
   readDatabase,
+  readKek,
   readMaxConnectionAgeMs,
   readMetricsAddress,
+  readPreviousKeks,
   readRedis,
 } from '@relayplane/shared/config';
 import { SERVICES } from '@relayplane/shared/contract';
@@ -142,8 +144,8 @@ export function readIssuerConfig(
             },
             { required: true },
           ),
-    kek: overrides.kek ?? requiredKek(r),
-    previousKeks: overrides.previousKeks ?? previousKeks(r),
+    kek: overrides.kek ?? readKek(r),
+    previousKeks: overrides.previousKeks ?? readPreviousKeks(r),
     keys,
     credentials: overrides.credentials ?? {
       issuer: claimValue(r, 'RELAYPLANE_CREDENTIAL_ISSUER', DEFAULT_CREDENTIAL_ISSUER),
@@ -179,44 +181,6 @@ function claimValue(r: EnvReader, name: string, fallback: string): string {
     throw new ConfigError(name, 'must be 1-256 characters');
   }
   return value;
-}
-
-function requiredKek(r: EnvReader): Buffer {
-  const kek = r.base64Key('RELAYPLANE_KEK', KEK_BYTES);
-  if (!kek) {
-    throw new ConfigError(
-      'RELAYPLANE_KEK',
-      `is required but not set (base64 of ${KEK_BYTES} random bytes, e.g. \`openssl rand -base64 32\`)`,
-    );
-  }
-  return kek;
-}
-
-const KEK_PREVIOUS = 'RELAYPLANE_KEK_PREVIOUS';
-
-/**
- * `RELAYPLANE_KEK_PREVIOUS`: comma-separated KEKs, each as `RELAYPLANE_KEK` (base64 of 32
- * bytes); spaces around an entry are ignored, an empty entry is an error. Unset or empty: none.
- * The message names the entry by position, never its value.
- */
-function previousKeks(r: EnvReader): Buffer[] {
-  const raw = r.optional(KEK_PREVIOUS);
-  if (raw === undefined) return [];
-  return raw.split(',').map((entry, i) => {
-    const text = entry.trim();
-    const kek = Buffer.from(text, 'base64');
-    if (
-      text === '' ||
-      kek.length !== KEK_BYTES ||
-      kek.toString('base64').replace(/=+$/, '') !== text.replace(/=+$/, '')
-    ) {
-      throw new ConfigError(
-        KEK_PREVIOUS,
-        `entry ${i + 1} must be ${KEK_BYTES} bytes, base64-encoded (comma-separated keys, each like RELAYPLANE_KEK)`,
-      );
-    }
-    return kek;
-  });
 }
 
 /**

@@ -36,7 +36,7 @@ export function isAuditEventId(value: string): boolean {
 }
 
 /** Bearer tokens (`rp?_` + 72 hex) and API keys (`svc_live_`/`svc_test_` + 64 hex), anywhere in a string. */
-const SECRET_PATTERN = /rp[uibcr]_[0-9a-f]{16}|svc_(?:live|test)_[0-9a-f]{16}/;
+const SECRET_PATTERN = /rp[uibcrm]_[0-9a-f]{16}|svc_(?:live|test)_[0-9a-f]{16}/;
 
 /**
  * The first path in `details` whose string (or key) looks like a secret we hand out, or

@@ -134,6 +134,51 @@ export class EnvReader {
   }
 }
 
+/** Bytes of a key-encryption key (`RELAYPLANE_KEK`): an AES-256 key. */
+export const KEK_BYTES = 32;
+
+/**
+ * `RELAYPLANE_KEK`, required: the key-encryption key (base64 of 32 bytes). The issuer seals
+ * signing keys under it; admin derives its own keys from it (HKDF, one label per use).
+ */
+export function readKek(r: EnvReader): Buffer {
+  const kek = r.base64Key('RELAYPLANE_KEK', KEK_BYTES);
+  if (!kek) {
+    throw new ConfigError(
+      'RELAYPLANE_KEK',
+      `is required but not set (base64 of ${KEK_BYTES} random bytes, e.g. \`openssl rand -base64 32\`)`,
+    );
+  }
+  return kek;
+}
+
+const KEK_PREVIOUS = 'RELAYPLANE_KEK_PREVIOUS';
+
+/**
+ * `RELAYPLANE_KEK_PREVIOUS`: comma-separated KEKs, each as `RELAYPLANE_KEK` (base64 of 32
+ * bytes); spaces around an entry are ignored, an empty entry is an error. Unset or empty: none.
+ * The message names the entry by position, never its value.
+ */
+export function readPreviousKeks(r: EnvReader): Buffer[] {
+  const raw = r.optional(KEK_PREVIOUS);
+  if (raw === undefined) return [];
+  return raw.split(',').map((entry, i) => {
+    const text = entry.trim();
+    const kek = Buffer.from(text, 'base64');
+    if (
+      text === '' ||
+      kek.length !== KEK_BYTES ||
+      kek.toString('base64').replace(/=+$/, '') !== text.replace(/=+$/, '')
+    ) {
+      throw new ConfigError(
+        KEK_PREVIOUS,
+        `entry ${i + 1} must be ${KEK_BYTES} bytes, base64-encoded (comma-separated keys, each like RELAYPLANE_KEK)`,
+      );
+    }
+    return kek;
+  });
+}
+
 /** A log level shared by every service's config. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];

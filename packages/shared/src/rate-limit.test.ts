@@ -35,6 +35,10 @@ describe('fixed-window rate limiting', () => {
         return { count: 42, resetInMs: 5 };
       },
       async clear() {},
+      async peek() {
+        if (down) throw new Error('redis down');
+        return 42;
+      },
     };
     const limiter = new FallbackRateLimiter(primary, new MemoryRateLimiter(clock, 1_000), logger, 'test');
     expect(await limiter.hit('a')).toMatchObject({ count: 1 });
@@ -43,5 +47,10 @@ describe('fixed-window rate limiting', () => {
     down = false;
     expect(await limiter.hit('a')).toEqual({ count: 42, resetInMs: 5 });
     expect(limiter.degraded).toBe(false);
+    expect(await limiter.peek('a')).toBe(42);
+    down = true;
+    // The fallback's own count of the outage, not counted again by the peek.
+    expect(await limiter.peek('a')).toBe(2);
+    expect(await limiter.peek('a')).toBe(2);
   });
 });

@@ -22,6 +22,8 @@ export interface RateLimiter {
   hit(key: string): Promise<WindowHit>;
   /** Forgets the hits of `key` (e.g. a successful login clears its account). */
   clear(key: string): Promise<void>;
+  /** The hits of `key` in its current window, without counting one (0 when none). */
+  peek(key: string): Promise<number>;
 }
 
 /** INCR; PEXPIRE on the window's first hit (or when a key somehow lost its TTL); answers {count, PTTL}. */
@@ -69,6 +71,12 @@ export class RedisRateLimiter implements RateLimiter {
   async clear(key: string): Promise<void> {
     await this.#redis.del(this.#prefix + key);
   }
+
+  async peek(key: string): Promise<number> {
+    // A key without a TTL is one the script has not finished: its count is still the window's.
+    const value = await this.#redis.get(this.#prefix + key);
+    return value === null ? 0 : Number(value);
+  }
 }
 
 export class MemoryRateLimiter implements RateLimiter {
@@ -96,6 +104,11 @@ export class MemoryRateLimiter implements RateLimiter {
 
   async clear(key: string): Promise<void> {
     this.#windows.delete(key);
+  }
+
+  async peek(key: string): Promise<number> {
+    const window = this.#windows.get(key);
+    return window && window.endsAt > this.#clock.now().getTime() ? window.count : 0;
   }
 
   /** How many keys are held (tests check that expired windows are dropped). */
@@ -152,6 +165,17 @@ export class FallbackRateLimiter implements RateLimiter {
       this.#recovered();
     } catch (err) {
       this.#failed(err);
+    }
+  }
+
+  async peek(key: string): Promise<number> {
+    try {
+      const count = await this.#primary.peek(key);
+      this.#recovered();
+      return count;
+    } catch (err) {
+      this.#failed(err);
+      return this.#fallback.peek(key);
     }
   }
 

@@ -60,6 +60,7 @@ export const RPC_CALLERS: Readonly<Record<string, Callers>> = {
 
   'relayplane.admin.v1.AdminService/Signup': GATEWAY,
   'relayplane.admin.v1.AdminService/Login': GATEWAY,
+  'relayplane.admin.v1.AdminService/LoginMfa': GATEWAY,
   'relayplane.admin.v1.AdminService/Authenticate': GATEWAY,
   'relayplane.admin.v1.AdminService/Logout': GATEWAY,
   'relayplane.admin.v1.AdminService/CreateProject': GATEWAY,

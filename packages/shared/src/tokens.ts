@@ -12,13 +12,15 @@ export const TOKEN_PREFIXES = {
   bot: 'rpb_',
   cli: 'rpc_',
   relayNode: 'rpr_',
+  /** The `mfa_token` between the two login steps: opens nothing but the second step. */
+  loginChallenge: 'rpm_',
 } as const;
 
 export type TokenKind = keyof typeof TOKEN_PREFIXES;
 
 const BODY_HEX = 64;
 const CHECKSUM_HEX = 8;
-const TOKEN_PATTERN = /^(rp[uibcr]_)([0-9a-f]{64})([0-9a-f]{8})$/;
+const TOKEN_PATTERN = /^(rp[uibcrm]_)([0-9a-f]{64})([0-9a-f]{8})$/;
 
 function checksum(prefix: string, body: string): string {
   return crc32(prefix + body)

@@ -39,7 +39,7 @@ interface Match {
   kind: string;
 }
 
-const TOKEN = /rp[uibcr]_[0-9a-f]{72}/g;
+const TOKEN = /rp[uibcrm]_[0-9a-f]{72}/g;
 const API_KEY = /svc_(?:live|test)_[0-9a-f]{64}/g;
 const JWT = /eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}/g;
 // Delimited on both sides so the pattern inside a longer base64 run does not count.
@@ -105,7 +105,7 @@ export function redactedExcerpt(line: string, matches: readonly Match[], match: 
     out += line.slice(at, m.start);
     const secret = line.slice(m.start, m.end);
     // A type prefix says which secret leaked and nothing of it; any other start stays hidden.
-    const prefix = /^(rp[uibcr]_|svc_|eyJ|-----)/.exec(secret)?.[1] ?? '';
+    const prefix = /^(rp[uibcrm]_|svc_|eyJ|-----)/.exec(secret)?.[1] ?? '';
     out += `<${m.kind}: ${prefix}… ${secret.length} chars>`;
     at = m.end;
   }

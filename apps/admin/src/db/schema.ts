@@ -14,6 +14,11 @@ export interface UsersTable {
   password_hash: string;
   platform_admin: boolean;
   created_at: Date;
+  /**
+   * Moves on with every password change and "sign out everywhere": sessions, CLI tokens and
+   * approved device grants carrying an older epoch are refused (migration 20261203T1000).
+   */
+  credentials_epoch: Generated<number>;
 }
 
 export interface MembershipsTable {
@@ -40,6 +45,8 @@ export interface SessionsTable {
   user_agent: string | null;
   /** A login session the session cookie authenticated: listed as `browser`, else `bearer`. */
   browser: Generated<boolean>;
+  /** The user's credentials epoch when the session was made (or kept): live only while equal. */
+  credentials_epoch: Generated<number>;
 }
 
 export interface ProjectsTable {
@@ -121,6 +128,8 @@ export interface IdentityTokensTable {
   created_by_token_id: string | null;
   /** The user at the root of the creation chain. */
   root_user_id: string;
+  /** The user session at the root of the creation chain; null for tokens older than the column. */
+  root_session_id: Generated<string | null>;
   created_at: Date;
   expires_at: Date;
   /** Written by Authenticate at most once a minute. */
@@ -147,6 +156,23 @@ export interface DeviceGrantsTable {
   /** Where the device asked from (its StartDeviceAuthorization request); null when unknown. */
   requested_ip: string | null;
   requested_user_agent: string | null;
+  /** The session that approved the grant; redeeming it needs that session live. */
+  approved_session_id: Generated<string | null>;
+  /** The approver's credentials epoch at the decision. */
+  credentials_epoch: Generated<number | null>;
+}
+
+/** A password step waiting for its second factor (migration 20261203T1100); only the token's hash. */
+export interface LoginChallengesTable {
+  token_hash: string;
+  user_id: string;
+  tenant_id: string;
+  password_hash: string;
+  credentials_epoch: number;
+  device_nonce: string | null;
+  failed_attempts: Generated<number>;
+  created_at: Date;
+  expires_at: Date;
 }
 
 /** The audit trail (docs/audit.md): append-only, chained per tenant. */
@@ -198,4 +224,5 @@ export interface AdminDatabase {
   bots: BotsTable;
   bot_keys: BotKeysTable;
   identity_tokens: IdentityTokensTable;
+  login_challenges: LoginChallengesTable;
 }

@@ -84,6 +84,11 @@ export interface PolledGrant {
   expiresAt: Date;
   intervalSeconds: number;
   lastPolledAt: Date | null;
+  /**
+   * An approved grant: whether the session that approved it is still live under the user's
+   * current credentials epoch (and the grant's epoch is the user's). False: the approval is void.
+   */
+  approverLive?: boolean;
 }
 
 export type PollOutcome =
@@ -102,7 +107,9 @@ export interface PollDecision {
 
 /**
  * One poll of the token endpoint (RFC 8628 §3.5). Expiry wins over everything; an approved
- * grant answers its token once (then it is consumed: invalid_grant); a pending grant polled
+ * grant answers its token once (then it is consumed: invalid_grant), and only while the session
+ * that approved it is live (else access_denied: a password change or "sign out everywhere" since,
+ * or that session ended, voids the approval); a pending grant polled
  * sooner than its interval answers slow_down and its interval grows by 5 seconds.
  */
 export function decidePoll(grant: PolledGrant, now: Date): PollDecision {
@@ -110,7 +117,7 @@ export function decidePoll(grant: PolledGrant, now: Date): PollDecision {
   if (grant.status === 'consumed') return same('invalid_grant');
   if (grant.expiresAt.getTime() <= now.getTime()) return same('expired_token');
   if (grant.status === 'denied') return same('access_denied');
-  if (grant.status === 'approved') return same('issue');
+  if (grant.status === 'approved') return same(grant.approverLive === false ? 'access_denied' : 'issue');
   const tooSoon =
     grant.lastPolledAt !== null &&
     now.getTime() - grant.lastPolledAt.getTime() < grant.intervalSeconds * 1000 - POLL_TOLERANCE_MS;

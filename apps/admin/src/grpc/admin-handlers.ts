@@ -25,6 +25,7 @@ import { listBots } from './list-bots.ts';
 import { listMembers } from './list-members.ts';
 import { listProjects } from './list-projects.ts';
 import { login } from './login.ts';
+import { loginMfa } from './login-mfa.ts';
 import { logout } from './logout.ts';
 import { removeMember } from './remove-member.ts';
 import { revokeApiKey } from './revoke-api-key.ts';
@@ -38,6 +39,7 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
   return {
     signup: signup(deps),
     login: login(deps),
+    loginMfa: loginMfa(deps),
     authenticate: authenticate(deps),
     logout: logout(deps),
     createProject: createProject(deps),

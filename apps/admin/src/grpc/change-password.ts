@@ -5,14 +5,15 @@ import { sessionActor } from '../audit/actor.ts';
 import { checkPassword } from '../domain/validation.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
-import { enforceLimits } from './limits.ts';
-import { accountLimits, attemptIp, LOGIN_RATE_LIMITED_MESSAGE } from './login.ts';
+import { admitGuess, attemptIp, clientLimit, countFailure, guessClient } from './login.ts';
 import { requireOwnSession } from './sessions.ts';
 import { valid } from './valid.ts';
 
 export const WRONG_CURRENT_PASSWORD_MESSAGE = 'the current password is wrong';
 export const SAME_PASSWORD_MESSAGE = 'the new password must differ from the current one';
 export const PASSWORD_CHANGED_MEANWHILE_MESSAGE = 'the password was changed meanwhile; retry';
+export const MFA_CODE_REQUIRED_MESSAGE =
+  'this account has a second factor: send a current code from the authenticator app (or a recovery code) as mfa_code';
 
 /** A refused attempt (`user.password_change`, outcome failure, or denied when throttled), on its own. */
 function recordRefusal(
@@ -32,10 +33,14 @@ function recordRefusal(
 
 /**
  * ChangePassword: the caller proves the current password and sets a new one (checked like
- * signup's). Every other session and CLI token of the user is revoked in the same transaction;
- * the one the request came with stays. Attempts count against the account's login limits (from
- * the client IP and from every IP, the same counts and message as logins), so a stolen session
- * cannot guess the password here instead; a success clears the account's count from that IP.
+ * signup's). Every other access of the user is ended in the same transaction (the credentials
+ * epoch moves on; other sessions and CLI tokens, approved unredeemed device grants and, unless
+ * `keep_identity_tokens`, the identity tokens rooted at the user but those created under this
+ * session: stores/sessions.ts endOthersIn); the session the request came with stays. Attempts
+ * count against the account's login limits (login.ts admitGuess: from the client, and wrong
+ * passwords against the account-wide failures), so a stolen session cannot guess the password
+ * here instead; a success clears the account's count from that client. An enrolled user also
+ * sends a fresh second-factor code (`mfa_code`).
  */
 export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService>['changePassword'] {
   return async (req) => {
@@ -43,9 +48,9 @@ export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService
     if (req.currentPassword === '') throw new AppError('invalid_request', 'current_password is required');
     const newPassword = valid(checkPassword(req.newPassword));
     if (newPassword === req.currentPassword) throw new AppError('invalid_request', SAME_PASSWORD_MESSAGE);
-    const { account, accountIp } = accountLimits(deps, session.user.email, attemptIp(''));
+    const guess = guessClient(deps, '', undefined, '');
     try {
-      await enforceLimits(deps.loginThrottle, [account, accountIp], LOGIN_RATE_LIMITED_MESSAGE);
+      await admitGuess(deps, session.user.email, guess, false);
     } catch (err) {
       if (err instanceof AppError && err.code === 'rate_limited')
         await recordRefusal(deps, session, 'throttled');
@@ -57,25 +62,50 @@ export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService
       user.id !== session.user.id ||
       !(await deps.passwords.verify(user.passwordHash, req.currentPassword))
     ) {
+      await countFailure(deps, session.user.email);
       await recordRefusal(deps, session, 'wrong_current_password');
       throw new AppError('forbidden', WRONG_CURRENT_PASSWORD_MESSAGE);
+    }
+    // An enrolled user also proves the second factor, after the password (a wrong password burns no code).
+    if (deps.secondFactor && (await deps.secondFactor.isEnrolled(user.id))) {
+      if (req.mfaCode.trim() === '') throw new AppError('forbidden', MFA_CODE_REQUIRED_MESSAGE);
+      await deps.secondFactor.verify(user, req.mfaCode, {
+        tenantId: session.tenant.id,
+        clientIp: attemptIp(''),
+      });
     }
     const newHash = await deps.passwords.hash(newPassword);
     // The new hash, the revocations and the event commit together; never a password in it.
     const revoked = await deps.sessions.changePassword(
-      { userId: user.id, currentHash: user.passwordHash, newHash, keepId: session.id, now: deps.clock.now() },
+      {
+        userId: user.id,
+        currentHash: user.passwordHash,
+        newHash,
+        keepId: session.id,
+        now: deps.clock.now(),
+        revokeIdentityTokens: !req.keepIdentityTokens,
+      },
       (trx, count) =>
         deps.audit.record(trx, {
           action: 'user.password_change',
           tenantId: session.tenant.id,
           actor: sessionActor(session),
           target: { type: 'user', id: user.id },
-          details: { revoked_sessions: count, kept_session_id: session.id },
+          details: {
+            revoked_sessions: count.sessions,
+            revoked_device_grants: count.deviceGrants,
+            revoked_identity_tokens: count.identityTokens,
+            kept_session_id: session.id,
+          },
         }),
     );
     if (revoked === 'stale') throw new AppError('conflict', PASSWORD_CHANGED_MEANWHILE_MESSAGE);
-    await deps.loginThrottle.clear(accountIp.key);
+    await deps.loginThrottle.clear(clientLimit(deps, session.user.email, guess).key);
     deps.logger.info({ userId: user.id, sessionId: session.id, revoked }, 'password changed');
-    return { revokedSessions: revoked };
+    return {
+      revokedSessions: revoked.sessions,
+      revokedDeviceGrants: revoked.deviceGrants,
+      revokedIdentityTokens: revoked.identityTokens,
+    };
   };
 }

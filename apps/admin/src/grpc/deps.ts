@@ -7,6 +7,7 @@ import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { AuditTrail } from '../audit/trail.ts';
 import type { DeviceFlowConfig, LoginLimits, SignupLimits } from '../config.ts';
 import type { AdminMetrics } from '../metrics.ts';
+import type { DeviceTokens } from '../security/device-tokens.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
 import type { AllowlistStore } from '../stores/allowlist.ts';
@@ -14,9 +15,29 @@ import type { ApiKeyStore } from '../stores/api-keys.ts';
 import type { BotStore } from '../stores/bots.ts';
 import type { DeviceGrantStore } from '../stores/device-grants.ts';
 import type { IdentityTokenStore } from '../stores/identity-tokens.ts';
+import type { LoginChallengeStore } from '../stores/login-challenges.ts';
 import type { ProjectStore } from '../stores/projects.ts';
 import type { SessionStore } from '../stores/sessions.ts';
 import type { ThrottledRefusals } from '../stores/throttled-refusals.ts';
+
+/**
+ * A person's second factor (TOTP or a recovery code), as login, device approval and password
+ * change ask for it.
+ */
+export interface SecondFactor {
+  /** Whether the user has a confirmed second factor. */
+  isEnrolled(userId: string): Promise<boolean>;
+  /**
+   * Accepts a current TOTP code (each time step once) or an unused recovery code (consumed), and
+   * answers which it was; a wrong, replayed or throttled code throws (`unauthenticated`,
+   * `rate_limited`), counted and recorded.
+   */
+  verify(
+    user: { id: string; email: string },
+    code: string,
+    context: { tenantId: string | null; clientIp: string },
+  ): Promise<'totp' | 'recovery_code'>;
+}
 
 /** What the admin RPC handlers work with. */
 export interface AdminDeps {
@@ -47,6 +68,16 @@ export interface AdminDeps {
   /** Counts sign-ups per client IP (its own window: `signupLimits.windowSeconds`). */
   signupThrottle: RateLimiter;
   signupLimits: SignupLimits;
+  /** Past the account-wide login limit: one attempt of unknown clients per `loginLimits.slowSeconds` (its window). */
+  loginSlowdown: RateLimiter;
+  /** Signs and checks the device tokens of clients that have logged in before (security/device-tokens.ts). */
+  deviceTokens: DeviceTokens;
+  /** Second factors; absent: nobody is asked for one (handlers built outside the service). */
+  secondFactor?: SecondFactor;
+  /** The password steps waiting for a second factor. */
+  loginChallenges: LoginChallengeStore;
+  /** The IPv6 prefix every per-client-IP throttle key groups by (throttleClient). */
+  throttleIpv6Prefix: number;
   /** Which throttled login refusals are recorded: one per throttle key and window, with a count. */
   throttledRefusals: ThrottledRefusals;
   sessionTtlSeconds: number;

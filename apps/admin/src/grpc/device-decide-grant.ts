@@ -7,6 +7,9 @@ import { DeviceGrantStore } from '../stores/device-grants.ts';
 import type { AdminDeps } from './deps.ts';
 import { enterUserCode, USER_CODE_NOT_FOUND_MESSAGE } from './device-flow.ts';
 
+export const APPROVAL_NEEDS_MFA_MESSAGE =
+  'this account has a second factor: send a current code from the authenticator app (or a recovery code) as mfa_code to approve';
+
 /**
  * DecideDeviceGrant: approves or denies a pending user code as the caller. Approval ties the
  * CLI token the device then receives to the caller's user and the session's active tenant.
@@ -15,12 +18,21 @@ import { enterUserCode, USER_CODE_NOT_FOUND_MESSAGE } from './device-flow.ts';
 export function decideDeviceGrant(deps: AdminDeps): ServiceImpl<typeof AdminService>['decideDeviceGrant'] {
   return async (req) => {
     const { session, userCode } = await enterUserCode(deps, req.principal, req.userCode, req.clientIp);
+    // Approving hands a device a 30-day token: an enrolled user proves a fresh second factor.
+    if (req.approve && deps.secondFactor && (await deps.secondFactor.isEnrolled(session.user.id))) {
+      if (req.mfaCode.trim() === '') throw new AppError('forbidden', APPROVAL_NEEDS_MFA_MESSAGE);
+      await deps.secondFactor.verify(session.user, req.mfaCode, {
+        tenantId: session.tenant.id,
+        clientIp: req.clientIp,
+      });
+    }
     // The decision and its event commit together (the store, bound to the transaction, decides in one statement).
     const decided = await deps.audit.change(async (trx) => {
       const done = await new DeviceGrantStore(trx).decide(hashCode(userCode), deps.clock.now(), {
         approve: req.approve,
         userId: session.user.id,
         tenantId: session.tenant.id,
+        sessionId: session.id,
       });
       if (done) {
         await deps.audit.record(trx, {

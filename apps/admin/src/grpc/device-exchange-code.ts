@@ -15,7 +15,9 @@ type Exchanged = { outcome: PollOutcome; token?: string; sessionId?: string };
 /**
  * ExchangeDeviceCode (RFC 8628 §3.4–3.5): one poll. The grant's row is locked for the poll,
  * so an approved grant answers its CLI token (`rpc_`, a session of kind `cli` of the approver
- * in the tenant they approved in) exactly once, however many polls race. Every other outcome
+ * in the tenant they approved in) exactly once, however many polls race, and only while the
+ * session that approved it is live under the user's current credentials (domain/device-codes.ts
+ * decidePoll; else `access_denied` and the grant is denied). Every other outcome
  * is `invalid_request` whose message is the OAuth error code.
  */
 export function exchangeDeviceCode(deps: AdminDeps): ServiceImpl<typeof AdminService>['exchangeDeviceCode'] {
@@ -30,13 +32,24 @@ export function exchangeDeviceCode(deps: AdminDeps): ServiceImpl<typeof AdminSer
     const ttlSeconds = deps.deviceFlow.tokenTtlSeconds;
     const polled = await deps.deviceGrants.poll<Exchanged>(
       hashCode(req.deviceCode),
+      now,
       (grant) => {
         // A device code issued to another client (RFC 6749 §5.2): the grant is left untouched.
         if (grant.clientId !== req.clientId)
           return { update: undefined, result: { outcome: 'invalid_grant' } };
         const decision = decidePoll(grant, now);
-        const update = { intervalSeconds: decision.intervalSeconds, lastPolledAt: now };
-        if (decision.outcome !== 'issue' || !grant.userId || !grant.tenantId) {
+        // An approval whose approver is no longer live is void from now on: the grant is denied.
+        const update = {
+          intervalSeconds: decision.intervalSeconds,
+          lastPolledAt: now,
+          deny: grant.status === 'approved' && decision.outcome === 'access_denied',
+        };
+        if (
+          decision.outcome !== 'issue' ||
+          !grant.userId ||
+          !grant.tenantId ||
+          grant.credentialsEpoch === null
+        ) {
           return {
             update,
             result: { outcome: decision.outcome === 'issue' ? 'invalid_grant' : decision.outcome },
@@ -51,6 +64,7 @@ export function exchangeDeviceCode(deps: AdminDeps): ServiceImpl<typeof AdminSer
           tenantId: grant.tenantId,
           createdAt: now,
           expiresAt: new Date(now.getTime() + ttlSeconds * 1000),
+          credentialsEpoch: grant.credentialsEpoch,
           // The device redeeming the code: where the CLI token is used from.
           ...clientOrigin(),
         };
@@ -70,6 +84,12 @@ export function exchangeDeviceCode(deps: AdminDeps): ServiceImpl<typeof AdminSer
     if (!polled) throw new AppError('invalid_request', 'invalid_grant');
     const { grant, result } = polled;
     if (result.outcome !== 'issue' || result.token === undefined) {
+      if (result.outcome === 'access_denied' && grant.status === 'approved') {
+        deps.logger.warn(
+          { clientId: grant.clientId, userId: grant.userId, tenantId: grant.tenantId },
+          'device authorization refused: the session that approved it has ended or the credentials changed since',
+        );
+      }
       throw new AppError('invalid_request', result.outcome);
     }
     deps.logger.info(

@@ -5,7 +5,7 @@ import { normaliseUserCode } from '../domain/device-codes.ts';
 import { throttleKeys } from '../redis/keys.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
-import { enforceLimits, type Limit } from './limits.ts';
+import { enforceLimits, type Limit, throttleClientOf } from './limits.ts';
 import { requireUserSession } from './principal.ts';
 
 export const USER_CODE_NOT_FOUND_MESSAGE =
@@ -35,7 +35,12 @@ export async function enterUserCode(
     { key: throttleKeys.deviceEntryUser(session.user.id), max: limits.maxEntriesPerUser },
   ];
   const ip = clientIp.trim();
-  if (ip !== '') counted.push({ key: throttleKeys.deviceEntryIp(ip), max: limits.maxEntriesPerIp });
+  if (ip !== '') {
+    counted.push({
+      key: throttleKeys.deviceEntryIp(throttleClientOf(deps, ip)),
+      max: limits.maxEntriesPerIp,
+    });
+  }
   await enforceLimits(deps.deviceThrottle, counted, USER_CODE_RATE_LIMITED_MESSAGE);
   const userCode = normaliseUserCode(rawUserCode);
   if (!userCode) throw new AppError('invalid_request', USER_CODE_INVALID_MESSAGE);

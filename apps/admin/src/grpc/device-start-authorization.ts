@@ -5,7 +5,7 @@ import { hashCode, isValidScope, newDeviceCode, newUserCode } from '../domain/de
 import { throttleKeys } from '../redis/keys.ts';
 import type { AdminDeps } from './deps.ts';
 import { DEVICE_CODES_RATE_LIMITED_MESSAGE } from './device-flow.ts';
-import { enforceLimits } from './limits.ts';
+import { enforceLimits, throttleClientOf } from './limits.ts';
 import { clientOrigin } from './sessions.ts';
 
 /** 20^8 user codes: a collision with a live one is rare; a few fresh draws always find a free one. */
@@ -28,7 +28,12 @@ export function startDeviceAuthorization(
     if (clientIp !== '') {
       await enforceLimits(
         deps.deviceThrottle,
-        [{ key: throttleKeys.deviceIssueIp(clientIp), max: deps.deviceFlow.limits.maxCodesPerIp }],
+        [
+          {
+            key: throttleKeys.deviceIssueIp(throttleClientOf(deps, clientIp)),
+            max: deps.deviceFlow.limits.maxCodesPerIp,
+          },
+        ],
         DEVICE_CODES_RATE_LIMITED_MESSAGE,
       );
     }

@@ -92,6 +92,8 @@ export function createIdentityToken(deps: AdminDeps): Impl['createIdentityToken'
       createdByTokenId: actor.identityTokenId ?? null,
       // A user session has a user; an identity token passes its own root user on.
       rootUserId: actor.session?.user.id ?? actor.identity?.rootUserId ?? '',
+      // Likewise the session at the root: "sign out everywhere" keeps the tokens derived from the kept session.
+      rootSessionId: actor.session?.id ?? actor.identity?.rootSessionId ?? null,
       createdAt: now,
       expiresAt,
       lastUsedAt: null,

@@ -1,3 +1,4 @@
+import { throttleClient } from '@relayplane/shared/client-address';
 import { AppError } from '@relayplane/shared/errors';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 
@@ -5,6 +6,14 @@ export interface Limit {
   /** From ../redis/keys.ts. */
   key: string;
   max: number;
+}
+
+/**
+ * The client a per-client-IP throttle key counts: the IP, an IPv6 address by its network of
+ * `RELAYPLANE_THROTTLE_IPV6_PREFIX` bits (one /64 is one client). Every per-IP key goes through it.
+ */
+export function throttleClientOf(deps: { throttleIpv6Prefix: number }, ip: string): string {
+  return throttleClient(ip.trim(), deps.throttleIpv6Prefix);
 }
 
 /** A limit the counted attempt went over, and when its window ends. */

@@ -41,7 +41,7 @@ export interface Actor {
   /** Identity tokens: what the token holds now (its scopes its root user's role still grants). */
   scopes: readonly string[] | undefined;
   /** Identity tokens: the user at the root of the creation chain, and the token's expiry. */
-  identity: { rootUserId: string; expiresAt: Date } | undefined;
+  identity: { rootUserId: string; rootSessionId: string | null; expiresAt: Date } | undefined;
   /** Who did it, for logs: a user, a bot or an identity token id. */
   log: { userId: string } | { botId: string } | { identityTokenId: string; botId: string };
 }
@@ -116,7 +116,11 @@ async function actorOf(
         botId: found.bot.id,
         identityTokenId: found.token.id,
         scopes: effectiveScopes(found.token.scopes, found.rootUserRole),
-        identity: { rootUserId: found.token.rootUserId, expiresAt: found.token.expiresAt },
+        identity: {
+          rootUserId: found.token.rootUserId,
+          rootSessionId: found.token.rootSessionId,
+          expiresAt: found.token.expiresAt,
+        },
         log: { identityTokenId: found.token.id, botId: found.bot.id },
       };
     }

@@ -92,27 +92,45 @@ export function revokeSession(deps: AdminDeps): ServiceImpl<typeof AdminService>
   };
 }
 
-/** RevokeOtherSessions: ends every session and CLI token of the caller but the current one. */
+/**
+ * RevokeOtherSessions ("sign out everywhere"): ends every access of the caller but the current
+ * session, as a password change does (stores/sessions.ts endOthersIn): other sessions and CLI
+ * tokens, approved unredeemed device grants, and, unless `keep_identity_tokens`, the identity
+ * tokens rooted at the user except those created under the current session.
+ */
 export function revokeOtherSessions(
   deps: AdminDeps,
 ): ServiceImpl<typeof AdminService>['revokeOtherSessions'] {
   return async (req) => {
     const session = await requireOwnSession(deps, req.principal);
-    // One event for all of them, with the count, in the same transaction.
+    // One event for all of them, with the counts, in the same transaction.
     const revoked = await deps.sessions.deleteOthers(
-      session.user.id,
-      session.id,
-      deps.clock.now(),
+      {
+        userId: session.user.id,
+        keepId: session.id,
+        now: deps.clock.now(),
+        revokeIdentityTokens: !req.keepIdentityTokens,
+      },
       (trx, count) =>
         deps.audit.record(trx, {
           action: 'session.revoke',
           tenantId: session.tenant.id,
           actor: sessionActor(session),
           target: { type: 'user', id: session.user.id },
-          details: { scope: 'others', revoked: count, kept_session_id: session.id },
+          details: {
+            scope: 'others',
+            revoked: count.sessions,
+            revoked_device_grants: count.deviceGrants,
+            revoked_identity_tokens: count.identityTokens,
+            kept_session_id: session.id,
+          },
         }),
     );
     deps.logger.info({ userId: session.user.id, sessionId: session.id, revoked }, 'other sessions revoked');
-    return { revoked };
+    return {
+      revoked: revoked.sessions,
+      revokedDeviceGrants: revoked.deviceGrants,
+      revokedIdentityTokens: revoked.identityTokens,
+    };
   };
 }

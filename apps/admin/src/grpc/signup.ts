@@ -6,7 +6,7 @@ import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { checkEmail, checkPassword, checkTenantName } from '../domain/validation.ts';
 import { throttleKeys } from '../redis/keys.ts';
 import type { AdminDeps } from './deps.ts';
-import { enforceLimits } from './limits.ts';
+import { enforceLimits, throttleClientOf } from './limits.ts';
 import { tenantMessage, userMessage } from './messages.ts';
 import { valid } from './valid.ts';
 
@@ -32,7 +32,7 @@ export function signup(deps: AdminDeps): ServiceImpl<typeof AdminService>['signu
     if (clientIp !== undefined) {
       await enforceLimits(
         deps.signupThrottle,
-        [{ key: throttleKeys.signupIp(clientIp), max: deps.signupLimits.maxPerIp }],
+        [{ key: throttleKeys.signupIp(throttleClientOf(deps, clientIp)), max: deps.signupLimits.maxPerIp }],
         SIGNUP_RATE_LIMITED_MESSAGE,
       );
     }

@@ -1,11 +1,12 @@
 /**
- * Reclaims the rows of expired sessions and device grants. Both are already refused when
+ * Reclaims the rows of expired sessions, device grants and login challenges. All are already refused when
  * presented; this only keeps the tables small. Runs on every replica at start and then on a
  * timer: the deletes are idempotent, so replicas racing each other only delete nothing.
  */
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { DeviceGrantStore } from '../stores/device-grants.ts';
+import type { LoginChallengeStore } from '../stores/login-challenges.ts';
 import type { SessionStore } from '../stores/sessions.ts';
 
 export const SWEEP_INTERVAL_MS = 10 * 60_000;
@@ -15,6 +16,7 @@ const GRANT_GRACE_MS = 3_600_000;
 export interface SweepDeps {
   sessions: SessionStore;
   deviceGrants: DeviceGrantStore;
+  loginChallenges: LoginChallengeStore;
   clock: Clock;
   logger: Logger;
 }
@@ -27,6 +29,8 @@ export async function sweepExpired(deps: SweepDeps): Promise<number> {
     if (deleted) deps.logger.debug({ deleted }, 'expired sessions deleted');
     const grants = await deps.deviceGrants.deleteExpired(new Date(now.getTime() - GRANT_GRACE_MS));
     if (grants) deps.logger.debug({ deleted: grants }, 'expired device grants deleted');
+    const challenges = await deps.loginChallenges.deleteExpired(now);
+    if (challenges) deps.logger.debug({ deleted: challenges }, 'expired login challenges deleted');
     return deleted;
   } catch (err) {
     deps.logger.warn({ err }, 'could not delete expired sessions');

@@ -15,11 +15,19 @@ export const UNKNOWN_CLIENT_IP = '-';
 
 /**
  * Fixed-window counters of the login, sign-up and device-flow throttles (one string key each,
- * TTL = window).
+ * TTL = window). A `clientIp` here is always a throttle client (grpc/limits.ts throttleClientOf:
+ * an IPv6 address by its /64), never a raw address.
  */
 export const throttleKeys = {
-  /** Login attempts on an account from every IP: the normalised email, hashed so no address is stored in Redis. */
+  /**
+   * Failed logins on an account from every unknown client (the account-wide limit counts
+   * failures only): the normalised email, hashed so no address is stored in Redis.
+   */
   loginAccount: (normalisedEmail: string): string => `login:acct:${emailHash(normalisedEmail)}`,
+  /** Past the account-wide limit: the one attempt unknown clients of the account share per slow window. */
+  loginAccountSlow: (normalisedEmail: string): string => `login:acct-slow:${emailHash(normalisedEmail)}`,
+  /** Login attempts on its account from one known device (the device token's nonce). */
+  loginDevice: (nonce: string): string => `login:device:${nonce}`,
   /**
    * Login attempts on an account from one client IP (`UNKNOWN_CLIENT_IP` when none is known: the
    * attempts without one share a count).

@@ -23,6 +23,8 @@ export type MemberChangeResult =
 
 export interface UserWithPassword extends UserRecord {
   passwordHash: string;
+  /** The user's credentials epoch (migration 20261203T1000): a session made under another is refused. */
+  credentialsEpoch: number;
 }
 
 /** Tenants, users and their memberships. */
@@ -73,7 +75,7 @@ export class AccountStore {
   async findUserByEmail(email: string): Promise<UserWithPassword | undefined> {
     const row = await this.#db
       .selectFrom('users')
-      .select(['id', 'email', 'password_hash', 'platform_admin', 'created_at'])
+      .select(['id', 'email', 'password_hash', 'platform_admin', 'created_at', 'credentials_epoch'])
       .where('email', '=', email)
       .executeTakeFirst();
     return (
@@ -83,6 +85,7 @@ export class AccountStore {
         platformAdmin: row.platform_admin,
         createdAt: row.created_at,
         passwordHash: row.password_hash,
+        credentialsEpoch: row.credentials_epoch,
       }
     );
   }
@@ -100,6 +103,41 @@ export class AccountStore {
       .executeTakeFirst();
     if (!row || !isRoleName(row.role)) return undefined;
     return { tenant: { id: row.id, name: row.name, createdAt: row.created_at }, role: row.role };
+  }
+
+  /** The user's membership of the tenant, with the user and the tenant; undefined when not a member. */
+  async findMember(
+    tenantId: string,
+    userId: string,
+  ): Promise<{ user: UserRecord; tenant: TenantRecord; role: RoleName } | undefined> {
+    const row = await this.#db
+      .selectFrom('memberships as m')
+      .innerJoin('tenants as t', 't.id', 'm.tenant_id')
+      .innerJoin('users as u', 'u.id', 'm.user_id')
+      .select([
+        't.id as tenant_id',
+        't.name as tenant_name',
+        't.created_at as tenant_created_at',
+        'u.id as user_id',
+        'u.email',
+        'u.platform_admin',
+        'u.created_at as user_created_at',
+        'm.role',
+      ])
+      .where('m.tenant_id', '=', tenantId)
+      .where('m.user_id', '=', userId)
+      .executeTakeFirst();
+    if (!row || !isRoleName(row.role)) return undefined;
+    return {
+      user: {
+        id: row.user_id,
+        email: row.email,
+        platformAdmin: row.platform_admin,
+        createdAt: row.user_created_at,
+      },
+      tenant: { id: row.tenant_id, name: row.tenant_name, createdAt: row.tenant_created_at },
+      role: row.role,
+    };
   }
 
   async findTenant(tenantId: string): Promise<TenantRecord | undefined> {

@@ -35,6 +35,8 @@ export interface DeviceGrantRecord extends PolledGrant {
   clientId: string;
   userId: string | null;
   tenantId: string | null;
+  /** The approver's credentials epoch at the decision (null before approval). */
+  credentialsEpoch: number | null;
 }
 
 /** What a poll changes: the grant's interval and last poll, and, once approved, the CLI session it consumes into. */
@@ -43,6 +45,8 @@ export interface PollUpdate {
   lastPolledAt: Date;
   /** Set: the grant becomes consumed and this session (kind `cli`) is created, in one transaction. */
   consume?: NewSession;
+  /** Set: an approval found void (its approver no longer live) becomes `denied`. */
+  deny?: boolean;
 }
 
 function isStatus(value: string): value is DeviceGrantStatus {
@@ -105,23 +109,29 @@ export class DeviceGrantStore {
   }
 
   /**
-   * Approves (for `userId` in `tenantId`) or denies a pending, unexpired grant, in one
+   * Approves (for `userId` in `tenantId`, recording the deciding session and the user's
+   * credentials epoch) or denies a pending, unexpired grant, in one
    * conditional statement: of two concurrent decisions only one applies. Undefined when no
    * such grant (unknown, expired or already decided).
    */
   async decide(
     userCodeHash: string,
     now: Date,
-    decision: { approve: boolean; userId: string; tenantId: string },
+    decision: { approve: boolean; userId: string; tenantId: string; sessionId: string },
   ): Promise<{ clientId: string } | undefined> {
     const row = await this.#db
       .updateTable('device_grants')
-      .set({
+      .set((eb) => ({
         status: decision.approve ? 'approved' : 'denied',
         user_id: decision.userId,
         tenant_id: decision.tenantId,
         decided_at: now,
-      })
+        approved_session_id: decision.sessionId,
+        credentials_epoch: eb
+          .selectFrom('users')
+          .select('users.credentials_epoch')
+          .where('users.id', '=', decision.userId),
+      }))
       .where('user_code_hash', '=', userCodeHash)
       .where('status', '=', 'pending')
       .where('expires_at', '>', now)
@@ -138,24 +148,40 @@ export class DeviceGrantStore {
    */
   async poll<T>(
     deviceCodeHash: string,
+    now: Date,
     decide: (grant: DeviceGrantRecord) => { update: PollUpdate | undefined; result: T },
     /** Runs in the same transaction once a CLI session was created (its audit event). */
     consumed?: InTransaction<{ grant: DeviceGrantRecord; session: NewSession }>,
   ): Promise<{ grant: DeviceGrantRecord; result: T } | undefined> {
     return this.#db.transaction().execute(async (trx) => {
       const row = await trx
-        .selectFrom('device_grants')
-        .select([
-          'client_id',
-          'status',
-          'expires_at',
-          'interval_seconds',
-          'last_polled_at',
-          'user_id',
-          'tenant_id',
+        .selectFrom('device_grants as g')
+        .select((eb) => [
+          'g.client_id',
+          'g.status',
+          'g.expires_at',
+          'g.interval_seconds',
+          'g.last_polled_at',
+          'g.user_id',
+          'g.tenant_id',
+          'g.credentials_epoch',
+          // The approving session, unexpired, under the user's current epoch, which is the grant's.
+          eb
+            .exists(
+              eb
+                .selectFrom('sessions as s')
+                .innerJoin('users as u', 'u.id', 's.user_id')
+                .select('s.id')
+                .whereRef('s.id', '=', 'g.approved_session_id')
+                .whereRef('s.user_id', '=', 'g.user_id')
+                .where('s.expires_at', '>', now)
+                .whereRef('s.credentials_epoch', '=', 'u.credentials_epoch')
+                .whereRef('u.credentials_epoch', '=', 'g.credentials_epoch'),
+            )
+            .as('approver_live'),
         ])
-        .where('device_code_hash', '=', deviceCodeHash)
-        .forUpdate()
+        .where('g.device_code_hash', '=', deviceCodeHash)
+        .forUpdate(['g'])
         .executeTakeFirst();
       if (!row || !isStatus(row.status)) return undefined;
       const grant: DeviceGrantRecord = {
@@ -166,19 +192,24 @@ export class DeviceGrantStore {
         lastPolledAt: row.last_polled_at,
         userId: row.user_id,
         tenantId: row.tenant_id,
+        credentialsEpoch: row.credentials_epoch,
+        approverLive: Boolean(row.approver_live),
       };
       const { update, result } = decide(grant);
       if (!update) return { grant, result };
-      if (update.consume) {
-        await new SessionStore(trx).create({ ...update.consume, kind: 'cli' });
-        if (consumed) await consumed(trx, { grant, session: update.consume });
-      }
+      // The CLI session is written only while the user still has the grant's epoch (a password
+      // change committed meanwhile leaves none, and the grant is then void).
+      const created = update.consume
+        ? await new SessionStore(trx).create({ ...update.consume, kind: 'cli' })
+        : false;
+      if (update.consume && !created) return undefined;
+      if (update.consume && consumed) await consumed(trx, { grant, session: update.consume });
       await trx
         .updateTable('device_grants')
         .set({
           interval_seconds: update.intervalSeconds,
           last_polled_at: update.lastPolledAt,
-          ...(update.consume ? { status: 'consumed' } : {}),
+          ...(update.consume ? { status: 'consumed' } : update.deny ? { status: 'denied' } : {}),
         })
         .where('device_code_hash', '=', deviceCodeHash)
         .execute();

@@ -29,6 +29,7 @@ const COLUMNS = [
   't.created_by_user_id',
   't.created_by_token_id',
   't.root_user_id',
+  't.root_session_id',
   't.created_at',
   't.expires_at',
   't.last_used_at',
@@ -47,6 +48,7 @@ function toRecord(row: Omit<Selectable<IdentityTokensTable>, 'token_hash'>): Ide
     createdByUserId: row.created_by_user_id,
     createdByTokenId: row.created_by_token_id,
     rootUserId: row.root_user_id,
+    rootSessionId: row.root_session_id,
     createdAt: row.created_at,
     expiresAt: row.expires_at,
     lastUsedAt: row.last_used_at,
@@ -105,6 +107,7 @@ export class IdentityTokenStore {
             created_by_user_id: token.createdByUserId,
             created_by_token_id: token.createdByTokenId,
             root_user_id: token.rootUserId,
+            root_session_id: token.rootSessionId,
             created_at: token.createdAt,
             expires_at: token.expiresAt,
           })

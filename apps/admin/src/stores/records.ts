@@ -119,6 +119,8 @@ export interface IdentityTokenRecord {
   createdByTokenId: string | null;
   /** The user at the root of the creation chain (the creating user, or the parent token's root). */
   rootUserId: string;
+  /** The user session at the root of the creation chain; null for tokens made before it was recorded. */
+  rootSessionId: string | null;
   createdAt: Date;
   expiresAt: Date;
   lastUsedAt: Date | null;

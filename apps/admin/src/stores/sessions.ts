@@ -1,5 +1,5 @@
 import { isRoleName } from '@relayplane/shared/contract';
-import type { Kysely, Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';
 import type { SessionKind, SessionRecord } from './records.ts';
@@ -37,6 +37,31 @@ export interface NewSession {
   /** The creating request's client address and user agent (request context), when known. */
   ip?: string | undefined;
   userAgent?: string | undefined;
+  /**
+   * The user's credentials epoch the decision to create the session was taken under: the row is
+   * written only while the user still has it (a password change or "sign out everywhere" in
+   * between refuses the session).
+   */
+  credentialsEpoch: number;
+  /** A login: the password hash the password was verified against; the row is written only while it is current. */
+  passwordHash?: string;
+}
+
+/** What ending a user's other access revoked (password change, "sign out everywhere"). */
+export interface RevokedAccess {
+  sessions: number;
+  deviceGrants: number;
+  identityTokens: number;
+}
+
+/** Ends every access of `userId` derived from credentials other than the kept session's. */
+export interface EndOthers {
+  userId: string;
+  /** The session the request came with: it stays, moved to the new epoch. */
+  keepId: string;
+  now: Date;
+  /** Revoke the identity tokens rooted at the user (but those created under the kept session). */
+  revokeIdentityTokens: boolean;
 }
 
 /** User sessions. Only the SHA-256 of a session token is stored. */
@@ -46,24 +71,54 @@ export class SessionStore {
     this.#db = db;
   }
 
-  /** Creates the session; `then` runs in the same transaction (its audit event). */
-  async create(session: NewSession, then?: InTransaction<void>): Promise<void> {
-    await this.#inTransaction(then !== undefined, async (db) => {
-      await db
+  /**
+   * Creates the session only while its user still has `credentialsEpoch` (and, for a login, the
+   * password hash it verified): one conditional INSERT … SELECT, so a password change committed
+   * after the check and before the insert leaves no session. `then` runs in the same transaction
+   * (its audit event) when the session was created. Answers whether it was.
+   */
+  async create(session: NewSession, then?: InTransaction<void>): Promise<boolean> {
+    return this.#inTransaction(then !== undefined, async (db) => {
+      const res = await db
         .insertInto('sessions')
-        .values({
-          id: session.id,
-          token_hash: session.tokenHash,
-          user_id: session.userId,
-          tenant_id: session.tenantId,
-          created_at: session.createdAt,
-          expires_at: session.expiresAt,
-          kind: session.kind ?? 'session',
-          ip: session.ip ?? null,
-          user_agent: session.userAgent ?? null,
+        .columns([
+          'id',
+          'token_hash',
+          'user_id',
+          'tenant_id',
+          'created_at',
+          'expires_at',
+          'kind',
+          'ip',
+          'user_agent',
+          'credentials_epoch',
+        ])
+        .expression((eb) => {
+          let q = eb
+            .selectFrom('users')
+            .select([
+              sql<string>`${session.id}::text`.as('id'),
+              sql<string>`${session.tokenHash}::text`.as('token_hash'),
+              'users.id as user_id',
+              sql<string>`${session.tenantId}::text`.as('tenant_id'),
+              sql<Date>`${session.createdAt}::timestamptz`.as('created_at'),
+              sql<Date>`${session.expiresAt}::timestamptz`.as('expires_at'),
+              sql<string>`${session.kind ?? 'session'}::text`.as('kind'),
+              sql<string | null>`${session.ip ?? null}::text`.as('ip'),
+              sql<string | null>`${session.userAgent ?? null}::text`.as('user_agent'),
+              'users.credentials_epoch',
+            ])
+            .where('users.id', '=', session.userId)
+            .where('users.credentials_epoch', '=', session.credentialsEpoch);
+          if (session.passwordHash !== undefined) {
+            q = q.where('users.password_hash', '=', session.passwordHash);
+          }
+          return q;
         })
-        .execute();
-      if (then) await then(db as Transaction<AdminDatabase>, undefined);
+        .executeTakeFirst();
+      const created = Number(res.numInsertedOrUpdatedRows ?? 0n) > 0;
+      if (created && then) await then(db as Transaction<AdminDatabase>, undefined);
+      return created;
     });
   }
 
@@ -107,6 +162,8 @@ export class SessionStore {
       ])
       .where(column, '=', value)
       .where('s.expires_at', '>', now)
+      // Made under the user's current credentials (a password change or "sign out everywhere" moves them on).
+      .whereRef('s.credentials_epoch', '=', 'u.credentials_epoch')
       .executeTakeFirst();
     if (!row || !isRoleName(row.role)) return undefined;
     return {
@@ -211,32 +268,26 @@ export class SessionStore {
   }
 
   /**
-   * Deletes every session and CLI token of `userId` except `keepId`; answers how many of them
-   * were still valid at `now` (expired ones not yet swept go too, uncounted: they ended already).
-   * `then` runs in the same transaction with that count.
+   * "Sign out everywhere": ends every access of the user but the kept session (endOthersIn), in
+   * one transaction with `then` (given what was revoked).
    */
-  async deleteOthers(
-    userId: string,
-    keepId: string,
-    now: Date,
-    then?: InTransaction<number>,
-  ): Promise<number> {
-    return this.#inTransaction(then !== undefined, async (db) => {
-      const revoked = await deleteOthersIn(db, userId, keepId, now);
-      if (then) await then(db as Transaction<AdminDatabase>, revoked);
+  async deleteOthers(end: EndOthers, then?: InTransaction<RevokedAccess>): Promise<RevokedAccess> {
+    return this.#db.transaction().execute(async (trx) => {
+      const revoked = await endOthersIn(trx, end);
+      if (then) await then(trx, revoked);
       return revoked;
     });
   }
 
   /**
    * Replaces the user's password hash, only while it is still `currentHash` (a concurrent
-   * change wins: `stale`), and deletes every other session and CLI token of the user, in one
-   * transaction with `then` (given the count of those still valid at `change.now`). Answers the count.
+   * change wins: `stale`), and ends every other access of the user (endOthersIn), in one
+   * transaction with `then` (given what was revoked).
    */
   async changePassword(
-    change: { userId: string; currentHash: string; newHash: string; keepId: string; now: Date },
-    then?: InTransaction<number>,
-  ): Promise<number | 'stale'> {
+    change: EndOthers & { currentHash: string; newHash: string },
+    then?: InTransaction<RevokedAccess>,
+  ): Promise<RevokedAccess | 'stale'> {
     return this.#db.transaction().execute(async (trx) => {
       const updated = await trx
         .updateTable('users')
@@ -245,7 +296,7 @@ export class SessionStore {
         .where('password_hash', '=', change.currentHash)
         .executeTakeFirst();
       if (Number(updated.numUpdatedRows) === 0) return 'stale' as const;
-      const revoked = await deleteOthersIn(trx, change.userId, change.keepId, change.now);
+      const revoked = await endOthersIn(trx, change);
       if (then) await then(trx, revoked);
       return revoked;
     });
@@ -264,18 +315,55 @@ export class SessionStore {
   }
 }
 
-/** Deletes the user's other sessions; counts those unexpired at `now` (what the caller revoked). */
-async function deleteOthersIn(
-  db: Kysely<AdminDatabase>,
-  userId: string,
-  keepId: string,
-  now: Date,
-): Promise<number> {
+/**
+ * Ends every access of the user derived from credentials other than the kept session's: moves
+ * the user's credentials epoch on (the kept session with it), so a login whose password check
+ * overlapped, a session or CLI token not deleted here, or a grant approved under the old epoch
+ * is refused from now on; deletes the other sessions and CLI tokens; ends the approved,
+ * unredeemed device grants (they become `denied`); and, unless asked not to, revokes the live
+ * identity tokens rooted at the user except those created under the kept session. Counts what
+ * was still valid at `now` (expired rows not yet swept go too, uncounted: they ended already).
+ */
+async function endOthersIn(db: Transaction<AdminDatabase>, end: EndOthers): Promise<RevokedAccess> {
+  const bumped = await db
+    .updateTable('users')
+    .set((eb) => ({ credentials_epoch: eb('credentials_epoch', '+', 1) }))
+    .where('id', '=', end.userId)
+    .returning('credentials_epoch')
+    .executeTakeFirstOrThrow();
+  await db
+    .updateTable('sessions')
+    .set({ credentials_epoch: bumped.credentials_epoch })
+    .where('id', '=', end.keepId)
+    .where('user_id', '=', end.userId)
+    .execute();
   const deleted = await db
     .deleteFrom('sessions')
-    .where('user_id', '=', userId)
-    .where('id', '<>', keepId)
+    .where('user_id', '=', end.userId)
+    .where('id', '<>', end.keepId)
     .returning('expires_at')
     .execute();
-  return deleted.filter((row) => row.expires_at.getTime() > now.getTime()).length;
+  const grants = await db
+    .updateTable('device_grants')
+    .set({ status: 'denied', decided_at: end.now })
+    .where('user_id', '=', end.userId)
+    .where('status', '=', 'approved')
+    .returning('expires_at')
+    .execute();
+  let identityTokens = 0;
+  if (end.revokeIdentityTokens) {
+    const tokens = await db
+      .updateTable('identity_tokens')
+      .set({ revoked_at: end.now })
+      .where('root_user_id', '=', end.userId)
+      .where('revoked_at', 'is', null)
+      .where('expires_at', '>', end.now)
+      .where((eb) => eb.or([eb('root_session_id', 'is', null), eb('root_session_id', '<>', end.keepId)]))
+      .returning('id')
+      .execute();
+    identityTokens = tokens.length;
+  }
+  const live = (rows: { expires_at: Date }[]) =>
+    rows.filter((row) => row.expires_at.getTime() > end.now.getTime()).length;
+  return { sessions: live(deleted), deviceGrants: live(grants), identityTokens };
 }

@@ -25,6 +25,9 @@ export async function startBilling(databaseUrl: string, listen = '127.0.0.1:0'):
   return billing;
 }
 
+/** The KEK the admin tests run with (admin derives its device-token and second-factor keys from it). */
+export const TEST_KEK = Buffer.alloc(32, 7).toString('base64');
+
 export async function createAdmin(
   databaseUrl: string,
   billingAddress: string,
@@ -35,6 +38,7 @@ export async function createAdmin(
     ADMIN_DATABASE_URL: databaseUrl,
     ADMIN_LISTEN_ADDRESS: '127.0.0.1:0',
     ADMIN_BILLING_ADDRESS: billingAddress,
+    RELAYPLANE_KEK: TEST_KEK,
     ...env,
   });
   return AdminService.create(config, { logger: testLogger('admin'), ...overrides });

@@ -129,3 +129,30 @@ function cookieOptions(request: FastifyRequest, maxAge: number) {
     maxAge,
   };
 }
+
+/**
+ * The device cookie (docs/iam.md, "Login throttling"): the signed device token admin answers on a
+ * successful login, kept by the browser so its later logins count against its own limit and are
+ * never refused by the account-wide one. `__Host-rp_device` over HTTPS, `rp_device` over HTTP;
+ * HttpOnly, SameSite=Strict, 180 days (the token's own life).
+ */
+export const DEVICE_COOKIE = 'rp_device';
+export const SECURE_DEVICE_COOKIE = '__Host-rp_device';
+const DEVICE_COOKIE_MAX_AGE_SECONDS = 180 * 24 * 60 * 60;
+
+function deviceCookieName(request: FastifyRequest): string {
+  return isHttps(request) ? SECURE_DEVICE_COOKIE : DEVICE_COOKIE;
+}
+
+export function deviceCookieOf(request: FastifyRequest): string | undefined {
+  return cookiesOf(request)?.[deviceCookieName(request)];
+}
+
+export function setDeviceCookie(request: FastifyRequest, reply: FastifyReply, deviceToken: string): void {
+  if (deviceToken === '') return;
+  reply.setCookie(
+    deviceCookieName(request),
+    deviceToken,
+    cookieOptions(request, DEVICE_COOKIE_MAX_AGE_SECONDS),
+  );
+}

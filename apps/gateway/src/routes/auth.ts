@@ -1,10 +1,15 @@
-import type { FastifyInstance } from 'fastify';
+import type { Session } from '@relayplane/proto/admin';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import {
   clearSessionCookie,
   csrfTokenFor,
+  DEVICE_COOKIE,
+  deviceCookieOf,
+  SECURE_DEVICE_COOKIE,
   SECURE_SESSION_COOKIE,
   SESSION_COOKIE,
+  setDeviceCookie,
   setSessionCookie,
 } from '../plugins/csrf.ts';
 import {
@@ -22,6 +27,9 @@ const credentials = {
   email: { type: 'string', minLength: 3, maxLength: 254 },
   password: { type: 'string', minLength: 1, maxLength: 256 },
 } as const;
+
+export const MFA_REQUIRED_MESSAGE =
+  'a second factor is required: send the mfa_token and a code to /admin/v1/auth/login/mfa';
 
 export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDeps): void {
   app.post<{ Body: { email: string; password: string; tenant_name: string } }>(
@@ -58,7 +66,43 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.post<{ Body: { email: string; password: string } }>(
+  const loggedIn = object({
+    token: { type: 'string' },
+    csrf_token: {
+      type: 'string',
+      description: 'Send as `X-CSRF-Token` on state-changing requests authenticated by the session cookie.',
+    },
+    token_type: { type: 'string', const: 'Bearer' },
+    expires_at: { type: 'string', format: 'date-time' },
+    session: ref('Session'),
+    device_token: {
+      type: 'string',
+      description:
+        "This client's device token (also set as the device cookie): send it back as `device_token` on later " +
+        "logins, so they count against this device's own limit and are never refused by the account-wide one.",
+    },
+  });
+  const answerLogin = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    res: { token: string; session?: Session | undefined; deviceToken: string },
+  ) => {
+    const session = presentSession(required(res.session, 'login.session'));
+    setSessionCookie(request, reply, res.token, session.expires_at);
+    setDeviceCookie(request, reply, res.deviceToken);
+    return {
+      token: res.token,
+      token_type: 'Bearer' as const,
+      expires_at: session.expires_at,
+      csrf_token: csrfTokenFor(res.token),
+      session,
+      device_token: res.deviceToken,
+    };
+  };
+  const deviceTokenOf = (request: FastifyRequest, body: { device_token?: string }) =>
+    body.device_token ?? deviceCookieOf(request) ?? '';
+
+  app.post<{ Body: { email: string; password: string; device_token?: string } }>(
     '/admin/v1/auth/login',
     {
       schema: {
@@ -72,30 +116,54 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'the session lifetime) for browsers. A request authenticated by that cookie (no `Authorization` ' +
           'header) must send `csrf_token` as `X-CSRF-Token` on every POST, PUT, PATCH and DELETE, else 403 ' +
           '`missing or invalid CSRF token`; bearer requests need no CSRF token. Wrong email and wrong ' +
-          'password get the same 401, and count the same. Attempts are limited in a fixed window ' +
-          '(`ADMIN_LOGIN_WINDOW_SECONDS`, default 900 s) per account from one client IP (tight, default 10), per ' +
-          'account from every client IP (loose, default 100: an attacker rotating IPs is slowed, the owner ' +
-          'logging in from elsewhere is not locked out) and per client IP across accounts (default 50); over any ' +
-          'of them 429 with `Retry-After`, before the password is checked. A successful login resets the count ' +
-          'of its account from its client IP.',
+          'password get the same 401. ' +
+          '**Second factor**: for a user with TOTP, the right password answers 401 ' +
+          '`{"error", "mfa_required": true, "mfa_token"}` and no session; `POST /admin/v1/auth/login/mfa` with the ' +
+          '`mfa_token` (single use, 5 minutes) and a code finishes the login. ' +
+          '**Throttling** (docs/iam.md, "Login throttling"), counted before the password is checked, in a fixed ' +
+          'window (`ADMIN_LOGIN_WINDOW_SECONDS`, default 900 s); a client IP is an IPv4 address or an IPv6 /64 ' +
+          '(`RELAYPLANE_THROTTLE_IPV6_PREFIX`): per account from one client IP (default 10), per client IP across ' +
+          'accounts (default 50), and per account from one known device (default 10; a known device is one ' +
+          'that sends a valid `device_token`, in the body or the device cookie ' +
+          `\`${DEVICE_COOKIE}\`/\`${SECURE_DEVICE_COOKIE}\`, answered by an earlier successful login). The account-wide ` +
+          'limit counts **failures** only (default 100) and never refuses a known device; past it, unknown clients ' +
+          'of the account share one attempt per `ADMIN_LOGIN_SLOW_SECONDS` (default 10): 429 with a `Retry-After` ' +
+          'of at most that, never the rest of the window. A successful login resets the count of its account ' +
+          'from its client (or device).',
         tags: ['auth'],
-        body: object(credentials),
-        response: {
-          200: object({
-            token: { type: 'string' },
-            csrf_token: {
+        body: object(
+          {
+            ...credentials,
+            device_token: {
               type: 'string',
+              maxLength: 512,
               description:
-                'Send as `X-CSRF-Token` on state-changing requests authenticated by the session cookie.',
+                'The `device_token` an earlier successful login answered (browsers send the cookie instead).',
             },
-            token_type: { type: 'string', const: 'Bearer' },
-            expires_at: { type: 'string', format: 'date-time' },
-            session: ref('Session'),
-          }),
-          401: errorResponse('Invalid email or password.'),
+          },
+          ['device_token'],
+        ),
+        response: {
+          200: loggedIn,
+          401: {
+            description:
+              'Invalid email or password (`{"error"}`), or the password was right and a second factor is needed ' +
+              '(`{"error", "mfa_required": true, "mfa_token"}`).',
+            type: 'object',
+            required: ['error'],
+            additionalProperties: false,
+            properties: {
+              error: { type: 'string' },
+              mfa_required: { type: 'boolean', const: true },
+              mfa_token: {
+                type: 'string',
+                description: 'For `POST /admin/v1/auth/login/mfa`; single use, 5 minutes.',
+              },
+            },
+          },
           429: errorResponse(
-            'Too many login attempts for this account from this client IP, for this account, or from this ' +
-              'client IP: retry after `Retry-After` seconds.',
+            'Too many login attempts for this account from this client IP or device, from this client IP, or ' +
+              '(unknown clients) past the account-wide failure limit: retry after `Retry-After` seconds.',
           ),
         },
       },
@@ -105,16 +173,56 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
         email: request.body.email,
         password: request.body.password,
         clientIp: request.ip,
+        deviceToken: deviceTokenOf(request, request.body),
       });
-      const session = presentSession(required(res.session, 'login.session'));
-      setSessionCookie(request, reply, res.token, session.expires_at);
-      return {
-        token: res.token,
-        token_type: 'Bearer' as const,
-        expires_at: session.expires_at,
-        csrf_token: csrfTokenFor(res.token),
-        session,
-      };
+      if (res.mfaRequired) {
+        return reply.code(401).send({
+          error: MFA_REQUIRED_MESSAGE,
+          mfa_required: true,
+          mfa_token: res.mfaToken,
+        });
+      }
+      return answerLogin(request, reply, res);
+    },
+  );
+
+  app.post<{ Body: { mfa_token: string; code: string; device_token?: string } }>(
+    '/admin/v1/auth/login/mfa',
+    {
+      schema: {
+        operationId: 'loginMfa',
+        summary: 'Log in, second step: the mfa_token and a code',
+        description:
+          'Finishes the login of a user with a second factor: the `mfa_token` the password step answered (single ' +
+          'use, 5 minutes, at most 5 wrong codes) and a current 6-digit TOTP code or an unused recovery code. ' +
+          'Answers like `POST /admin/v1/auth/login`. A TOTP code is accepted once (a replay is refused); a ' +
+          'recovery code once ever. Throttled like passwords (the same limits and counts); 429 with `Retry-After`.',
+        tags: ['auth'],
+        body: object(
+          {
+            mfa_token: { type: 'string', minLength: 1, maxLength: 128 },
+            code: { type: 'string', minLength: 1, maxLength: 64 },
+            device_token: { type: 'string', maxLength: 512 },
+          },
+          ['device_token'],
+        ),
+        response: {
+          200: loggedIn,
+          401: errorResponse(
+            'The code is wrong or was used already, or the mfa_token is invalid, used or expired.',
+          ),
+          429: errorResponse('Too many attempts: retry after `Retry-After` seconds.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const res = await clients.admin.loginMfa({
+        mfaToken: request.body.mfa_token,
+        code: request.body.code,
+        clientIp: request.ip,
+        deviceToken: deviceTokenOf(request, request.body),
+      });
+      return answerLogin(request, reply, res);
     },
   );
 

@@ -14,9 +14,11 @@ import { devicePages, page, VERIFICATION_LOGIN_PATH, VERIFICATION_PATH } from '.
 import {
   csrfMatches,
   csrfTokenFor,
+  deviceCookieOf,
   issueLoginCsrf,
   loginCsrfMatches,
   sessionCookieOf,
+  setDeviceCookie,
   setSessionCookie,
 } from '../plugins/csrf.ts';
 import { iso, required } from '../present.ts';
@@ -204,6 +206,7 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
           userCode,
           approve: action === 'approve',
           clientIp: request.ip,
+          mfaCode: field(request.body, 'mfa_code'),
         });
       } catch (err) {
         return refusedCode(reply, err, s.session, userCode);
@@ -245,10 +248,30 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
           message: 'Enter your email and password.',
         });
       }
-      let login: { token: string; expiresAt: string | undefined };
+      const mfaCode = field(request.body, 'mfa_code');
+      const deviceToken = deviceCookieOf(request) ?? '';
+      let login: { token: string; expiresAt: string | undefined; deviceToken: string };
       try {
-        const res = await clients.admin.login({ email, password, clientIp: request.ip });
-        login = { token: res.token, expiresAt: iso(res.session?.expiresAt) };
+        const first = await clients.admin.login({ email, password, clientIp: request.ip, deviceToken });
+        let res: { token: string; session?: Session | undefined; deviceToken: string } = first;
+        // A user with a second factor: the page's code field is the second step.
+        if (first.mfaRequired) {
+          if (mfaCode.trim() === '') {
+            return loginPage(request, reply, 401, {
+              userCode,
+              email,
+              message:
+                'This account has two-factor authentication: enter the password and the code from your authenticator app.',
+            });
+          }
+          res = await clients.admin.loginMfa({
+            mfaToken: first.mfaToken,
+            code: mfaCode,
+            clientIp: request.ip,
+            deviceToken,
+          });
+        }
+        login = { token: res.token, expiresAt: iso(res.session?.expiresAt), deviceToken: res.deviceToken };
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         if (err.code === 'unauthenticated' || err.code === 'invalid_request' || err.code === 'rate_limited') {
@@ -261,6 +284,7 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
         throw err;
       }
       setSessionCookie(request, reply, login.token, required(login.expiresAt, 'login.session.expires_at'));
+      setDeviceCookie(request, reply, login.deviceToken);
       const back =
         userCode === ''
           ? VERIFICATION_PATH

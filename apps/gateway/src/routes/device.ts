@@ -257,7 +257,7 @@ export function registerDevice(app: FastifyInstance, { clients, guards }: RouteD
     },
   );
 
-  app.post<{ Body: { user_code: string; action: 'approve' | 'deny' } }>(
+  app.post<{ Body: { user_code: string; action: 'approve' | 'deny'; mfa_code?: string } }>(
     '/admin/v1/auth/device/approve',
     {
       onRequest: guards.session,
@@ -268,18 +268,29 @@ export function registerDevice(app: FastifyInstance, { clients, guards }: RouteD
           'As the calling user (a login session: bearer or cookie with `X-CSRF-Token`; a CLI token cannot ' +
           'approve): `approve` lets the device that shows `user_code` receive a CLI token acting as this user ' +
           'in the active tenant; `deny` makes its polls answer `access_denied`. The code may be typed in any ' +
-          'case, with or without the dash. Entries are limited per user and per client IP: 429 with `Retry-After`.',
+          'case, with or without the dash. A user with a second factor approves only with a fresh code as ' +
+          '`mfa_code` (missing: 403; wrong or replayed: 401). The approval holds only while this session does: ' +
+          'if it ends, or the password changes, or you sign out everywhere before the device redeems it, its ' +
+          'poll answers `access_denied`. Entries are limited per user and per client IP (IPv6 by /64): 429 with ' +
+          '`Retry-After`.',
         tags: ['auth'],
-        body: object({
-          user_code: { type: 'string', minLength: 1, maxLength: 64 },
-          action: { type: 'string', enum: ['approve', 'deny'] },
-        }),
+        body: object(
+          {
+            user_code: { type: 'string', minLength: 1, maxLength: 64 },
+            action: { type: 'string', enum: ['approve', 'deny'] },
+            mfa_code: { type: 'string', minLength: 1, maxLength: 64 },
+          },
+          ['mfa_code'],
+        ),
         response: {
           200: object({
             status: { type: 'string', enum: ['approved', 'denied'] },
             client_id: { type: 'string' },
           }),
-          403: errorResponse('A bot token or a CLI token: devices are approved from a login session.'),
+          401: errorResponse('The second-factor code is wrong or was used already.'),
+          403: errorResponse(
+            'A bot token or a CLI token (devices are approved from a login session), or a second-factor code is needed.',
+          ),
           404: errorResponse(
             'No pending device authorization for this code: unknown, expired, or already decided.',
           ),
@@ -293,6 +304,7 @@ export function registerDevice(app: FastifyInstance, { clients, guards }: RouteD
         userCode: request.body.user_code,
         approve: request.body.action === 'approve',
         clientIp: request.ip,
+        mfaCode: request.body.mfa_code ?? '',
       });
       return { status: res.status, client_id: res.clientId };
     },

@@ -122,31 +122,73 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
     },
   );
 
-  app.post(
+  const keepIdentityTokens = {
+    type: 'boolean',
+    description:
+      'Keep the identity tokens rooted at you (default false: they are revoked, except those created under the ' +
+      'session this request came with, and the tokens created from them).',
+  } as const;
+  const revokedCounts = {
+    sessions: { type: 'integer', minimum: 0, description: 'Other sessions and CLI tokens ended.' },
+    device_grants: {
+      type: 'integer',
+      minimum: 0,
+      description:
+        'Device-flow grants approved and not yet redeemed, now refused (their poll answers `access_denied`).',
+    },
+    identity_tokens: { type: 'integer', minimum: 0, description: 'Identity tokens rooted at you, revoked.' },
+  } as const;
+
+  app.post<{ Body: { keep_identity_tokens?: boolean } | undefined }>(
     '/admin/v1/auth/sessions/revoke-others',
     {
       onRequest: guards.session,
       schema: {
         operationId: 'revokeOtherSessions',
-        summary: 'End every session and CLI token but this one',
+        summary: 'Sign out everywhere: end every access but this session',
         description:
-          'Answers how many were ended; their tokens answer 401 on every gateway from the next request on. ' +
+          'Ends everything derived from your credentials but the session this request came with: every other ' +
+          'session and CLI token, device-flow grants approved and not yet redeemed, logins in flight (your ' +
+          'credentials epoch moves on), and, unless `keep_identity_tokens`, the identity tokens rooted at you — ' +
+          'except those created under this session (and the tokens created from them), which stay. Ended tokens ' +
+          'answer 401 on every gateway from the next request on. The body is optional. ' +
           USER_ROUTE,
         tags: ['auth'],
+        body: object({ keep_identity_tokens: keepIdentityTokens }, ['keep_identity_tokens']),
         response: {
           200: object({
-            revoked: { type: 'integer', minimum: 0, description: 'Sessions and CLI tokens ended.' },
+            revoked: {
+              type: 'integer',
+              minimum: 0,
+              description: 'Same as `sessions` (kept for older clients).',
+            },
+            ...revokedCounts,
           }),
         },
       },
     },
     async (request) => {
-      const res = await clients.admin.revokeOtherSessions({ principal: principalOf(request) });
-      return { revoked: res.revoked };
+      const res = await clients.admin.revokeOtherSessions({
+        principal: principalOf(request),
+        keepIdentityTokens: request.body?.keep_identity_tokens ?? false,
+      });
+      return {
+        revoked: res.revoked,
+        sessions: res.revoked,
+        device_grants: res.revokedDeviceGrants,
+        identity_tokens: res.revokedIdentityTokens,
+      };
     },
   );
 
-  app.post<{ Body: { current_password: string; new_password: string } }>(
+  app.post<{
+    Body: {
+      current_password: string;
+      new_password: string;
+      keep_identity_tokens?: boolean;
+      mfa_code?: string;
+    };
+  }>(
     '/admin/v1/auth/password',
     {
       onRequest: guards.session,
@@ -154,31 +196,47 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
         operationId: 'changePassword',
         summary: 'Change your password',
         description:
-          'Needs the current password (wrong: 403). The new one is checked like at signup (12 to 256 ' +
-          'characters; 400 otherwise) and must differ from the current one. Every other session and CLI token ' +
-          'of the user is ended; the one this request came with stays. Attempts count against the same ' +
-          'per-account limit as logins: 429 with `Retry-After`. ' +
+          'Needs the current password (wrong: 403) and, when you have a second factor, a fresh code as ' +
+          '`mfa_code` (missing: 403; wrong or replayed: 401). The new one is checked like at signup (12 to 256 ' +
+          'characters; 400 otherwise) and must differ from the current one. Everything derived from the old ' +
+          'credentials ends, as with `POST /admin/v1/auth/sessions/revoke-others`: every other session and CLI ' +
+          'token, approved unredeemed device grants, logins in flight, and (unless `keep_identity_tokens`) the ' +
+          'identity tokens rooted at you but those created under this session; the session this request came ' +
+          'with stays. Answers what was ended. Attempts count against the same limits as logins: 429 with ' +
+          '`Retry-After`. ' +
           USER_ROUTE,
         tags: ['auth'],
-        body: object({
-          current_password: { type: 'string', minLength: 1, maxLength: 256 },
-          new_password: { type: 'string', minLength: 1, maxLength: 256 },
-        }),
+        body: object(
+          {
+            current_password: { type: 'string', minLength: 1, maxLength: 256 },
+            new_password: { type: 'string', minLength: 1, maxLength: 256 },
+            keep_identity_tokens: keepIdentityTokens,
+            mfa_code: { type: 'string', minLength: 1, maxLength: 64 },
+          },
+          ['keep_identity_tokens', 'mfa_code'],
+        ),
         response: {
-          204: { description: 'Changed; the other sessions are ended.', type: 'null' },
-          403: errorResponse('The current password is wrong.'),
+          200: object(revokedCounts),
+          401: errorResponse('The second-factor code is wrong or was used already.'),
+          403: errorResponse('The current password is wrong, or a second-factor code is needed.'),
           409: errorResponse('The password was changed by another request meanwhile: retry.'),
           429: errorResponse('Too many attempts for this account: retry after `Retry-After` seconds.'),
         },
       },
     },
-    async (request, reply) => {
-      await clients.admin.changePassword({
+    async (request) => {
+      const res = await clients.admin.changePassword({
         principal: principalOf(request),
         currentPassword: request.body.current_password,
         newPassword: request.body.new_password,
+        keepIdentityTokens: request.body.keep_identity_tokens ?? false,
+        mfaCode: request.body.mfa_code ?? '',
       });
-      return reply.code(204).send();
+      return {
+        sessions: res.revokedSessions,
+        device_grants: res.revokedDeviceGrants,
+        identity_tokens: res.revokedIdentityTokens,
+      };
     },
   );
 }

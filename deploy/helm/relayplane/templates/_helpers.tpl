@@ -443,6 +443,20 @@ ends, instead of staying in malloc's arenas once glibc has raised its dynamic th
   value: {{ $v.redis.prefix | quote }}
 - name: ADMIN_BILLING_ADDRESS
   value: {{ include "relayplane.address" (dict "root" $root "component" "billing") | quote }}
+{{- /* Admin derives its own keys from the KEK (device-token MAC, second-factor secrets: docs/configuration.md). */}}
+- name: RELAYPLANE_KEK
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.kekSecretName" $root }}
+      key: {{ include "relayplane.kekSecretKey" $root }}
+{{- if or $v.kek.existingSecret $v.kek.previous }}
+- name: RELAYPLANE_KEK_PREVIOUS
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "relayplane.kekSecretName" $root }}
+      key: {{ ternary $v.kek.existingSecretPreviousKey "kek-previous" (ne $v.kek.existingSecret "") }}
+      optional: true
+{{- end }}
 - name: RELAYPLANE_SIGNUP_ENABLED
   value: {{ $c.signupEnabled | quote }}
 {{- with $c.sessionTtlSeconds }}

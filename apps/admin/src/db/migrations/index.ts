@@ -9,6 +9,8 @@ import * as auditEvents from './20261127T1000-audit-events.ts';
 import * as sessionDetails from './20261128T1100-session-details.ts';
 import * as auditEventFilters from './20261129T1100-audit-event-filters.ts';
 import * as listOrderIndexes from './20261202T1000-list-order-indexes.ts';
+import * as credentialsEpoch from './20261203T1000-credentials-epoch.ts';
+import * as loginChallenges from './20261203T1100-login-challenges.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -22,4 +24,6 @@ export const migrations: Record<string, Migration> = {
   '20261128T1100-session-details': sessionDetails,
   '20261129T1100-audit-event-filters': auditEventFilters,
   '20261202T1000-list-order-indexes': listOrderIndexes,
+  '20261203T1000-credentials-epoch': credentialsEpoch,
+  '20261203T1100-login-challenges': loginChallenges,
 };

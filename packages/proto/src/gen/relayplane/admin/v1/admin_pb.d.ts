@@ -284,6 +284,15 @@ export declare type LoginRequest = Message<"relayplane.admin.v1.LoginRequest"> &
    * @generated from field: string client_ip = 3;
    */
   clientIp: string;
+
+  /**
+   * The client's device token from an earlier successful login (the gateway's device cookie or
+   * the body's `device_token`); empty: an unknown client. A valid one is counted against its own
+   * limit instead of the account-wide one (docs/iam.md, login throttling).
+   *
+   * @generated from field: string device_token = 4;
+   */
+  deviceToken: string;
 };
 
 /**
@@ -297,7 +306,7 @@ export declare const LoginRequestSchema: GenMessage<LoginRequest>;
  */
 export declare type LoginResponse = Message<"relayplane.admin.v1.LoginResponse"> & {
   /**
-   * The bearer session token; returned only here, stored hashed.
+   * The bearer session token; returned only here, stored hashed. Empty when mfa_required.
    *
    * @generated from field: string token = 1;
    */
@@ -307,6 +316,26 @@ export declare type LoginResponse = Message<"relayplane.admin.v1.LoginResponse">
    * @generated from field: relayplane.admin.v1.Session session = 2;
    */
   session?: Session | undefined;
+
+  /**
+   * A device token for this client (signed, bound to the user): sent back on later logins.
+   *
+   * @generated from field: string device_token = 3;
+   */
+  deviceToken: string;
+
+  /**
+   * The password was right and the user has a second factor: no session yet. The second step
+   * (LoginMfa) takes `mfa_token` (short-lived, single use) and a code.
+   *
+   * @generated from field: bool mfa_required = 4;
+   */
+  mfaRequired: boolean;
+
+  /**
+   * @generated from field: string mfa_token = 5;
+   */
+  mfaToken: string;
 };
 
 /**
@@ -314,6 +343,67 @@ export declare type LoginResponse = Message<"relayplane.admin.v1.LoginResponse">
  * Use `create(LoginResponseSchema)` to create a new message.
  */
 export declare const LoginResponseSchema: GenMessage<LoginResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.LoginMfaRequest
+ */
+export declare type LoginMfaRequest = Message<"relayplane.admin.v1.LoginMfaRequest"> & {
+  /**
+   * @generated from field: string mfa_token = 1;
+   */
+  mfaToken: string;
+
+  /**
+   * A current TOTP code or an unused recovery code.
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string client_ip = 3;
+   */
+  clientIp: string;
+
+  /**
+   * @generated from field: string device_token = 4;
+   */
+  deviceToken: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.LoginMfaRequest.
+ * Use `create(LoginMfaRequestSchema)` to create a new message.
+ */
+export declare const LoginMfaRequestSchema: GenMessage<LoginMfaRequest>;
+
+/**
+ * As LoginResponse, never with mfa_required.
+ *
+ * @generated from message relayplane.admin.v1.LoginMfaResponse
+ */
+export declare type LoginMfaResponse = Message<"relayplane.admin.v1.LoginMfaResponse"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: relayplane.admin.v1.Session session = 2;
+   */
+  session?: Session | undefined;
+
+  /**
+   * @generated from field: string device_token = 3;
+   */
+  deviceToken: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.LoginMfaResponse.
+ * Use `create(LoginMfaResponseSchema)` to create a new message.
+ */
+export declare const LoginMfaResponseSchema: GenMessage<LoginMfaResponse>;
 
 /**
  * @generated from message relayplane.admin.v1.AuthenticateRequest
@@ -2039,6 +2129,13 @@ export declare type DecideDeviceGrantRequest = Message<"relayplane.admin.v1.Deci
    * @generated from field: string client_ip = 4;
    */
   clientIp: string;
+
+  /**
+   * A fresh second-factor code: required to approve when the user is enrolled.
+   *
+   * @generated from field: string mfa_code = 5;
+   */
+  mfaCode: string;
 };
 
 /**
@@ -2517,6 +2614,14 @@ export declare type RevokeOtherSessionsRequest = Message<"relayplane.admin.v1.Re
    * @generated from field: relayplane.admin.v1.Principal principal = 1;
    */
   principal?: Principal | undefined;
+
+  /**
+   * Keep the identity tokens rooted at the user (default: revoke them, but those created under
+   * the current session).
+   *
+   * @generated from field: bool keep_identity_tokens = 2;
+   */
+  keepIdentityTokens: boolean;
 };
 
 /**
@@ -2530,9 +2635,23 @@ export declare const RevokeOtherSessionsRequestSchema: GenMessage<RevokeOtherSes
  */
 export declare type RevokeOtherSessionsResponse = Message<"relayplane.admin.v1.RevokeOtherSessionsResponse"> & {
   /**
+   * Other sessions and CLI tokens revoked.
+   *
    * @generated from field: uint32 revoked = 1;
    */
   revoked: number;
+
+  /**
+   * Approved device grants not yet redeemed, now refused.
+   *
+   * @generated from field: uint32 revoked_device_grants = 2;
+   */
+  revokedDeviceGrants: number;
+
+  /**
+   * @generated from field: uint32 revoked_identity_tokens = 3;
+   */
+  revokedIdentityTokens: number;
 };
 
 /**
@@ -2559,6 +2678,20 @@ export declare type ChangePasswordRequest = Message<"relayplane.admin.v1.ChangeP
    * @generated from field: string new_password = 3;
    */
   newPassword: string;
+
+  /**
+   * As RevokeOtherSessionsRequest's.
+   *
+   * @generated from field: bool keep_identity_tokens = 4;
+   */
+  keepIdentityTokens: boolean;
+
+  /**
+   * A fresh second-factor code: required when the user is enrolled.
+   *
+   * @generated from field: string mfa_code = 5;
+   */
+  mfaCode: string;
 };
 
 /**
@@ -2577,6 +2710,16 @@ export declare type ChangePasswordResponse = Message<"relayplane.admin.v1.Change
    * @generated from field: uint32 revoked_sessions = 1;
    */
   revokedSessions: number;
+
+  /**
+   * @generated from field: uint32 revoked_device_grants = 2;
+   */
+  revokedDeviceGrants: number;
+
+  /**
+   * @generated from field: uint32 revoked_identity_tokens = 3;
+   */
+  revokedIdentityTokens: number;
 };
 
 /**
@@ -2678,6 +2821,16 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof LoginRequestSchema;
     output: typeof LoginResponseSchema;
+  },
+  /**
+   * The second login step of a user with a second factor: mfa_token from Login and a code.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.LoginMfa
+   */
+  loginMfa: {
+    methodKind: "unary";
+    input: typeof LoginMfaRequestSchema;
+    output: typeof LoginMfaResponseSchema;
   },
   /**
    * @generated from rpc relayplane.admin.v1.AdminService.Authenticate

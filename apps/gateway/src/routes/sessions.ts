@@ -139,10 +139,14 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
     identity_tokens: { type: 'integer', minimum: 0, description: 'Identity tokens rooted at you, revoked.' },
   } as const;
 
-  app.post<{ Body: { keep_identity_tokens?: boolean } | undefined }>(
+  app.post<{ Body: { keep_identity_tokens?: boolean } }>(
     '/admin/v1/auth/sessions/revoke-others',
     {
       onRequest: guards.session,
+      // The body is optional: a bare POST (what clients sent before it had one) is `{}`.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
       schema: {
         operationId: 'revokeOtherSessions',
         summary: 'Sign out everywhere: end every access but this session',
@@ -170,7 +174,7 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
     async (request) => {
       const res = await clients.admin.revokeOtherSessions({
         principal: principalOf(request),
-        keepIdentityTokens: request.body?.keep_identity_tokens ?? false,
+        keepIdentityTokens: request.body.keep_identity_tokens ?? false,
       });
       return {
         revoked: res.revoked,

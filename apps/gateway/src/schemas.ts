@@ -50,6 +50,20 @@ export const SHARED_SCHEMAS = [
     ...object({ error: { type: 'string' } }),
   },
   {
+    $id: 'MfaChallenge',
+    description:
+      'The one error body with more than `error`: the password step of a user with a second factor ' +
+      '(`POST /admin/v1/auth/login`, 401). `mfa_token` is for `POST /admin/v1/auth/login/mfa`: single use, 5 minutes.',
+    ...object(
+      {
+        error: { type: 'string' },
+        mfa_required: { type: 'boolean', const: true },
+        mfa_token: { type: 'string', pattern: '^rpm_[0-9a-f]{72}$' },
+      },
+      ['mfa_required', 'mfa_token'],
+    ),
+  },
+  {
     $id: 'Project',
     ...object({
       id: { type: 'string', pattern: '^prj_[0-9a-z]{20}$' },

@@ -33,6 +33,7 @@ const NO_TENANT_PERMISSION: Record<string, string> = {
   'POST /admin/v1/auth/session/tenant': "moves the caller's own session (membership checked)",
   'POST /admin/v1/auth/device/approve': 'the caller approves a device for themselves',
   'POST /admin/v1/auth/login': 'public: how a session starts',
+  'POST /admin/v1/auth/login/mfa': "public: a login's second step (its mfa_token proves the password)",
   'POST /admin/v1/auth/signup': 'public: a new tenant',
   'POST /admin/v1/auth/device/code': 'public OAuth client (RFC 8628)',
   'POST /admin/v1/auth/token': 'public OAuth client (RFC 8628)',

@@ -184,7 +184,7 @@ describe('sessions a user controls, over HTTP', () => {
       headers: owner.auth,
     });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toEqual({ revoked: 2 });
+    expect(res.json()).toEqual({ revoked: 2, sessions: 2, device_grants: 0, identity_tokens: 0 });
     for (const o of others) expect(await refusedEverywhereWithin(o.bearer, 1_000)).toBeLessThan(1_000);
     expect((await listed(owner.auth)).map((s) => s.current)).toEqual([true]);
     const none = await stack.app.inject({
@@ -192,10 +192,10 @@ describe('sessions a user controls, over HTTP', () => {
       url: '/admin/v1/auth/sessions/revoke-others',
       headers: owner.auth,
     });
-    expect(none.json()).toEqual({ revoked: 0 });
+    expect(none.json()).toEqual({ revoked: 0, sessions: 0, device_grants: 0, identity_tokens: 0 });
   });
 
-  it('POST /admin/v1/auth/password: 204, the other sessions end, the new password logs in', async () => {
+  it('POST /admin/v1/auth/password: 200 with what ended, the other sessions end, the new password logs in', async () => {
     const owner = await user();
     const other = await login(owner.email, 'other');
     const res = await stack.app.inject({
@@ -204,8 +204,8 @@ describe('sessions a user controls, over HTTP', () => {
       headers: owner.auth,
       payload: { current_password: PASSWORD, new_password: NEW_PASSWORD },
     });
-    expect(res.statusCode).toBe(204);
-    expect(res.body).toBe('');
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ sessions: 1, device_grants: 0, identity_tokens: 0 });
     expect(await refusedEverywhereWithin(other.bearer, 1_000)).toBeLessThan(1_000);
     expect((await whoami(second, owner.auth)).statusCode).toBe(200);
     const old = await stack.app.inject({
@@ -449,7 +449,7 @@ describe('sessions a user controls, over HTTP', () => {
       for (const o of others) expect((await whoami(second, o.bearer)).statusCode).toBe(401);
       expect(await cli(['sessions', 'revoke-others', '--json'], owner.token)).toEqual({
         code: EXIT.ok,
-        stdout: '{\n  "revoked": 0\n}\n',
+        stdout: '{\n  "revoked": 0,\n  "sessions": 0,\n  "device_grants": 0,\n  "identity_tokens": 0\n}\n',
         stderr: '',
       });
       expect((await whoami(stack.app, owner.auth)).statusCode).toBe(200);
@@ -461,7 +461,9 @@ describe('sessions a user controls, over HTTP', () => {
       expect(help.code).toBe(EXIT.ok);
       expect(help.stdout).toMatch(/sessions list\s+List your login sessions and CLI tokens/);
       expect(help.stdout).toMatch(/sessions revoke <id>\s+End one of your sessions or CLI tokens/);
-      expect(help.stdout).toMatch(/sessions revoke-others\s+End every session and CLI token but the one/);
+      expect(help.stdout).toMatch(
+        /sessions revoke-others \[flags\]\s+Sign out everywhere: end every access but the session/,
+      );
       const own = (await listed(owner.auth))[0]?.id as string;
       expect((await cli(['sessions', 'revoke', own], owner.token)).code).toBe(EXIT.ok);
       expect((await cli(['sessions', 'list'], owner.token)).code).toBe(EXIT.unauthenticated);

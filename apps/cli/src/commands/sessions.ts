@@ -69,21 +69,36 @@ const revoke: CommandSpec = {
 
 const revokeOthers: CommandSpec = {
   path: ['sessions', 'revoke-others'],
-  summary: 'End every session and CLI token but the one this command uses',
-  description: 'Their tokens stop working at once, on every gateway. With --json: {"revoked": N}.',
-  async run(ctx) {
-    const { body } = await ctx.api.request<{ revoked: number }>(
-      'POST',
-      '/admin/v1/auth/sessions/revoke-others',
-      {
-        auth: ctx.bearer(),
-      },
-    );
-    ctx.print(
-      body,
-      () =>
-        `Ended ${body.revoked} other session${body.revoked === 1 ? '' : 's'}; this one is still logged in.\n`,
-    );
+  summary: 'Sign out everywhere: end every access but the session this command uses',
+  description:
+    'Ends every other session and CLI token, device logins approved and not yet redeemed, and the identity ' +
+    'tokens rooted at you except those created under this session (--keep-identity-tokens keeps them all). ' +
+    'Their tokens stop working at once, on every gateway. With --json: ' +
+    '{"revoked": N, "sessions": N, "device_grants": N, "identity_tokens": N}.',
+  options: {
+    'keep-identity-tokens': { type: 'boolean', description: 'keep the identity tokens rooted at you' },
+  },
+  async run(ctx, { values }) {
+    const { body } = await ctx.api.request<{
+      revoked: number;
+      sessions: number;
+      device_grants: number;
+      identity_tokens: number;
+    }>('POST', '/admin/v1/auth/sessions/revoke-others', {
+      auth: ctx.bearer(),
+      ...(values['keep-identity-tokens'] === true ? { json: { keep_identity_tokens: true } } : {}),
+    });
+    const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+    ctx.print(body, () => {
+      const also = [
+        body.device_grants > 0 ? plural(body.device_grants, 'approved device login') : '',
+        body.identity_tokens > 0 ? plural(body.identity_tokens, 'identity token') : '',
+      ].filter(Boolean);
+      return (
+        `Ended ${plural(body.sessions, 'other session')}${also.length > 0 ? ` (and ${also.join(', ')})` : ''}; ` +
+        'this one is still logged in.\n'
+      );
+    });
   },
 };
 

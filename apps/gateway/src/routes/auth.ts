@@ -149,17 +149,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
             description:
               'Invalid email or password (`{"error"}`), or the password was right and a second factor is needed ' +
               '(`{"error", "mfa_required": true, "mfa_token"}`).',
-            type: 'object',
-            required: ['error'],
-            additionalProperties: false,
-            properties: {
-              error: { type: 'string' },
-              mfa_required: { type: 'boolean', const: true },
-              mfa_token: {
-                type: 'string',
-                description: 'For `POST /admin/v1/auth/login/mfa`; single use, 5 minutes.',
-              },
-            },
+            ...ref('MfaChallenge'),
           },
           429: errorResponse(
             'Too many login attempts for this account from this client IP or device, from this client IP, or ' +

@@ -52,11 +52,17 @@ export const ROUTES: RouteCase[] = [
     auth: 'none',
     body: { email: 'x@example.test', password: 'p' },
   },
+  {
+    method: 'POST',
+    url: '/admin/v1/auth/login/mfa',
+    auth: 'none',
+    body: { mfa_token: 'rpm_x', code: '123456' },
+  },
   { method: 'GET', url: '/admin/v1/auth/session', auth: 'session' },
   { method: 'POST', url: '/admin/v1/auth/logout', auth: 'session' },
   { method: 'GET', url: '/admin/v1/auth/sessions', auth: 'session' },
   { method: 'DELETE', url: '/admin/v1/auth/sessions/ses_00000000000000000000', auth: 'session' },
-  { method: 'POST', url: '/admin/v1/auth/sessions/revoke-others', auth: 'session' },
+  { method: 'POST', url: '/admin/v1/auth/sessions/revoke-others', auth: 'session', optionalBody: true },
   {
     method: 'POST',
     url: '/admin/v1/auth/password',

@@ -47,6 +47,8 @@ export interface AdminOverrides {
    * (embedded mode passes its shared in-process bus). It belongs to the caller: not closed by destroy.
    */
   bus?: Bus;
+  /** The password hasher (tests hold a verification open to race it); default argon2id. */
+  passwords?: PasswordHasher;
 }
 
 /** The bus this service announces on, its job scheduler, and what destroy() must close of them. */
@@ -242,7 +244,7 @@ export class AdminService {
 
   static async create(config: AdminConfig, overrides: AdminOverrides = {}): Promise<AdminService> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.admin });
-    const passwords = await createPasswordHasher();
+    const passwords = overrides.passwords ?? (await createPasswordHasher());
     const database = await createDatabase<AdminDatabase>(config.database, SERVICES.admin, logger);
     return new AdminService(
       config,

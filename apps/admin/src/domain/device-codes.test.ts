@@ -124,4 +124,16 @@ describe('decidePoll', () => {
     expect(decidePoll(grant({ status: 'approved', lastPolledAt: ago(10) }), now).outcome).toBe('issue');
     expect(decidePoll(grant({ status: 'consumed' }), now).outcome).toBe('invalid_grant');
   });
+
+  it('answers access_denied to an approval whose approving session is no longer live (issue 31)', () => {
+    expect(decidePoll(grant({ status: 'approved', approverLive: true }), now).outcome).toBe('issue');
+    expect(decidePoll(grant({ status: 'approved', approverLive: false }), now)).toEqual({
+      outcome: 'access_denied',
+      intervalSeconds: 5,
+    });
+    // Expiry still wins.
+    expect(decidePoll(grant({ status: 'approved', approverLive: false, expiresAt: now }), now).outcome).toBe(
+      'expired_token',
+    );
+  });
 });

@@ -167,6 +167,7 @@ describe('production bundles start with their image CMD', () => {
           ADMIN_DATABASE_URL: scratch.databaseUrl,
           ADMIN_REDIS_URL: scratch.redisUrl,
           ADMIN_BILLING_ADDRESS: address('billing'),
+          RELAYPLANE_KEK: randomBytes(32).toString('base64'),
         };
       case 'gateway':
         return {

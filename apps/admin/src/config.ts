@@ -251,8 +251,8 @@ export function readAdminConfig(
     throttleIpv6Prefix:
       overrides.throttleIpv6Prefix ??
       r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
-    kek: overrides.kek ?? readKek(r),
-    kekPrevious: overrides.kekPrevious ?? readPreviousKeks(r),
+    kek: overrides.kek ?? readKek(r, 'RELAYPLANE_KEK'),
+    kekPrevious: overrides.kekPrevious ?? readPreviousKeks(r, 'RELAYPLANE_KEK_PREVIOUS'),
     perBotLimits: overrides.perBotLimits ?? {
       maxActiveKeys: r.int('ADMIN_MAX_ACTIVE_KEYS_PER_BOT', DEFAULT_MAX_ACTIVE_KEYS_PER_BOT, {
         min: 1,

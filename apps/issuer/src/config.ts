@@ -144,8 +144,8 @@ export function readIssuerConfig(
             },
             { required: true },
           ),
-    kek: overrides.kek ?? readKek(r),
-    previousKeks: overrides.previousKeks ?? readPreviousKeks(r),
+    kek: overrides.kek ?? readKek(r, 'RELAYPLANE_KEK'),
+    previousKeks: overrides.previousKeks ?? readPreviousKeks(r, 'RELAYPLANE_KEK_PREVIOUS'),
     keys,
     credentials: overrides.credentials ?? {
       issuer: claimValue(r, 'RELAYPLANE_CREDENTIAL_ISSUER', DEFAULT_CREDENTIAL_ISSUER),

@@ -141,26 +141,24 @@ export const KEK_BYTES = 32;
  * `RELAYPLANE_KEK`, required: the key-encryption key (base64 of 32 bytes). The issuer seals
  * signing keys under it; admin derives its own keys from it (HKDF, one label per use).
  */
-export function readKek(r: EnvReader): Buffer {
-  const kek = r.base64Key('RELAYPLANE_KEK', KEK_BYTES);
+export function readKek(r: EnvReader, name: 'RELAYPLANE_KEK'): Buffer {
+  const kek = r.base64Key(name, KEK_BYTES);
   if (!kek) {
     throw new ConfigError(
-      'RELAYPLANE_KEK',
+      name,
       `is required but not set (base64 of ${KEK_BYTES} random bytes, e.g. \`openssl rand -base64 32\`)`,
     );
   }
   return kek;
 }
 
-const KEK_PREVIOUS = 'RELAYPLANE_KEK_PREVIOUS';
-
 /**
  * `RELAYPLANE_KEK_PREVIOUS`: comma-separated KEKs, each as `RELAYPLANE_KEK` (base64 of 32
  * bytes); spaces around an entry are ignored, an empty entry is an error. Unset or empty: none.
  * The message names the entry by position, never its value.
  */
-export function readPreviousKeks(r: EnvReader): Buffer[] {
-  const raw = r.optional(KEK_PREVIOUS);
+export function readPreviousKeks(r: EnvReader, name: 'RELAYPLANE_KEK_PREVIOUS'): Buffer[] {
+  const raw = r.optional(name);
   if (raw === undefined) return [];
   return raw.split(',').map((entry, i) => {
     const text = entry.trim();
@@ -171,7 +169,7 @@ export function readPreviousKeks(r: EnvReader): Buffer[] {
       kek.toString('base64').replace(/=+$/, '') !== text.replace(/=+$/, '')
     ) {
       throw new ConfigError(
-        KEK_PREVIOUS,
+        name,
         `entry ${i + 1} must be ${KEK_BYTES} bytes, base64-encoded (comma-separated keys, each like RELAYPLANE_KEK)`,
       );
     }

@@ -23,6 +23,8 @@ import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
 import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
 import { SWEEP_INTERVAL_MS, sweepExpired } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
+import { SecretSealer } from './mfa/sealing.ts';
+import { SecondFactors } from './mfa/second-factor.ts';
 import { bullPrefix } from './redis/keys.ts';
 import { DeviceTokens } from './security/device-tokens.ts';
 import { createPasswordHasher, type PasswordHasher } from './security/passwords.ts';
@@ -34,6 +36,7 @@ import { DeviceGrantStore } from './stores/device-grants.ts';
 import { IdentityTokenStore } from './stores/identity-tokens.ts';
 import { LoginChallengeStore } from './stores/login-challenges.ts';
 import { ProjectStore } from './stores/projects.ts';
+import { SecondFactorStore } from './stores/second-factors.ts';
 import { SessionStore } from './stores/sessions.ts';
 import { RedisThrottledRefusals, recordEveryRefusal } from './stores/throttled-refusals.ts';
 
@@ -189,6 +192,8 @@ export class AdminService {
       database,
       redis: throttleRedis?.connection,
     });
+    const secondFactors = new SecondFactorStore(database.db);
+    const sealer = new SecretSealer(config.kek, config.kekPrevious);
     const handlers = adminHandlers({
       audit: this.audit,
       accounts: this.accounts,
@@ -214,6 +219,17 @@ export class AdminService {
         'login slowdown',
       ),
       deviceTokens: new DeviceTokens(config.kek),
+      secondFactor: new SecondFactors({
+        store: secondFactors,
+        sealer,
+        clock: this.#clock,
+        throttle: this.loginThrottle,
+        maxAttempts: config.loginLimits.maxPerAccountAndIp,
+        audit: this.audit,
+        logger,
+      }),
+      secondFactors,
+      sealer,
       loginChallenges: this.#loginChallenges,
       throttleIpv6Prefix: config.throttleIpv6Prefix,
       signupThrottle: createRateLimiter(

@@ -6,6 +6,7 @@ import { AUDIT_COMMANDS } from './commands/audit.ts';
 import { AUTH_COMMANDS } from './commands/auth.ts';
 import { BOT_COMMANDS } from './commands/bots.ts';
 import { CREDENTIAL_COMMANDS } from './commands/credentials.ts';
+import { MFA_COMMANDS } from './commands/mfa.ts';
 import { PLATFORM_COMMANDS } from './commands/platform.ts';
 import { PROJECT_COMMANDS } from './commands/projects.ts';
 import { SESSION_COMMANDS } from './commands/sessions.ts';
@@ -22,6 +23,7 @@ const DEFAULT_API_URL = 'http://127.0.0.1:8080';
 export const COMMANDS: readonly CommandSpec[] = [
   ...AUTH_COMMANDS,
   ...SESSION_COMMANDS,
+  ...MFA_COMMANDS,
   ...PROJECT_COMMANDS,
   ...API_KEY_COMMANDS,
   ...BOT_COMMANDS,

@@ -40,6 +40,7 @@ import { registerHealth } from './routes/health.ts';
 import { registerIdentityTokens } from './routes/identity-tokens.ts';
 import { registerJwks } from './routes/jwks.ts';
 import { registerMemberships } from './routes/memberships.ts';
+import { registerMfa } from './routes/mfa.ts';
 import { registerPlans } from './routes/plans.ts';
 import { registerProjects } from './routes/projects.ts';
 import { registerRelays } from './routes/relays.ts';
@@ -281,6 +282,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   registerPlans(app, routeDeps);
   registerAuth(app, routeDeps);
   registerSessions(app, routeDeps);
+  registerMfa(app, routeDeps);
   registerProjects(app, routeDeps);
   registerSigningKeys(app, routeDeps);
   registerApiKeys(app, routeDeps);

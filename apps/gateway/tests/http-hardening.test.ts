@@ -5,6 +5,7 @@
  */
 import { createLogger } from '@relayplane/shared/logger';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import { Secret, TOTP } from 'otpauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PAGE_CSP } from '../src/html.ts';
 import { DOCS_CSP, HSTS } from '../src/plugins/security-headers.ts';
@@ -179,6 +180,31 @@ describe('gateway HTTP hardening', () => {
     return res.json();
   }
 
+  /** A user of its own with a TOTP second factor: its login's first step answers an mfa_token. */
+  let mfaSeq = 0;
+  async function enrolledUser(): Promise<{ email: string; totp: TOTP; auth: { authorization: string } }> {
+    const email = `hardening-mfa-${++mfaSeq}@example.test`;
+    const password = 'a long enough password';
+    const signup = await inject({
+      method: 'POST',
+      url: '/admin/v1/auth/signup',
+      payload: { email, password, tenant_name: `mfa ${mfaSeq}` },
+    });
+    expect(signup.statusCode, signup.body).toBe(201);
+    const login = await inject({ method: 'POST', url: '/admin/v1/auth/login', payload: { email, password } });
+    const auth = { authorization: `Bearer ${login.json<{ token: string }>().token}` };
+    const started = await inject({ method: 'POST', url: '/admin/v1/auth/mfa/totp', headers: auth });
+    const totp = new TOTP({ secret: Secret.fromBase32(started.json<{ secret: string }>().secret) });
+    const confirmed = await inject({
+      method: 'POST',
+      url: '/admin/v1/auth/mfa/totp/confirm',
+      headers: auth,
+      payload: { code: totp.generate() },
+    });
+    expect(confirmed.statusCode, confirmed.body).toBe(200);
+    return { email, totp, auth };
+  }
+
   /** How to get each secret-bearing operation to answer 2xx. */
   const CALLERS: Record<string, () => Promise<LightMyRequestResponse>> = {
     signup: () =>
@@ -192,6 +218,80 @@ describe('gateway HTTP hardening', () => {
         },
       }),
     login: () => inject({ method: 'POST', url: '/admin/v1/auth/login', payload: OWNER }),
+    loginMfa: async () => {
+      const user = await enrolledUser();
+      const first = await inject({
+        method: 'POST',
+        url: '/admin/v1/auth/login',
+        payload: { email: user.email, password: 'a long enough password' },
+      });
+      // The confirmation used this step's code: the next step's is accepted too (±1).
+      return inject({
+        method: 'POST',
+        url: '/admin/v1/auth/login/mfa',
+        payload: {
+          mfa_token: first.json<{ mfa_token: string }>().mfa_token,
+          code: user.totp.generate({ timestamp: Date.now() + 30_000 }),
+        },
+      });
+    },
+    disableTotp: async () => {
+      const user = await enrolledUser();
+      return inject({
+        method: 'DELETE',
+        url: '/admin/v1/auth/mfa/totp',
+        headers: user.auth,
+        payload: { password: 'a long enough password' },
+      });
+    },
+    startTotpEnrollment: async () => {
+      const signup = await inject({
+        method: 'POST',
+        url: '/admin/v1/auth/signup',
+        payload: {
+          email: 'hardening-enrol@example.test',
+          password: 'a long enough password',
+          tenant_name: 'enrol',
+        },
+      });
+      expect(signup.statusCode, signup.body).toBe(201);
+      const login = await inject({
+        method: 'POST',
+        url: '/admin/v1/auth/login',
+        payload: { email: 'hardening-enrol@example.test', password: 'a long enough password' },
+      });
+      return inject({
+        method: 'POST',
+        url: '/admin/v1/auth/mfa/totp',
+        headers: { authorization: `Bearer ${login.json<{ token: string }>().token}` },
+      });
+    },
+    confirmTotpEnrollment: async () => {
+      const signup = await inject({
+        method: 'POST',
+        url: '/admin/v1/auth/signup',
+        payload: {
+          email: 'hardening-confirm@example.test',
+          password: 'a long enough password',
+          tenant_name: 'cnf',
+        },
+      });
+      expect(signup.statusCode, signup.body).toBe(201);
+      const login = await inject({
+        method: 'POST',
+        url: '/admin/v1/auth/login',
+        payload: { email: 'hardening-confirm@example.test', password: 'a long enough password' },
+      });
+      const auth = { authorization: `Bearer ${login.json<{ token: string }>().token}` };
+      const started = await inject({ method: 'POST', url: '/admin/v1/auth/mfa/totp', headers: auth });
+      const totp = new TOTP({ secret: Secret.fromBase32(started.json<{ secret: string }>().secret) });
+      return inject({
+        method: 'POST',
+        url: '/admin/v1/auth/mfa/totp/confirm',
+        headers: auth,
+        payload: { code: totp.generate() },
+      });
+    },
     getSession: () => inject({ method: 'GET', url: '/admin/v1/auth/session', headers: owner }),
     switchTenant: () =>
       inject({

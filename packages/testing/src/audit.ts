@@ -77,7 +77,7 @@ export function auditChildOutput(child: ChildProcess, name: string): void {
 const KNOWN_SECRET_MIN_LENGTH = 10;
 /** Fields whose string values, seen by a test in a request or response, are secrets. */
 const SECRET_KEYS =
-  /^(password|new_?password|token|access_?token|refresh_?token|device_?code|user_?code|key|api_?key|secret|credential|jwt)$/i;
+  /^(password|new_?password|current_?password|token|access_?token|refresh_?token|device_?code|user_?code|key|api_?key|secret|credential|jwt|mfa_?token|device_?token|otpauth_?uri|recovery_?codes|code|mfa_?code)$/i;
 
 /**
  * Records every credential-named string in `value` (a request or response body a test
@@ -94,7 +94,13 @@ export function auditSecretsIn(value: unknown): void {
     for (const [field, inner] of Object.entries(v)) {
       if (typeof inner === 'string' && inner.length >= KNOWN_SECRET_MIN_LENGTH && SECRET_KEYS.test(field))
         found.push({ field, value: inner });
-      else visit(inner, depth + 1);
+      else if (Array.isArray(inner) && SECRET_KEYS.test(field)) {
+        // A list of secrets (recovery codes): each is one.
+        for (const item of inner) {
+          if (typeof item === 'string' && item.length >= KNOWN_SECRET_MIN_LENGTH)
+            found.push({ field, value: item });
+        }
+      } else visit(inner, depth + 1);
     }
   };
   visit(value, 0);

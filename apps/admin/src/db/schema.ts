@@ -4,6 +4,8 @@ export interface TenantsTable {
   id: string;
   name: string;
   created_at: Date;
+  /** Members without a confirmed second factor may do nothing but enrol (issue 31). */
+  require_mfa: Generated<boolean>;
 }
 
 export interface UsersTable {
@@ -175,6 +177,26 @@ export interface LoginChallengesTable {
   expires_at: Date;
 }
 
+/** A user's TOTP enrolment (migration 20261203T1200): the secret sealed, never in clear. */
+export interface UserTotpTable {
+  user_id: string;
+  sealed_secret: string;
+  /** pending (started, not confirmed by a code) or confirmed. */
+  status: string;
+  created_at: Date;
+  confirmed_at: Date | null;
+  /** The last time step whose code was accepted (bigint: answered as a string). */
+  last_step: string | null;
+}
+
+/** Single-use recovery codes: their SHA-256 only. */
+export interface UserRecoveryCodesTable {
+  user_id: string;
+  code_hash: string;
+  created_at: Date;
+  used_at: Date | null;
+}
+
 /** The audit trail (docs/audit.md): append-only, chained per tenant. */
 export interface AuditEventsTable {
   /** UUIDv7. */
@@ -225,4 +247,6 @@ export interface AdminDatabase {
   bot_keys: BotKeysTable;
   identity_tokens: IdentityTokensTable;
   login_challenges: LoginChallengesTable;
+  user_totp: UserTotpTable;
+  user_recovery_codes: UserRecoveryCodesTable;
 }

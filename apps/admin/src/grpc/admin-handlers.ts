@@ -27,6 +27,14 @@ import { listProjects } from './list-projects.ts';
 import { login } from './login.ts';
 import { loginMfa } from './login-mfa.ts';
 import { logout } from './logout.ts';
+import {
+  confirmTotpEnrollment,
+  disableTotp,
+  getMfaStatus,
+  getTenantSettings,
+  startTotpEnrollment,
+  updateTenantSettings,
+} from './mfa.ts';
 import { removeMember } from './remove-member.ts';
 import { revokeApiKey } from './revoke-api-key.ts';
 import { revokeBotKey } from './revoke-bot-key.ts';
@@ -40,6 +48,12 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     signup: signup(deps),
     login: login(deps),
     loginMfa: loginMfa(deps),
+    startTotpEnrollment: startTotpEnrollment(deps),
+    confirmTotpEnrollment: confirmTotpEnrollment(deps),
+    disableTotp: disableTotp(deps),
+    getMfaStatus: getMfaStatus(deps),
+    getTenantSettings: getTenantSettings(deps),
+    updateTenantSettings: updateTenantSettings(deps),
     authenticate: authenticate(deps),
     logout: logout(deps),
     createProject: createProject(deps),

@@ -46,7 +46,11 @@ export function authenticate(deps: AdminDeps): AuthenticateImpl {
         deps.logger.warn({ err, sessionId: session.id }, 'could not record session use');
       }
     }
-    return { principal: principalMessage(session), session: sessionMessage(session) };
+    return {
+      principal: principalMessage(session),
+      session: sessionMessage(session),
+      mfaEnrolmentRequired: session.mfaMissing,
+    };
   };
 }
 

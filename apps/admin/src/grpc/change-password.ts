@@ -67,7 +67,7 @@ export function changePassword(deps: AdminDeps): ServiceImpl<typeof AdminService
       throw new AppError('forbidden', WRONG_CURRENT_PASSWORD_MESSAGE);
     }
     // An enrolled user also proves the second factor, after the password (a wrong password burns no code).
-    if (deps.secondFactor && (await deps.secondFactor.isEnrolled(user.id))) {
+    if (await deps.secondFactor.isEnrolled(user.id)) {
       if (req.mfaCode.trim() === '') throw new AppError('forbidden', MFA_CODE_REQUIRED_MESSAGE);
       await deps.secondFactor.verify(user, req.mfaCode, {
         tenantId: session.tenant.id,

@@ -7,6 +7,7 @@ import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { AuditTrail } from '../audit/trail.ts';
 import type { DeviceFlowConfig, LoginLimits, SignupLimits } from '../config.ts';
 import type { AdminMetrics } from '../metrics.ts';
+import type { SecretSealer } from '../mfa/sealing.ts';
 import type { DeviceTokens } from '../security/device-tokens.ts';
 import type { PasswordHasher } from '../security/passwords.ts';
 import type { AccountStore } from '../stores/accounts.ts';
@@ -17,6 +18,7 @@ import type { DeviceGrantStore } from '../stores/device-grants.ts';
 import type { IdentityTokenStore } from '../stores/identity-tokens.ts';
 import type { LoginChallengeStore } from '../stores/login-challenges.ts';
 import type { ProjectStore } from '../stores/projects.ts';
+import type { SecondFactorStore } from '../stores/second-factors.ts';
 import type { SessionStore } from '../stores/sessions.ts';
 import type { ThrottledRefusals } from '../stores/throttled-refusals.ts';
 
@@ -72,8 +74,12 @@ export interface AdminDeps {
   loginSlowdown: RateLimiter;
   /** Signs and checks the device tokens of clients that have logged in before (security/device-tokens.ts). */
   deviceTokens: DeviceTokens;
-  /** Second factors; absent: nobody is asked for one (handlers built outside the service). */
-  secondFactor?: SecondFactor;
+  /** Checks a person's second factor (mfa/second-factor.ts). */
+  secondFactor: SecondFactor;
+  /** TOTP enrolments, recovery codes and the tenants' `require_mfa`. */
+  secondFactors: SecondFactorStore;
+  /** Seals TOTP secrets under a key derived from the KEK. */
+  sealer: SecretSealer;
   /** The password steps waiting for a second factor. */
   loginChallenges: LoginChallengeStore;
   /** The IPv6 prefix every per-client-IP throttle key groups by (throttleClient). */

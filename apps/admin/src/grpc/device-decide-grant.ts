@@ -19,7 +19,7 @@ export function decideDeviceGrant(deps: AdminDeps): ServiceImpl<typeof AdminServ
   return async (req) => {
     const { session, userCode } = await enterUserCode(deps, req.principal, req.userCode, req.clientIp);
     // Approving hands a device a 30-day token: an enrolled user proves a fresh second factor.
-    if (req.approve && deps.secondFactor && (await deps.secondFactor.isEnrolled(session.user.id))) {
+    if (req.approve && (await deps.secondFactor.isEnrolled(session.user.id))) {
       if (req.mfaCode.trim() === '') throw new AppError('forbidden', APPROVAL_NEEDS_MFA_MESSAGE);
       await deps.secondFactor.verify(session.user, req.mfaCode, {
         tenantId: session.tenant.id,

@@ -6,7 +6,7 @@ import { throttleKeys } from '../redis/keys.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 import { enforceLimits, type Limit, throttleClientOf } from './limits.ts';
-import { requireUserSession } from './principal.ts';
+import { requireSecondFactorIfRequired, requireUserSession } from './principal.ts';
 
 export const USER_CODE_NOT_FOUND_MESSAGE =
   'no pending device authorization for this code: it is unknown, expired, or already approved or denied';
@@ -29,6 +29,7 @@ export async function enterUserCode(
   clientIp: string,
 ): Promise<{ session: SessionRecord; userCode: string }> {
   const session = await requireUserSession(deps, principal);
+  requireSecondFactorIfRequired(session);
   if (session.kind === 'cli') throw new AppError('forbidden', CLI_TOKEN_CANNOT_APPROVE_MESSAGE);
   const limits = deps.deviceFlow.limits;
   const counted: Limit[] = [

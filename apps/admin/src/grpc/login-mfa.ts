@@ -23,7 +23,7 @@ export function loginMfa(deps: AdminDeps): ServiceImpl<typeof AdminService>['log
     if (req.mfaToken === '' || req.code.trim() === '') {
       throw new AppError('invalid_request', 'mfa_token and code are required');
     }
-    if (parseToken(req.mfaToken) !== 'loginChallenge' || !deps.secondFactor) {
+    if (parseToken(req.mfaToken) !== 'loginChallenge') {
       throw new AppError('unauthenticated', MFA_TOKEN_INVALID_MESSAGE);
     }
     const tokenHash = hashToken(req.mfaToken);

@@ -227,7 +227,7 @@ function attemptLogin(deps: AdminDeps): ServiceImpl<typeof AdminService>['login'
       throw new AppError('unauthenticated', INVALID_CREDENTIALS_MESSAGE);
     }
 
-    if (deps.secondFactor && (await deps.secondFactor.isEnrolled(user.id))) {
+    if (await deps.secondFactor.isEnrolled(user.id)) {
       const mfaToken = newToken('loginChallenge');
       const now = deps.clock.now();
       await deps.loginChallenges.create(

@@ -4,6 +4,7 @@ import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, type Subject } from '@relayplane/shared/iam';
 import { effectiveScopes } from '../domain/identity-tokens.ts';
 import type { SessionRecord } from '../stores/records.ts';
+import type { LiveSession } from '../stores/sessions.ts';
 import type { AdminDeps } from './deps.ts';
 
 /**
@@ -11,10 +12,18 @@ import type { AdminDeps } from './deps.ts';
  * from Authenticate, but the session may have been logged out, expired or lost its
  * membership since, and the role always comes from the database, never from the request.
  */
+export const MFA_ENROLMENT_REQUIRED_MESSAGE =
+  'this tenant requires a second factor: enrol one first (POST /admin/v1/auth/mfa/totp)';
+
+/** A user session allowed to act: refused (403) while its tenant requires a second factor its user lacks. */
+export function requireSecondFactorIfRequired(session: LiveSession): void {
+  if (session.mfaMissing) throw new AppError('forbidden', MFA_ENROLMENT_REQUIRED_MESSAGE);
+}
+
 export async function requireUserSession(
   deps: Pick<AdminDeps, 'sessions' | 'clock'>,
   principal: Principal | undefined,
-): Promise<SessionRecord> {
+): Promise<LiveSession> {
   if (!principal || principal.kind !== PrincipalKind.USER_SESSION || principal.sessionId === '') {
     throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
   }
@@ -73,6 +82,7 @@ async function actorOf(
   switch (principal?.kind) {
     case PrincipalKind.USER_SESSION: {
       const session = await requireUserSession(deps, principal);
+      requireSecondFactorIfRequired(session);
       return {
         kind: PrincipalKind.USER_SESSION,
         tenantId: session.tenant.id,

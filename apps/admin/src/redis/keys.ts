@@ -26,6 +26,8 @@ export const throttleKeys = {
   loginAccount: (normalisedEmail: string): string => `login:acct:${emailHash(normalisedEmail)}`,
   /** Past the account-wide limit: the one attempt unknown clients of the account share per slow window. */
   loginAccountSlow: (normalisedEmail: string): string => `login:acct-slow:${emailHash(normalisedEmail)}`,
+  /** Second-factor codes tried for a user (login's second step, approvals, password change, removal). */
+  mfaUser: (userId: string): string => `mfa:user:${userId}`,
   /** Login attempts on its account from one known device (the device token's nonce). */
   loginDevice: (nonce: string): string => `login:device:${nonce}`,
   /**

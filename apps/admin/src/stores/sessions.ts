@@ -22,8 +22,11 @@ export interface SessionInfoRecord {
   userAgent: string | null;
 }
 
-/** A live session as Authenticate needs it: also whether a browser holds it. */
-export type LiveSession = SessionRecord & { browser: boolean };
+/**
+ * A live session as Authenticate needs it: also whether a browser holds it, and whether its
+ * tenant requires a second factor its user does not have (then it may only enrol: issue 31).
+ */
+export type LiveSession = SessionRecord & { browser: boolean; mfaMissing: boolean };
 
 export interface NewSession {
   id: string;
@@ -159,6 +162,17 @@ export class SessionStore {
         'm.role',
         's.kind',
         's.browser',
+        't.require_mfa',
+        (eb) =>
+          eb
+            .exists(
+              eb
+                .selectFrom('user_totp as f')
+                .select('f.user_id')
+                .whereRef('f.user_id', '=', 's.user_id')
+                .where('f.status', '=', 'confirmed'),
+            )
+            .as('has_second_factor'),
       ])
       .where(column, '=', value)
       .where('s.expires_at', '>', now)
@@ -181,6 +195,7 @@ export class SessionStore {
       role: row.role,
       kind: row.kind === 'cli' ? 'cli' : 'session',
       browser: row.browser,
+      mfaMissing: row.require_mfa && !row.has_second_factor,
     };
   }
 

@@ -141,6 +141,21 @@ function machineKind(kind: PrincipalKind): boolean {
   return kind === PrincipalKind.BOT || kind === PrincipalKind.IDENTITY;
 }
 
+export const MFA_ENROLMENT_REQUIRED_MESSAGE =
+  'this tenant requires a second factor: enrol one first (POST /admin/v1/auth/mfa/totp)';
+
+/** What a member of a tenant that requires a second factor may do without one (docs/iam.md). */
+export const MFA_ENROLMENT_ROUTES: ReadonlySet<string> = new Set([
+  'GET /admin/v1/auth/session',
+  'POST /admin/v1/auth/logout',
+  'GET /admin/v1/auth/sessions',
+  'DELETE /admin/v1/auth/sessions/:id',
+  'POST /admin/v1/auth/sessions/revoke-others',
+  'GET /admin/v1/auth/mfa',
+  'POST /admin/v1/auth/mfa/totp',
+  'POST /admin/v1/auth/mfa/totp/confirm',
+]);
+
 export interface AuthGuards {
   /**
    * A project API key in `X-API-Key`. Callback-style: a key verified within the cache lifetime
@@ -184,6 +199,14 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
       }
       // After authentication: an expired or logged-out cookie answers 401, not 403.
       requireCsrf(request, token);
+    }
+    // A tenant that requires a second factor: a member without one may only enrol (and read
+    // their session, log out, end their sessions); everything else is 403 naming the fix.
+    if (
+      res.mfaEnrolmentRequired &&
+      !MFA_ENROLMENT_ROUTES.has(`${request.method} ${request.routeOptions.url}`)
+    ) {
+      throw new AppError('forbidden', MFA_ENROLMENT_REQUIRED_MESSAGE);
     }
     request.auth = {
       principal: res.principal,

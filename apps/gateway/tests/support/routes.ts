@@ -63,6 +63,12 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/admin/v1/auth/sessions', auth: 'session' },
   { method: 'DELETE', url: '/admin/v1/auth/sessions/ses_00000000000000000000', auth: 'session' },
   { method: 'POST', url: '/admin/v1/auth/sessions/revoke-others', auth: 'session', optionalBody: true },
+  { method: 'GET', url: '/admin/v1/auth/mfa', auth: 'session' },
+  { method: 'POST', url: '/admin/v1/auth/mfa/totp', auth: 'session' },
+  { method: 'POST', url: '/admin/v1/auth/mfa/totp/confirm', auth: 'session', body: { code: '123456' } },
+  { method: 'DELETE', url: '/admin/v1/auth/mfa/totp', auth: 'session', optionalBody: true },
+  { method: 'GET', url: '/admin/v1/tenant/settings', auth: 'session' },
+  { method: 'PATCH', url: '/admin/v1/tenant/settings', auth: 'session', optionalBody: true },
   {
     method: 'POST',
     url: '/admin/v1/auth/password',

@@ -459,6 +459,14 @@ export declare type AuthenticateResponse = Message<"relayplane.admin.v1.Authenti
    * @generated from field: relayplane.admin.v1.IdentityToken identity_token = 4;
    */
   identityToken?: IdentityToken | undefined;
+
+  /**
+   * A user session in a tenant that requires a second factor, of a user without one: the
+   * gateway refuses everything but reading the session, logging out and enrolling.
+   *
+   * @generated from field: bool mfa_enrolment_required = 5;
+   */
+  mfaEnrolmentRequired: boolean;
 };
 
 /**
@@ -2729,6 +2737,251 @@ export declare type ChangePasswordResponse = Message<"relayplane.admin.v1.Change
 export declare const ChangePasswordResponseSchema: GenMessage<ChangePasswordResponse>;
 
 /**
+ * @generated from message relayplane.admin.v1.StartTotpEnrollmentRequest
+ */
+export declare type StartTotpEnrollmentRequest = Message<"relayplane.admin.v1.StartTotpEnrollmentRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.StartTotpEnrollmentRequest.
+ * Use `create(StartTotpEnrollmentRequestSchema)` to create a new message.
+ */
+export declare const StartTotpEnrollmentRequestSchema: GenMessage<StartTotpEnrollmentRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.StartTotpEnrollmentResponse
+ */
+export declare type StartTotpEnrollmentResponse = Message<"relayplane.admin.v1.StartTotpEnrollmentResponse"> & {
+  /**
+   * Base32, for typing into an authenticator app; shown only here.
+   *
+   * @generated from field: string secret = 1;
+   */
+  secret: string;
+
+  /**
+   * otpauth://totp/… for a QR code; holds the secret.
+   *
+   * @generated from field: string otpauth_uri = 2;
+   */
+  otpauthUri: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.StartTotpEnrollmentResponse.
+ * Use `create(StartTotpEnrollmentResponseSchema)` to create a new message.
+ */
+export declare const StartTotpEnrollmentResponseSchema: GenMessage<StartTotpEnrollmentResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ConfirmTotpEnrollmentRequest
+ */
+export declare type ConfirmTotpEnrollmentRequest = Message<"relayplane.admin.v1.ConfirmTotpEnrollmentRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string code = 2;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ConfirmTotpEnrollmentRequest.
+ * Use `create(ConfirmTotpEnrollmentRequestSchema)` to create a new message.
+ */
+export declare const ConfirmTotpEnrollmentRequestSchema: GenMessage<ConfirmTotpEnrollmentRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ConfirmTotpEnrollmentResponse
+ */
+export declare type ConfirmTotpEnrollmentResponse = Message<"relayplane.admin.v1.ConfirmTotpEnrollmentResponse"> & {
+  /**
+   * Ten single-use recovery codes; shown only here.
+   *
+   * @generated from field: repeated string recovery_codes = 1;
+   */
+  recoveryCodes: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp confirmed_at = 2;
+   */
+  confirmedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ConfirmTotpEnrollmentResponse.
+ * Use `create(ConfirmTotpEnrollmentResponseSchema)` to create a new message.
+ */
+export declare const ConfirmTotpEnrollmentResponseSchema: GenMessage<ConfirmTotpEnrollmentResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.DisableTotpRequest
+ */
+export declare type DisableTotpRequest = Message<"relayplane.admin.v1.DisableTotpRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * A current code or an unused recovery code, or the password.
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string password = 3;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DisableTotpRequest.
+ * Use `create(DisableTotpRequestSchema)` to create a new message.
+ */
+export declare const DisableTotpRequestSchema: GenMessage<DisableTotpRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.DisableTotpResponse
+ */
+export declare type DisableTotpResponse = Message<"relayplane.admin.v1.DisableTotpResponse"> & {
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DisableTotpResponse.
+ * Use `create(DisableTotpResponseSchema)` to create a new message.
+ */
+export declare const DisableTotpResponseSchema: GenMessage<DisableTotpResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetMfaStatusRequest
+ */
+export declare type GetMfaStatusRequest = Message<"relayplane.admin.v1.GetMfaStatusRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetMfaStatusRequest.
+ * Use `create(GetMfaStatusRequestSchema)` to create a new message.
+ */
+export declare const GetMfaStatusRequestSchema: GenMessage<GetMfaStatusRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetMfaStatusResponse
+ */
+export declare type GetMfaStatusResponse = Message<"relayplane.admin.v1.GetMfaStatusResponse"> & {
+  /**
+   * @generated from field: bool totp_enabled = 1;
+   */
+  totpEnabled: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp confirmed_at = 2;
+   */
+  confirmedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: uint32 recovery_codes_left = 3;
+   */
+  recoveryCodesLeft: number;
+
+  /**
+   * The session's tenant requires a second factor.
+   *
+   * @generated from field: bool tenant_requires_mfa = 4;
+   */
+  tenantRequiresMfa: boolean;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetMfaStatusResponse.
+ * Use `create(GetMfaStatusResponseSchema)` to create a new message.
+ */
+export declare const GetMfaStatusResponseSchema: GenMessage<GetMfaStatusResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetTenantSettingsRequest
+ */
+export declare type GetTenantSettingsRequest = Message<"relayplane.admin.v1.GetTenantSettingsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetTenantSettingsRequest.
+ * Use `create(GetTenantSettingsRequestSchema)` to create a new message.
+ */
+export declare const GetTenantSettingsRequestSchema: GenMessage<GetTenantSettingsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetTenantSettingsResponse
+ */
+export declare type GetTenantSettingsResponse = Message<"relayplane.admin.v1.GetTenantSettingsResponse"> & {
+  /**
+   * @generated from field: bool require_mfa = 1;
+   */
+  requireMfa: boolean;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetTenantSettingsResponse.
+ * Use `create(GetTenantSettingsResponseSchema)` to create a new message.
+ */
+export declare const GetTenantSettingsResponseSchema: GenMessage<GetTenantSettingsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.UpdateTenantSettingsRequest
+ */
+export declare type UpdateTenantSettingsRequest = Message<"relayplane.admin.v1.UpdateTenantSettingsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * Unset: unchanged.
+   *
+   * @generated from field: optional bool require_mfa = 2;
+   */
+  requireMfa?: boolean | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.UpdateTenantSettingsRequest.
+ * Use `create(UpdateTenantSettingsRequestSchema)` to create a new message.
+ */
+export declare const UpdateTenantSettingsRequestSchema: GenMessage<UpdateTenantSettingsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.UpdateTenantSettingsResponse
+ */
+export declare type UpdateTenantSettingsResponse = Message<"relayplane.admin.v1.UpdateTenantSettingsResponse"> & {
+  /**
+   * @generated from field: bool require_mfa = 1;
+   */
+  requireMfa: boolean;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.UpdateTenantSettingsResponse.
+ * Use `create(UpdateTenantSettingsResponseSchema)` to create a new message.
+ */
+export declare const UpdateTenantSettingsResponseSchema: GenMessage<UpdateTenantSettingsResponse>;
+
+/**
  * @generated from enum relayplane.admin.v1.TenantRole
  */
 export enum TenantRole {
@@ -3184,6 +3437,58 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ChangePasswordRequestSchema;
     output: typeof ChangePasswordResponseSchema;
+  },
+  /**
+   * A second factor for people (TOTP, recovery codes; docs/iam.md). The caller's own user session.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.StartTotpEnrollment
+   */
+  startTotpEnrollment: {
+    methodKind: "unary";
+    input: typeof StartTotpEnrollmentRequestSchema;
+    output: typeof StartTotpEnrollmentResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ConfirmTotpEnrollment
+   */
+  confirmTotpEnrollment: {
+    methodKind: "unary";
+    input: typeof ConfirmTotpEnrollmentRequestSchema;
+    output: typeof ConfirmTotpEnrollmentResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.DisableTotp
+   */
+  disableTotp: {
+    methodKind: "unary";
+    input: typeof DisableTotpRequestSchema;
+    output: typeof DisableTotpResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.GetMfaStatus
+   */
+  getMfaStatus: {
+    methodKind: "unary";
+    input: typeof GetMfaStatusRequestSchema;
+    output: typeof GetMfaStatusResponseSchema;
+  },
+  /**
+   * The tenant's settings (`require_mfa`); changing them: the owner only.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.GetTenantSettings
+   */
+  getTenantSettings: {
+    methodKind: "unary";
+    input: typeof GetTenantSettingsRequestSchema;
+    output: typeof GetTenantSettingsResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.UpdateTenantSettings
+   */
+  updateTenantSettings: {
+    methodKind: "unary";
+    input: typeof UpdateTenantSettingsRequestSchema;
+    output: typeof UpdateTenantSettingsResponseSchema;
   },
 }>;
 

@@ -1,0 +1,203 @@
+/**
+ * A second factor for people (issue 31; docs/iam.md, "Second factor"): TOTP enrolment (start →
+ * confirm with a first code → ten recovery codes), its status, and its removal; the tenant's
+ * `require_mfa` (its owner changes it). Every RPC acts on the caller's own user session (a login
+ * or a CLI token); a bot or identity token is refused.
+ */
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { AdminService } from '@relayplane/proto/admin';
+import { ROLES } from '@relayplane/shared/contract';
+import { AppError } from '@relayplane/shared/errors';
+import type { ServiceImpl } from '@relayplane/shared/rpc';
+import { sessionActor } from '../audit/actor.ts';
+import { hashRecoveryCode, newRecoveryCode, RECOVERY_CODE_COUNT } from '../mfa/recovery-codes.ts';
+import { base32, matchingStep, newTotpSecret, otpauthUri } from '../mfa/totp.ts';
+import type { SessionRecord } from '../stores/records.ts';
+import type { AdminDeps } from './deps.ts';
+import { admitGuess, attemptIp, clientLimit, countFailure, guessClient } from './login.ts';
+import { requireOwnSession } from './sessions.ts';
+
+type Impl = ServiceImpl<typeof AdminService>;
+
+export const ALREADY_ENROLLED_MESSAGE =
+  'a second factor is already enrolled: remove it (DELETE /admin/v1/auth/mfa/totp) before enrolling another';
+export const NOTHING_TO_CONFIRM_MESSAGE =
+  'no enrolment to confirm: start one with POST /admin/v1/auth/mfa/totp';
+export const WRONG_FIRST_CODE_MESSAGE = 'the code does not match the new secret: check the app and the clock';
+export const NOT_ENROLLED_MESSAGE = 'no second factor is enrolled';
+export const DISABLE_NEEDS_PROOF_MESSAGE =
+  'send a current code (or a recovery code) as code, or the password';
+export const OWNER_ONLY_MESSAGE = "only the tenant's owner may change its settings";
+/** The caller's own user session (a login or the CLI's token); bots and identity tokens: 403. */
+function ownLogin(
+  deps: AdminDeps,
+  principal: Parameters<typeof requireOwnSession>[1],
+): Promise<SessionRecord> {
+  return requireOwnSession(deps, principal);
+}
+
+export function startTotpEnrollment(deps: AdminDeps): Impl['startTotpEnrollment'] {
+  return async (req) => {
+    const session = await ownLogin(deps, req.principal);
+    const secret = newTotpSecret();
+    const sealed = deps.sealer.seal(secret, session.user.id);
+    const outcome = await deps.audit.change(async (trx) => {
+      const started = await deps.secondFactors.start(session.user.id, sealed, deps.clock.now(), trx);
+      if (started === 'started') {
+        await deps.audit.record(trx, {
+          action: 'user.mfa_enroll',
+          tenantId: session.tenant.id,
+          actor: sessionActor(session),
+          target: { type: 'user', id: session.user.id },
+          details: { factor: 'totp', step: 'started' },
+        });
+      }
+      return started;
+    });
+    if (outcome === 'enrolled') throw new AppError('conflict', ALREADY_ENROLLED_MESSAGE);
+    deps.logger.info({ userId: session.user.id }, 'second factor enrolment started');
+    return { secret: base32(secret), otpauthUri: otpauthUri(secret, session.user.email) };
+  };
+}
+
+export function confirmTotpEnrollment(deps: AdminDeps): Impl['confirmTotpEnrollment'] {
+  return async (req) => {
+    const session = await ownLogin(deps, req.principal);
+    const code = req.code.trim();
+    if (!/^\d{6}$/.test(code))
+      throw new AppError('invalid_request', 'code must be the 6 digits the app shows');
+    const enrolment = await deps.secondFactors.find(session.user.id);
+    if (!enrolment || enrolment.status !== 'pending') {
+      throw new AppError('conflict', enrolment ? ALREADY_ENROLLED_MESSAGE : NOTHING_TO_CONFIRM_MESSAGE);
+    }
+    const secret = deps.sealer.open(enrolment.sealedSecret, session.user.id);
+    const now = deps.clock.now();
+    const step = secret ? matchingStep(secret, code, now) : undefined;
+    if (step === undefined) throw new AppError('invalid_request', WRONG_FIRST_CODE_MESSAGE);
+    const codes = Array.from({ length: RECOVERY_CODE_COUNT }, newRecoveryCode);
+    const confirmed = await deps.audit.change(async (trx) => {
+      const done = await deps.secondFactors.confirm(
+        session.user.id,
+        enrolment.sealedSecret,
+        step,
+        codes.map((c) => hashRecoveryCode(c.replaceAll('-', ''))),
+        now,
+        trx,
+      );
+      if (done) {
+        await deps.audit.record(trx, {
+          action: 'user.mfa_confirm',
+          tenantId: session.tenant.id,
+          actor: sessionActor(session),
+          target: { type: 'user', id: session.user.id },
+          details: { factor: 'totp', recovery_codes: codes.length },
+        });
+      }
+      return done;
+    });
+    // Another confirmation (or a new start) won the race.
+    if (!confirmed) throw new AppError('conflict', NOTHING_TO_CONFIRM_MESSAGE);
+    deps.logger.info({ userId: session.user.id }, 'second factor enrolled');
+    return { recoveryCodes: codes, confirmedAt: timestampFromDate(now) };
+  };
+}
+
+/**
+ * DisableTotp: needs a current code or an unused recovery code (the second factor itself), or
+ * the password (throttled like a login). The enrolment and its recovery codes go.
+ */
+export function disableTotp(deps: AdminDeps): Impl['disableTotp'] {
+  return async (req) => {
+    const session = await ownLogin(deps, req.principal);
+    const enrolment = await deps.secondFactors.find(session.user.id);
+    if (!enrolment) throw new AppError('not_found', NOT_ENROLLED_MESSAGE);
+    let proof: 'totp' | 'recovery_code' | 'password';
+    if (req.code.trim() !== '' && enrolment.status === 'confirmed') {
+      proof = await deps.secondFactor.verify(session.user, req.code, {
+        tenantId: session.tenant.id,
+        clientIp: attemptIp(''),
+      });
+    } else if (req.password !== '') {
+      const guess = guessClient(deps, '', undefined, '');
+      await admitGuess(deps, session.user.email, guess, false);
+      const user = await deps.accounts.findUserByEmail(session.user.email);
+      if (
+        !user ||
+        user.id !== session.user.id ||
+        !(await deps.passwords.verify(user.passwordHash, req.password))
+      ) {
+        await countFailure(deps, session.user.email);
+        throw new AppError('forbidden', 'the password is wrong');
+      }
+      await deps.loginThrottle.clear(clientLimit(deps, session.user.email, guess).key);
+      proof = 'password';
+    } else {
+      throw new AppError('invalid_request', DISABLE_NEEDS_PROOF_MESSAGE);
+    }
+    await deps.audit.change(async (trx) => {
+      await deps.secondFactors.remove(session.user.id, trx);
+      await deps.audit.record(trx, {
+        action: 'user.mfa_disable',
+        tenantId: session.tenant.id,
+        actor: sessionActor(session),
+        target: { type: 'user', id: session.user.id },
+        details: { factor: 'totp', proof, was: enrolment.status },
+      });
+    });
+    deps.logger.info({ userId: session.user.id, proof }, 'second factor removed');
+    return {};
+  };
+}
+
+export function getMfaStatus(deps: AdminDeps): Impl['getMfaStatus'] {
+  return async (req) => {
+    const session = await requireOwnSession(deps, req.principal);
+    const enrolment = await deps.secondFactors.find(session.user.id);
+    const confirmed = enrolment?.status === 'confirmed';
+    return {
+      totpEnabled: confirmed,
+      ...(confirmed && enrolment.confirmedAt
+        ? { confirmedAt: timestampFromDate(enrolment.confirmedAt) }
+        : {}),
+      recoveryCodesLeft: confirmed ? await deps.secondFactors.recoveryCodesLeft(session.user.id) : 0,
+      tenantRequiresMfa: await deps.secondFactors.requireMfa(session.tenant.id),
+    };
+  };
+}
+
+export function getTenantSettings(deps: AdminDeps): Impl['getTenantSettings'] {
+  return async (req) => {
+    const session = await requireOwnSession(deps, req.principal);
+    return { requireMfa: await deps.secondFactors.requireMfa(session.tenant.id) };
+  };
+}
+
+/** The owner turns `require_mfa` on or off; turning it on needs the owner to have a second factor. */
+export function updateTenantSettings(deps: AdminDeps): Impl['updateTenantSettings'] {
+  return async (req) => {
+    const session = await ownLogin(deps, req.principal);
+    if (session.role !== ROLES.owner) throw new AppError('forbidden', OWNER_ONLY_MESSAGE);
+    if (req.requireMfa === undefined) {
+      return { requireMfa: await deps.secondFactors.requireMfa(session.tenant.id) };
+    }
+    const requireMfa = req.requireMfa;
+    if (requireMfa && !(await deps.secondFactors.isEnrolled(session.user.id))) {
+      throw new AppError(
+        'conflict',
+        'enrol a second factor yourself before requiring one of every member (POST /admin/v1/auth/mfa/totp)',
+      );
+    }
+    await deps.audit.change(async (trx) => {
+      await deps.secondFactors.setRequireMfa(session.tenant.id, requireMfa, trx);
+      await deps.audit.record(trx, {
+        action: 'tenant.settings_change',
+        tenantId: session.tenant.id,
+        actor: sessionActor(session),
+        target: { type: 'tenant', id: session.tenant.id },
+        details: { require_mfa: requireMfa },
+      });
+    });
+    deps.logger.info({ tenantId: session.tenant.id, requireMfa }, 'tenant settings changed');
+    return { requireMfa };
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * TOTP secrets at rest: AES-256-GCM under a key derived from the KEK (HKDF-SHA256 with its own
+ * label, so it equals neither the KEK nor any other key derived from it), a random 96-bit IV, a
+ * 16-byte tag (required on opening: `authTagLength`), and the user id as associated data, so a
+ * sealed secret copied onto another user's row does not open. Sealed under the current KEK;
+ * opened under it or any previous one (`RELAYPLANE_KEK_PREVIOUS`) while a rotation runs.
+ */
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+
+const HKDF_INFO = 'relayplane/totp-secret/v1';
+const VERSION = 'v1';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+function deriveKey(kek: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), HKDF_INFO, 32));
+}
+
+export class SecretSealer {
+  readonly #current: Buffer;
+  readonly #all: Buffer[];
+
+  constructor(kek: Buffer, previous: readonly Buffer[] = []) {
+    this.#current = deriveKey(kek);
+    this.#all = [this.#current, ...previous.map(deriveKey)];
+  }
+
+  seal(secret: Buffer, userId: string): string {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.#current, iv, { authTagLength: TAG_BYTES });
+    cipher.setAAD(Buffer.from(userId));
+    const ciphertext = Buffer.concat([cipher.update(secret), cipher.final()]);
+    const parts = [iv, cipher.getAuthTag(), ciphertext].map((b) => b.toString('base64url'));
+    return [VERSION, ...parts].join('.');
+  }
+
+  /** The secret, or undefined when it does not open under any KEK (tampered, another user's, another key). */
+  open(sealed: string, userId: string): Buffer | undefined {
+    const [version, iv, tag, ciphertext, extra] = sealed.split('.');
+    if (version !== VERSION || !iv || !tag || !ciphertext || extra !== undefined) return undefined;
+    const ivBytes = Buffer.from(iv, 'base64url');
+    const tagBytes = Buffer.from(tag, 'base64url');
+    if (ivBytes.length !== IV_BYTES || tagBytes.length !== TAG_BYTES) return undefined;
+    for (const key of this.#all) {
+      try {
+        const decipher = createDecipheriv('aes-256-gcm', key, ivBytes, { authTagLength: TAG_BYTES });
+        decipher.setAAD(Buffer.from(userId));
+        decipher.setAuthTag(tagBytes);
+        return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]);
+      } catch {
+        // the next KEK
+      }
+    }
+    return undefined;
+  }
+}

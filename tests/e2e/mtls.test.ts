@@ -10,10 +10,12 @@
  * - leaf certificates, then the CA, rotated on disk under a steady issuance load through both
  *   gateways: not one request fails.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
+import { AdminService } from '@relayplane/proto/admin';
 import { IssuerService } from '@relayplane/proto/issuer';
 import type { AppError } from '@relayplane/shared/errors';
 import type { GrpcTls } from '@relayplane/shared/grpc-tls';
@@ -73,6 +75,12 @@ function handshake(port: number, options: { ca: string } & Partial<KeyPair>): Pr
     });
   });
 }
+
+/** A google.protobuf.Timestamp (the tests package has no @bufbuild/protobuf of its own). */
+const timestampOf = (d: Date) => ({
+  seconds: BigInt(Math.floor(d.getTime() / 1000)),
+  nanos: (d.getTime() % 1000) * 1e6,
+});
 
 /** Lines of a process's output whose message is `msg`. */
 const logged = (output: string, msg: string) =>
@@ -296,6 +304,68 @@ describe('mutual TLS on every gRPC link, with per-RPC authorization', () => {
       plain.close();
       foreignClient.close();
     }
+  });
+
+  it("takes an audit event's source from the peer: billing's certificate claiming issuer, an action outside billing's, or a stale occurred_at is refused and recorded nowhere", async () => {
+    const session = await gateways[0]?.request('GET', '/admin/v1/auth/session', { headers: root });
+    const tenantId = session?.body.tenant.id as string;
+    const chain = async () =>
+      ((await gateways[0]?.request('GET', '/admin/v1/audit-events?limit=200', { headers: root }))?.body
+        .events ?? []) as { id: string }[];
+    const before = (await chain()).map((e) => e.id);
+    const billing: GrpcTls = tls.client('billing');
+    const admin = connect(AdminService, system.env.ISSUER_ADMIN_ADDRESS ?? '', {
+      retries: false,
+      timeoutMs: 3_000,
+      tls: billing.client('admin'),
+    });
+    const event = (over: { action?: string; occurredAt?: Date } = {}) => ({
+      id: randomUUID(),
+      occurredAt: timestampOf(over.occurredAt ?? new Date()),
+      tenantId,
+      actor: { type: 'user', id: 'usr_forged' },
+      action: over.action ?? 'plan.change',
+      target: { type: 'tenant', id: tenantId },
+      outcome: 'success',
+      detailsJson: '{}',
+    });
+    try {
+      const claimed = await failure(
+        admin.recordAuditEvents({ source: 'issuer', events: [event({ action: 'credential.revoke' })] }),
+      );
+      expect(claimed).toMatchObject({
+        code: 'invalid_request',
+        details: 'the caller is billing, not issuer',
+      });
+      const outside = await failure(
+        admin.recordAuditEvents({ source: 'billing', events: [event({ action: 'session.login' })] }),
+      );
+      expect(outside).toMatchObject({
+        code: 'invalid_request',
+        details: 'billing may not record session.login',
+      });
+      const prune = await failure(
+        admin.recordAuditEvents({ source: '', events: [event({ action: 'audit.prune' })] }),
+      );
+      expect(prune.details).toBe('billing may not record audit.prune');
+      const stale = await failure(
+        admin.recordAuditEvents({
+          source: 'billing',
+          events: [event({ occurredAt: new Date(Date.now() - 3_600_000) })],
+        }),
+      );
+      expect(stale.details).toMatch(/occurred_at must be within 300 seconds of now/);
+      // What billing may record, it can, named billing whatever it sends.
+      await expect(admin.recordAuditEvents({ source: '', events: [event()] })).resolves.toMatchObject({
+        recorded: 1,
+      });
+    } finally {
+      admin.close();
+    }
+    const added = (await chain()).filter((e) => !before.includes(e.id));
+    expect(added).toHaveLength(1);
+    const adminProc = system.procs.find((p) => p.name.includes('admin'));
+    expect(adminProc?.output()).toContain('"msg":"audit delivery refused"');
   });
 
   it("answers PERMISSION_DENIED to billing's valid certificate calling IssueCredentials, and counts it", async () => {

@@ -4,9 +4,14 @@ import { type CounterChild, counter, type Registry } from '@relayplane/shared/me
 const LOGIN_RESULTS = ['success', 'failure', 'throttled'] as const;
 export type LoginResult = (typeof LOGIN_RESULTS)[number];
 
+const AUDIT_REFUSALS = ['unknown_peer', 'source_mismatch', 'action_not_allowed', 'stale'] as const;
+export type AuditDeliveryRefusal = (typeof AUDIT_REFUSALS)[number];
+
 export interface AdminMetrics {
   /** `relayplane_logins_total{result}`, pre-bound per result. */
   logins: Record<LoginResult, CounterChild>;
+  /** `relayplane_audit_delivery_refused_total{source, reason}`: RecordAuditEvents calls refused (issue 31). */
+  auditRefused(source: string, reason: AuditDeliveryRefusal): void;
 }
 
 /** Creates (or finds) the admin metrics on `registry`. */
@@ -16,12 +21,23 @@ export function adminMetrics(registry: Registry): AdminMetrics {
     help: 'Login attempts by result: success, failure (bad request or wrong email/password) or throttled.',
     labelNames: ['result'],
   });
+  const refused = counter(registry, {
+    name: 'relayplane_audit_delivery_refused_total',
+    help:
+      'Audit events delivered to admin (RecordAuditEvents) and refused: the peer is not a delivering service, ' +
+      'claims another source, names an action outside its own, or an occurred_at more than 5 minutes from now.',
+    labelNames: ['source', 'reason'],
+  });
+  for (const reason of AUDIT_REFUSALS) refused.labels('issuer', reason);
   return {
     logins: {
       success: logins.labels('success'),
       failure: logins.labels('failure'),
       throttled: logins.labels('throttled'),
     },
+    // `source`: the peer's app, or `other`/`unknown`: bounded.
+    auditRefused: (source, reason) =>
+      refused.labels(source === 'issuer' || source === 'billing' ? source : 'other', reason).inc(),
   };
 }
 

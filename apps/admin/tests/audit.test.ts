@@ -17,6 +17,7 @@ import { AUDIT_PRUNE_JOB } from '../src/jobs/prune-audit.ts';
 import type { AdminService } from '../src/service.ts';
 import {
   type AdminRig,
+  captureLogs,
   expectAppError,
   OWNER_EMAIL,
   OWNER_PASSWORD,
@@ -32,6 +33,7 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
   let admin: AdminService;
   let client: AdminRig['client'];
   const clock = new ManualClock(Date.parse('2026-11-25T12:00:00Z'));
+  const logs = captureLogs();
   let seq = 0;
 
   beforeAll(async () => {
@@ -43,7 +45,7 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
         RELAYPLANE_BOOTSTRAP_TENANT: 'Platform Ops',
         RELAYPLANE_AUDIT_RETENTION_DAYS: '30',
       },
-      { clock },
+      { clock, logger: logs.logger },
     );
     ({ admin, client } = rig);
   });
@@ -378,9 +380,12 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
       const { tenantId, principal } = await newTenant('deliver');
       const first = delivered(tenantId);
       const second = delivered(tenantId, { action: 'plan.change', target: { type: 'tenant', id: tenantId } });
-      await expect(
-        client.recordAuditEvents({ source: 'issuer', events: [first, first, second] }),
-      ).resolves.toEqual(expect.objectContaining({ recorded: 2, duplicates: 1 }));
+      await expect(client.recordAuditEvents({ source: 'issuer', events: [first, first] })).resolves.toEqual(
+        expect.objectContaining({ recorded: 1, duplicates: 1 }),
+      );
+      await expect(client.recordAuditEvents({ source: 'billing', events: [second] })).resolves.toEqual(
+        expect.objectContaining({ recorded: 1, duplicates: 0 }),
+      );
       await expect(client.recordAuditEvents({ source: 'billing', events: [second] })).resolves.toEqual(
         expect.objectContaining({ recorded: 0, duplicates: 1 }),
       );
@@ -432,6 +437,90 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
         'invalid_request',
       );
       expect((await rows(tenantId)).filter((r) => r.action === 'credential.revoke')).toHaveLength(0);
+    });
+  });
+
+  describe('what a delivering service may record (issue 31)', () => {
+    const event = (
+      tenantId: string,
+      over: Omit<MessageInitShape<typeof AuditEventSchema>, '$typeName'> = {},
+    ) =>
+      create(AuditEventSchema, {
+        id: newEventId(clock.now()),
+        occurredAt: timestampFromDate(clock.now()),
+        tenantId,
+        actor: { type: 'user', id: 'usr_forger' },
+        action: 'plan.change',
+        target: { type: 'tenant', id: tenantId },
+        outcome: 'success',
+        detailsJson: '{}',
+        ...over,
+      });
+
+    it('refuses an action outside the source own list, and a whole call holding one, recording nothing', async () => {
+      const { tenantId } = await newTenant('forge');
+      const before = (await rows(tenantId)).length;
+      await expectAppError(
+        client.recordAuditEvents({
+          source: 'billing',
+          events: [event(tenantId, { action: 'session.login' })],
+        }),
+        'invalid_request',
+        'billing may not record session.login',
+      );
+      await expectAppError(
+        client.recordAuditEvents({
+          source: 'billing',
+          events: [event(tenantId), event(tenantId, { action: 'audit.prune' })],
+        }),
+        'invalid_request',
+        'billing may not record audit.prune',
+      );
+      await expectAppError(
+        client.recordAuditEvents({ source: 'issuer', events: [event(tenantId, { action: 'plan.change' })] }),
+        'invalid_request',
+        'issuer may not record plan.change',
+      );
+      expect(await rows(tenantId)).toHaveLength(before);
+    });
+
+    it('refuses an occurred_at more than 5 minutes from now, either way, and one without it', async () => {
+      const { tenantId } = await newTenant('stale');
+      const before = (await rows(tenantId)).length;
+      const at = (ms: number) => timestampFromDate(new Date(clock.now().getTime() + ms));
+      for (const occurredAt of [at(-301_000), at(301_000), undefined]) {
+        await expectAppError(
+          client.recordAuditEvents({ source: 'billing', events: [event(tenantId, { occurredAt })] }),
+          'invalid_request',
+          /occurred_at must be within 300 seconds of now/,
+        );
+      }
+      expect(await rows(tenantId)).toHaveLength(before);
+      // Within the bound, late or early: recorded.
+      await expect(
+        client.recordAuditEvents({
+          source: 'billing',
+          events: [
+            event(tenantId, { occurredAt: at(-299_000) }),
+            event(tenantId, { occurredAt: at(299_000) }),
+          ],
+        }),
+      ).resolves.toMatchObject({ recorded: 2 });
+    });
+
+    it('counts and logs every refusal', async () => {
+      const { tenantId } = await newTenant('counted');
+      const metric = async () =>
+        (await admin.metrics.getSingleMetric('relayplane_audit_delivery_refused_total')?.get())?.values
+          .filter((v) => v.labels.source === 'billing' && v.labels.reason === 'action_not_allowed')
+          .reduce((n, v) => n + v.value, 0) ?? 0;
+      const counted = await metric();
+      await client
+        .recordAuditEvents({ source: 'billing', events: [event(tenantId, { action: 'relay.register' })] })
+        .catch(() => undefined);
+      expect(await metric()).toBe(counted + 1);
+      const line = await logs.waitFor('audit delivery refused');
+      expect(line).toMatchObject({ reason: expect.any(String), declaredSource: expect.any(String) });
     });
   });
 

@@ -80,7 +80,8 @@ export class Embedded {
     const bus = new MemoryBus();
     // Issuer and billing deliver their audit events to admin, which starts after them (it needs
     // billing, billing needs the issuer): their outboxes keep the events until it listens.
-    const auditAdmin = new DeferredAuditAdmin();
+    // One client per delivering service: admin takes each event's source from its caller.
+    const auditAdmin = { issuer: new DeferredAuditAdmin(), billing: new DeferredAuditAdmin() };
     const started: { destroy(): Promise<void> }[] = [];
     try {
       const issuerLogger = createLogger({ level: logLevel, service: SERVICES.issuer });
@@ -97,7 +98,7 @@ export class Embedded {
           ...(r.has('RELAYPLANE_RELAYS_FILE') ? {} : { relays: DEMO_RELAYS }),
           logLevel,
         }),
-        { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger), admin: auditAdmin },
+        { logger: issuerLogger, bus, scheduler: new MemoryScheduler(issuerLogger), admin: auditAdmin.issuer },
       );
       await issuer.start();
       started.push(issuer);
@@ -114,7 +115,12 @@ export class Embedded {
           healthListen: undefined,
           logLevel,
         }),
-        { logger: billingLogger, bus, scheduler: new MemoryScheduler(billingLogger), admin: auditAdmin },
+        {
+          logger: billingLogger,
+          bus,
+          scheduler: new MemoryScheduler(billingLogger),
+          admin: auditAdmin.billing,
+        },
       );
       await billing.start();
       started.push(billing);
@@ -135,9 +141,15 @@ export class Embedded {
       );
       await admin.start();
       started.push(admin);
-      auditAdmin.connectTo(address(SERVICES.admin));
+      auditAdmin.issuer.connectTo(address(SERVICES.admin), SERVICES.issuer);
+      auditAdmin.billing.connectTo(address(SERVICES.admin), SERVICES.billing);
       // Last to stop: the services' outboxes may still deliver while they drain.
-      started.unshift({ destroy: async () => auditAdmin.close() });
+      started.unshift({
+        destroy: async () => {
+          auditAdmin.issuer.close();
+          auditAdmin.billing.close();
+        },
+      });
       issuer.audit.kick();
       billing.audit.kick();
 
@@ -176,7 +188,8 @@ export class Embedded {
       });
     } catch (err) {
       for (const s of started.reverse()) await s.destroy().catch(() => {});
-      auditAdmin.close();
+      auditAdmin.issuer.close();
+      auditAdmin.billing.close();
       await bus.close();
       throw err;
     }

@@ -35,6 +35,11 @@ export interface CallInfo {
    * asked. Absent on a CallInfo made by hand (a test calling a handler directly).
    */
   peerCertificate?(): PeerCertificate | undefined;
+  /**
+   * The call came from a client in this process (`in-process:` address): its caller is the
+   * composition root's word (`IN_PROCESS_CALLER_METADATA_KEY`), trusted like the process itself.
+   */
+  readonly inProcess?: boolean;
 }
 
 type HandlerFor<M> = M extends { methodKind: 'unary'; input: infer I; output: infer O }
@@ -379,6 +384,12 @@ export function createClient<S extends DescService>(
   return client as ServiceClient<S>;
 }
 
-export { IN_PROCESS_SCHEME, InProcessServer, isInProcessAddress } from './in-process.ts';
+export {
+  IN_PROCESS_CALLER_METADATA_KEY,
+  IN_PROCESS_CALLER_OPTION,
+  IN_PROCESS_SCHEME,
+  InProcessServer,
+  isInProcessAddress,
+} from './in-process.ts';
 export type { AnyMethod };
 export { grpc };

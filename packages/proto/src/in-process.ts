@@ -47,6 +47,14 @@ import type {
 
 export const IN_PROCESS_SCHEME = 'in-process:';
 
+/**
+ * The metadata key an in-process client names its service under (channel option
+ * `IN_PROCESS_CALLER_OPTION`); read only for calls that are in-process (`CallInfo.inProcess`),
+ * ignored over the network, where the peer's certificate says who it is.
+ */
+export const IN_PROCESS_CALLER_METADATA_KEY = 'relayplane-in-process-caller';
+export const IN_PROCESS_CALLER_OPTION = 'relayplane.in_process_caller';
+
 export function isInProcessAddress(address: string): boolean {
   return address.startsWith(IN_PROCESS_SCHEME);
 }
@@ -98,6 +106,7 @@ class ServerCall {
       metadata,
       signal: this.#controller.signal,
       peerCertificate: () => undefined,
+      inProcess: true,
     };
   }
 
@@ -485,6 +494,7 @@ export function createInProcessClient<S extends DescService>(
   channelOptions: grpc.ChannelOptions = {},
 ): ServiceClient<S> {
   const name = address.slice(IN_PROCESS_SCHEME.length);
+  const caller = channelOptions[IN_PROCESS_CALLER_OPTION];
   const rawConfig = channelOptions['grpc.service_config'];
   const config: ServiceConfig = typeof rawConfig === 'string' ? JSON.parse(rawConfig) : {};
   const throttle = config.retryThrottling
@@ -503,6 +513,9 @@ export function createInProcessClient<S extends DescService>(
     const prepare = (opts: CallOptions | undefined, defaultDeadline: number) => {
       const metadata = hooks.outgoingMetadata();
       if (opts?.metadata) metadata.merge(opts.metadata);
+      // Set last: the composition root's word for who calls wins over any metadata passed in.
+      if (typeof caller === 'string') metadata.set(IN_PROCESS_CALLER_METADATA_KEY, caller);
+      else metadata.remove(IN_PROCESS_CALLER_METADATA_KEY);
       const deadline = opts?.deadline ? opts.deadline.getTime() : defaultDeadline;
       return { metadata, deadline };
     };

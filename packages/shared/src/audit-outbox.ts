@@ -56,7 +56,12 @@ import { AdminService, type AuditEventSchema } from '@relayplane/proto/admin';
 import type { ServiceClient } from '@relayplane/proto/grpc';
 import { type Kysely, sql } from 'kysely';
 import { auditEventProblem } from './audit-event.ts';
-import type { AuditAction, AuditOutcome } from './contract.ts';
+import {
+  AUDIT_DELIVERY_MAX_SKEW_SECONDS,
+  type AuditAction,
+  type AuditOutcome,
+  type AuditSource,
+} from './contract.ts';
 import { AppError, type ErrorCode, errorSummary, toAppError } from './errors.ts';
 import type { Logger } from './logger.ts';
 import { type Counter, counter, type Gauge, gauge, type Registry } from './metrics.ts';
@@ -224,9 +229,10 @@ type AdminClient = AuditAdminClient;
 export class DeferredAuditAdmin implements AuditAdminClient {
   #client: ServiceClient<typeof AdminService> | undefined;
 
-  connectTo(address: string): void {
+  /** `caller`: the service whose outbox this delivers (admin takes the source from it, issue 31). */
+  connectTo(address: string, caller: AuditSource): void {
     this.#client?.close();
-    this.#client = connect(AdminService, address);
+    this.#client = connect(AdminService, address, { caller });
   }
 
   recordAuditEvents: AuditAdminClient['recordAuditEvents'] = (req, opts) => {
@@ -490,8 +496,9 @@ export class AuditOutbox implements AuditRecorder {
   }
 
   async #send(rows: AuditOutboxTable[]): Promise<void> {
+    const now = new Date();
     await this.#admin.recordAuditEvents(
-      { source: this.#source, events: rows.map(eventMessage) },
+      { source: this.#source, events: rows.map((row) => deliveredMessage(row, now)) },
       { deadline: new Date(Date.now() + this.#callTimeoutMs) },
     );
   }
@@ -502,6 +509,28 @@ function lastError(err: unknown): string {
   const failure = toAppError(err);
   const message = err instanceof Error ? err.message : String(err);
   return `${failure.code}: ${message}`.slice(0, 500);
+}
+
+/**
+ * Admin refuses an `occurred_at` more than 5 minutes from its clock (issue 31: no backdating).
+ * An event that waited longer in the outbox (admin was down) is delivered stamped with its
+ * delivery time, its own time kept as `details.occurred_at_source`: recorded late and saying so,
+ * never lost and never backdated. The margin leaves a minute for clocks that disagree.
+ */
+export const RESTAMP_AFTER_MS = (AUDIT_DELIVERY_MAX_SKEW_SECONDS - 60) * 1000;
+
+export function deliveredMessage(
+  row: AuditOutboxTable,
+  now: Date,
+): MessageInitShape<typeof AuditEventSchema> {
+  const message = eventMessage(row);
+  if (now.getTime() - row.occurred_at.getTime() <= RESTAMP_AFTER_MS) return message;
+  const details = JSON.parse(message.detailsJson ?? '{}') as Record<string, unknown>;
+  return {
+    ...message,
+    occurredAt: timestampFromDate(now),
+    detailsJson: JSON.stringify({ ...details, occurred_at_source: row.occurred_at.toISOString() }),
+  };
 }
 
 /** An outbox row as admin.proto's AuditEvent. */

@@ -179,6 +179,26 @@ export type AuditActorType = (typeof AUDIT_ACTOR_TYPES)[number];
 
 /** Services that deliver audit events to admin (`RecordAuditEvents`). */
 export const AUDIT_SOURCES = [SERVICES.issuer, SERVICES.billing] as const;
+export type AuditSource = (typeof AUDIT_SOURCES)[number];
+
+/**
+ * The actions each delivering service may record (issue 31): its own domain's, nothing else
+ * (admin refuses the rest, whoever the peer claims to be).
+ */
+export const AUDIT_SOURCE_ACTIONS: Readonly<Record<AuditSource, readonly AuditAction[]>> = {
+  issuer: [
+    'credential.revoke',
+    'credentials.bulk_revoke',
+    'relay.register',
+    'relay.delete',
+    'signing_key.rotate',
+    'signing_key.revoke',
+  ],
+  billing: ['plan.change', 'checkout.create', 'checkout.confirm', 'billing.webhook'],
+};
+
+/** How far a delivered event's `occurred_at` may be from admin's clock, either way (issue 31). */
+export const AUDIT_DELIVERY_MAX_SKEW_SECONDS = 300;
 
 /** `GET /admin/v1/audit-events`: the page size's default and maximum. */
 export const AUDIT_LIST_LIMIT = { default: 50, max: 200 } as const;

@@ -17,6 +17,12 @@ export interface RequestContext {
   clientIp?: string;
   userAgent?: string;
   actor?: AuditActorRef;
+  /**
+   * Set by the gRPC server for a call whose caller is authenticated: the service the peer is
+   * (its mutual-TLS certificate's SPIFFE app, or the in-process caller a composition root named).
+   * Unset over plaintext: the peer is unknown. Never read from metadata a network peer sent.
+   */
+  peerApp?: string;
 }
 
 const storage = new AsyncLocalStorage<RequestContext>();

@@ -13,12 +13,15 @@ import {
   type ClientHooks,
   createClient,
   grpc,
+  IN_PROCESS_CALLER_METADATA_KEY,
+  IN_PROCESS_CALLER_OPTION,
   InProcessServer,
   isInProcessAddress,
   type ServerHooks,
   type ServiceClient,
   type ServiceImpl,
 } from '@relayplane/proto/grpc';
+import type { ServiceName } from './contract.ts';
 import {
   AppError,
   DEFAULT_RETRY_AFTER_SECONDS,
@@ -197,14 +200,26 @@ function authorizer(tls: GrpcTls, logger: Logger, metrics: GrpcServerMetrics | u
   };
 }
 
+/**
+ * Who the peer of a call is, when that is known: an in-process call's caller as its composition
+ * root named it; else the SPIFFE app of the mutual-TLS certificate; over plaintext, nobody.
+ */
+function peerAppOf(call: CallInfo, tls: GrpcTls | undefined): string | undefined {
+  if (call.inProcess) return call.metadata.get(IN_PROCESS_CALLER_METADATA_KEY)[0]?.toString();
+  return tls?.identityOf(call.peerCertificate?.()).app;
+}
+
 function serverHooks(
   logger: Logger,
   metrics: GrpcServerMetrics | undefined,
   authorize: Authorize | undefined,
+  tls?: GrpcTls,
 ): ServerHooks {
   return {
     around(method, call, run) {
       const context = contextFrom(call.metadata);
+      const peerApp = peerAppOf(call, tls);
+      if (peerApp) context.peerApp = peerApp;
       const authorized = authorize
         ? () => {
             const denied = authorize(method, call);
@@ -280,6 +295,11 @@ export interface RpcClientOptions {
    * absent: plaintext.
    */
   tls?: ClientTls;
+  /**
+   * For an `in-process:` address: the service this client calls as (the composition root's
+   * word, what a certificate says over the network). Ignored for network addresses.
+   */
+  caller?: ServiceName;
 }
 
 export function connect<S extends DescService>(
@@ -320,6 +340,9 @@ export function connect<S extends DescService>(
       'grpc.initial_reconnect_backoff_ms': 100,
       'grpc.max_reconnect_backoff_ms': 1_000,
       ...options.tls?.options,
+      ...(options.caller && isInProcessAddress(address)
+        ? { [IN_PROCESS_CALLER_OPTION]: options.caller }
+        : {}),
     },
     options.tls?.credentials,
   );
@@ -467,7 +490,12 @@ export class RpcServer {
     });
     const metrics = options.metrics ? new GrpcServerMetrics(options.metrics) : undefined;
     this.#tls = options.tls;
-    this.#hooks = serverHooks(logger, metrics, this.#tls && authorizer(this.#tls, logger, metrics));
+    this.#hooks = serverHooks(
+      logger,
+      metrics,
+      this.#tls && authorizer(this.#tls, logger, metrics),
+      this.#tls,
+    );
     this.#health = options.healthListen
       ? { listen: options.healthListen, hooks: serverHooks(logger, metrics, undefined), port: 0 }
       : undefined;

@@ -1,11 +1,19 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { AdminService, AuditEventSchema, Principal } from '@relayplane/proto/admin';
-import { AUDIT_LIST_LIMIT, AUDIT_SOURCES } from '@relayplane/shared/contract';
+import {
+  AUDIT_DELIVERY_MAX_SKEW_SECONDS,
+  AUDIT_LIST_LIMIT,
+  AUDIT_SOURCE_ACTIONS,
+  AUDIT_SOURCES,
+  type AuditSource,
+} from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
+import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { canonicalJson, chainKeyOf, PLATFORM_CHAIN } from '../audit/canonical.ts';
 import type { StoredAuditEvent } from '../audit/trail.ts';
+import type { AuditDeliveryRefusal } from '../metrics.ts';
 import type { AdminDeps } from './deps.ts';
 import { requireActor } from './principal.ts';
 
@@ -115,21 +123,75 @@ export function verifyAuditEvents(deps: AdminDeps): Impl['verifyAuditEvents'] {
  * already recorded is a duplicate (counted, not an error). Events are appended in the order
  * given, each in its own transaction: a failure leaves the earlier ones recorded, and the
  * sender's retry skips them as duplicates.
+ *
+ * Who delivers is the peer, not the request (issue 31): the SPIFFE app of its mutual-TLS
+ * certificate, or the in-process caller the composition root named (request context
+ * `peerApp`); a `source` in the request that differs is refused. Over plaintext there is no
+ * peer identity and the declared source stands (docs/audit.md: plaintext links authenticate
+ * nothing). Each source may record its own actions only (`AUDIT_SOURCE_ACTIONS`), with an
+ * `occurred_at` within 5 minutes of admin's clock. A refusal refuses the whole call before any
+ * event is appended (nothing reaches a chain), and is logged at warn and counted
+ * (`relayplane_audit_delivery_refused_total`).
  */
 export function recordAuditEvents(deps: AdminDeps): Impl['recordAuditEvents'] {
   return async (req) => {
-    if (!(AUDIT_SOURCES as readonly string[]).includes(req.source)) {
-      throw new AppError('invalid_request', `source must be one of ${AUDIT_SOURCES.join(', ')}`);
+    const peer = currentRequestContext()?.peerApp;
+    const refuse = (reason: AuditDeliveryRefusal, message: string, extra: Record<string, unknown> = {}) => {
+      deps.metrics?.auditRefused(peer ?? req.source, reason);
+      deps.logger.warn(
+        { peer: peer ?? 'unauthenticated', declaredSource: req.source, reason, ...extra },
+        'audit delivery refused',
+      );
+      return new AppError(reason === 'unknown_peer' ? 'forbidden' : 'invalid_request', message);
+    };
+    let source: AuditSource;
+    if (peer !== undefined) {
+      if (!isAuditSource(peer)) throw refuse('unknown_peer', `${peer} does not deliver audit events`);
+      if (req.source !== '' && req.source !== peer) {
+        throw refuse('source_mismatch', `the caller is ${peer}, not ${req.source}`);
+      }
+      source = peer;
+    } else {
+      if (!isAuditSource(req.source)) {
+        throw new AppError('invalid_request', `source must be one of ${AUDIT_SOURCES.join(', ')}`);
+      }
+      source = req.source;
     }
     if (req.events.length > MAX_RECORD_BATCH) {
       throw new AppError('invalid_request', `at most ${MAX_RECORD_BATCH} events per call`);
     }
+    const allowed: readonly string[] = AUDIT_SOURCE_ACTIONS[source];
+    const now = deps.clock.now().getTime();
+    for (const event of req.events) {
+      if (!allowed.includes(event.action)) {
+        throw refuse(
+          'action_not_allowed',
+          `${source} may not record ${event.action || 'an event without an action'}`,
+          {
+            eventId: event.id,
+            action: event.action,
+          },
+        );
+      }
+      const at = event.occurredAt ? timestampDate(event.occurredAt).getTime() : Number.NaN;
+      if (!(Math.abs(at - now) <= AUDIT_DELIVERY_MAX_SKEW_SECONDS * 1000)) {
+        throw refuse(
+          'stale',
+          `occurred_at must be within ${AUDIT_DELIVERY_MAX_SKEW_SECONDS} seconds of now (event ${event.id})`,
+          { eventId: event.id, action: event.action },
+        );
+      }
+    }
     let recorded = 0;
     let duplicates = 0;
     for (const event of req.events) {
-      if ((await deps.audit.recordDelivered(req.source, event)) === 'recorded') recorded += 1;
+      if ((await deps.audit.recordDelivered(source, event)) === 'recorded') recorded += 1;
       else duplicates += 1;
     }
     return { recorded, duplicates };
   };
+}
+
+function isAuditSource(value: string): value is AuditSource {
+  return (AUDIT_SOURCES as readonly string[]).includes(value);
 }

@@ -5,6 +5,7 @@ import { createTestDatabase, type TestDatabase } from '@relayplane/testing/stora
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
+import { KeyDecryptionError, openPrivateKey } from '../src/keys/key-material.ts';
 import {
   newKek,
   type RawKeyRow,
@@ -98,6 +99,27 @@ describe('signing keys at rest (real PostgreSQL)', () => {
       expect(() => decrypt(row, kek, other)).toThrow();
     }
     expect(new Set(rows.map((r) => Buffer.from(r.private_iv ?? []).toString('hex'))).size).toBe(rows.length);
+  });
+
+  it('opens a sealed key only with its whole 16-byte tag: a tag cut to 4 bytes is refused (issue 31)', async () => {
+    const [row] = await rawKeyRows(issuer.service);
+    if (!row?.private_iv || !row.private_ciphertext || !row.private_tag) throw new Error('no private half');
+    const sealed = {
+      iv: Buffer.from(row.private_iv),
+      ciphertext: Buffer.from(row.private_ciphertext),
+      tag: Buffer.from(row.private_tag),
+    };
+    const x = (
+      createPublicKey(privateKeys.get(row.kid) as KeyObject).export({ format: 'jwk' }) as { x: string }
+    ).x;
+    expect(() => openPrivateKey(sealed, kek, row.kid, x)).not.toThrow();
+    const cut = { ...sealed, tag: sealed.tag.subarray(0, 4) };
+    // What GCM does without authTagLength: the 4-byte prefix of the right tag passes.
+    const lax = createDecipheriv('aes-256-gcm', kek, cut.iv);
+    lax.setAAD(Buffer.from(row.kid));
+    lax.setAuthTag(cut.tag);
+    expect(() => Buffer.concat([lax.update(cut.ciphertext), lax.final()])).not.toThrow();
+    expect(() => openPrivateKey(cut, kek, row.kid, x)).toThrow(KeyDecryptionError);
   });
 
   it('refuses to start with a different KEK, naming RELAYPLANE_KEK, and writes nothing', async () => {

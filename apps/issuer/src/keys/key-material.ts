@@ -20,6 +20,7 @@ import { calculateJwkThumbprint } from 'jose';
 
 export const KEK_BYTES = 32;
 const IV_BYTES = 12;
+const TAG_BYTES = 16;
 
 /** The public JWK of a signing key, fields in publication order. */
 export interface PublicJwk {
@@ -132,7 +133,7 @@ function assertKek(kek: Buffer): void {
 export function sealPrivateKey(privateKey: KeyObject, kek: Buffer, kid: string): SealedPrivateKey {
   assertKek(kek);
   const iv = randomBytes(IV_BYTES);
-  const cipher = createCipheriv('aes-256-gcm', kek, iv);
+  const cipher = createCipheriv('aes-256-gcm', kek, iv, { authTagLength: TAG_BYTES });
   cipher.setAAD(Buffer.from(kid, 'utf8'));
   const der = privateKey.export({ format: 'der', type: 'pkcs8' });
   try {
@@ -155,7 +156,9 @@ export function openPrivateKey(sealed: SealedPrivateKey, kek: Buffer, kid: strin
   assertKek(kek);
   let der: Buffer;
   try {
-    const decipher = createDecipheriv('aes-256-gcm', kek, sealed.iv);
+    // A 16-byte tag only: without authTagLength, GCM accepts a tag cut to 4 bytes, and a forger
+    // needs 2^32 tries, not 2^128, to pass a changed ciphertext (issue 31).
+    const decipher = createDecipheriv('aes-256-gcm', kek, sealed.iv, { authTagLength: TAG_BYTES });
     decipher.setAAD(Buffer.from(kid, 'utf8'));
     decipher.setAuthTag(sealed.tag);
     der = Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]);

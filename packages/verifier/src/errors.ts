@@ -2,7 +2,8 @@
  * Every way `verify` can refuse a credential. The codes are stable: relays switch on them,
  * so adding one is a breaking change and renaming one is never done. `feed_stale` was added
  * with `maxFeedStaleness` (README, "Feed staleness"): a relay that treats unknown codes as a
- * refusal needs no change.
+ * refusal needs no change. `feed_not_ready` (issue 31): with `onStaleFeed: 'closed'`, the feed
+ * has not been read successfully even once yet.
  */
 export type VerificationErrorCode =
   | 'malformed'
@@ -16,7 +17,8 @@ export type VerificationErrorCode =
   | 'missing_scope'
   | 'revoked'
   | 'jwks_unavailable'
-  | 'feed_stale';
+  | 'feed_stale'
+  | 'feed_not_ready';
 
 /** The one error `verify` rejects with. `message` is safe to log; it never contains the token. */
 export class VerificationError extends Error {

@@ -70,6 +70,8 @@ export interface VerifierMetrics {
   failingOpen: boolean;
   /** Verifications refused with `feed_stale` so far. */
   staleRefusals: number;
+  /** Verifications refused with `feed_not_ready` (failing closed before the first successful poll) so far. */
+  notReadyRefusals: number;
   /** Credentials accepted while the feed was stale (`onStaleFeed: 'open'`) so far. */
   staleAcceptances: number;
   /** Revoked jtis remembered. */
@@ -149,6 +151,7 @@ export function createVerifier(options: VerifierOptions): Verifier {
   }
   const createdAt = clock();
   let staleRefusals = 0;
+  let notReadyRefusals = 0;
   let staleAcceptances = 0;
 
   const lifetime = new AbortController();
@@ -272,6 +275,15 @@ export function createVerifier(options: VerifierOptions): Verifier {
       );
     }
     // Last: a credential refused on what the feed did say keeps that reason.
+    // Failing closed, nothing is known of revocations until the first successful poll (issue 31):
+    // accepting meanwhile would honour a credential revoked a minute before the relay started.
+    if (onStaleFeed === 'closed' && feed !== undefined && feed.lastSuccessAt === undefined) {
+      notReadyRefusals += 1;
+      throw new VerificationError(
+        'feed_not_ready',
+        "the revocation feed has not been read successfully yet (onStaleFeed: 'closed')",
+      );
+    }
     if (feedIsStale()) {
       if (onStaleFeed === 'closed') {
         staleRefusals += 1;
@@ -297,6 +309,7 @@ export function createVerifier(options: VerifierOptions): Verifier {
       failingClosed: stale && onStaleFeed === 'closed',
       failingOpen: stale && onStaleFeed === 'open',
       staleRefusals,
+      notReadyRefusals,
       staleAcceptances,
       revokedCredentials: feed?.revokedCount ?? 0,
       revokedKeys: feed?.revokedKeyCount ?? 0,

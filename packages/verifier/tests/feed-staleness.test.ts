@@ -84,7 +84,7 @@ describe('revocation feed staleness', () => {
     });
   });
 
-  it('counts from the verifier’s creation until the first successful poll', async () => {
+  it('failing closed, refuses with feed_not_ready until the first successful poll, then accepts (issue 31)', async () => {
     h = await startHarness({ ...FAST_RETRIES, maxFeedStaleness: 10_000 }, (plane) => {
       plane.feedFailuresRemaining = 1_000_000;
     });
@@ -93,12 +93,32 @@ describe('revocation feed staleness', () => {
     const token = await mint(harness.key, credentialClaims(harness.clock.now));
     await eventually(() => harness.verifier.metrics().jwksKeys === 1);
     expect(harness.verifier.metrics().feedLastSuccessAt).toBeNull();
+    // Well within maxFeedStaleness, and yet nothing is known of revocations: refused.
+    expect(await refusal(harness.verifier.verify(token))).toBe('feed_not_ready');
+    expect(harness.verifier.metrics().notReadyRefusals).toBe(1);
+    harness.plane.feedFailuresRemaining = 0;
+    await eventually(() => harness.verifier.metrics().feedLastSuccessAt !== null);
     expect((await harness.verifier.verify(token)).pid).toBe('prj_7hQ2');
-    harness.clock.now += 10_001;
+  });
+
+  it('failing open, counts staleness from the verifier’s creation until the first successful poll', async () => {
+    h = await startHarness({ ...FAST_RETRIES, maxFeedStaleness: 10_000, onStaleFeed: 'open' }, (plane) => {
+      plane.feedFailuresRemaining = 1_000_000;
+    });
+    const harness = h;
+    await harness.plane.waitForRequest((r) => r.status === 500);
+    await eventually(() => harness.verifier.metrics().jwksKeys === 1);
     expect(
-      await refusal(harness.verifier.verify(await mint(harness.key, credentialClaims(harness.clock.now)))),
-    ).toBe('feed_stale');
-    expect(harness.verifier.metrics()).toMatchObject({ feedStalenessMs: 10_001, failingClosed: true });
+      (await harness.verifier.verify(await mint(harness.key, credentialClaims(harness.clock.now)))).pid,
+    ).toBe('prj_7hQ2');
+    expect(harness.verifier.metrics()).toMatchObject({ feedStale: false, staleAcceptances: 0 });
+    harness.clock.now += 10_001;
+    await harness.verifier.verify(await mint(harness.key, credentialClaims(harness.clock.now)));
+    expect(harness.verifier.metrics()).toMatchObject({
+      feedStalenessMs: 10_001,
+      failingOpen: true,
+      staleAcceptances: 1,
+    });
   });
 
   it('has no bound without relayToken (no feed), and refuses settings that cannot work', async () => {

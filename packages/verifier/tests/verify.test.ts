@@ -32,6 +32,7 @@ describe('a valid credential', () => {
     const custom = await startHarness({ issuer: 'https://cp.example', audience: 'edge-eu' });
     try {
       custom.plane.keys = [h.key];
+      await custom.verifier.ready;
       const claims = credentialClaims(custom.clock.now, { iss: 'https://cp.example', aud: 'edge-eu' });
       expect((await custom.verifier.verify(await mint(h.key, claims))).iss).toBe('https://cp.example');
       const defaults = credentialClaims(custom.clock.now);

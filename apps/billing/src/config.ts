@@ -1,3 +1,4 @@
+import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
   EnvReader,
@@ -46,6 +47,8 @@ export interface BillingConfig {
   usageIntervalMs: number;
   checkout: CheckoutConfig;
   provider: ProviderConfig;
+  /** `RELAYPLANE_THROTTLE_IPV6_PREFIX`: a per-client key counts an IPv6 address by this network. */
+  throttleIpv6Prefix: number;
 }
 
 export interface CheckoutConfig {
@@ -175,5 +178,8 @@ export function readBillingConfig(
       sessionTtlSeconds: r.int('BILLING_CHECKOUT_SESSION_TTL_SECONDS', 86_400, { min: 1_800, max: 86_400 }),
     },
     provider: overrides.provider ?? readProvider(r, plans),
+    throttleIpv6Prefix:
+      overrides.throttleIpv6Prefix ??
+      r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
   };
 }

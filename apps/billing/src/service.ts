@@ -13,7 +13,7 @@ import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { grpcTls } from '@relayplane/shared/grpc-tls';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
-import { createRegistry, type Registry, serviceHealthMetrics } from '@relayplane/shared/metrics';
+import { counter, createRegistry, type Registry, serviceHealthMetrics } from '@relayplane/shared/metrics';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
 import { createRequestPathRedis, waitReady } from '@relayplane/shared/redis';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
@@ -30,7 +30,7 @@ import { UsageAggregation } from './jobs/usage-aggregation.ts';
 import { type BillingProvider, BuiltinProvider } from './providers/provider.ts';
 import { createStripeClient, StripeProvider } from './providers/stripe.ts';
 import { hasMeteredPlan, StripeMeterReporter } from './providers/stripe-meter.ts';
-import { StripeWebhooks } from './providers/stripe-webhooks.ts';
+import { BAD_SIGNATURE_WINDOW_MS, StripeWebhooks } from './providers/stripe-webhooks.ts';
 import { type RedisKeys, redisKeys } from './redis/keys.ts';
 import { CheckoutSessionStore } from './stores/checkout-sessions.ts';
 import { PlanChanges } from './stores/plan-changes.ts';
@@ -181,6 +181,18 @@ export class BillingService {
             clock,
             logger,
             audit: this.audit,
+            badSignatures: createRateLimiter(
+              redis && { connection: redis.throttle, prefix: redis.keys.throttle },
+              2 * BAD_SIGNATURE_WINDOW_MS,
+              clock,
+              logger,
+              'webhook signature refusals',
+            ),
+            ipv6Prefix: config.throttleIpv6Prefix,
+            badSignatureCounter: counter(this.metrics, {
+              name: 'relayplane_billing_webhook_bad_signatures_total',
+              help: 'Provider webhooks refused for a bad signature (each; audit events are one per client and 15-minute window).',
+            }),
           })
         : undefined;
     // Metered usage goes to Stripe only with the Stripe provider and a plan that has a meter;

@@ -274,6 +274,28 @@ describe('billing audit events through the outbox (real gRPC, real PostgreSQL)',
     expect((await admin.events()).filter(forTenant(tenantId, 'plan.change'))).toEqual([]);
   });
 
+  it('aggregates bad signatures per client (an IPv6 /64) and window: one audit event each, however many arrive (issue 31)', async () => {
+    const forged = webhook('customer.subscription.deleted', { id: 'sub_3', metadata: {} });
+    const bad = forged.signature.replace(/v1=[0-9a-f]{4}/, 'v1=ffff');
+    const from = (clientIp: string) =>
+      runWithRequestContext({ requestId: `req-${clientIp}`, clientIp }, () =>
+        rejection(deliver({ payload: forged.payload, signature: bad })),
+      );
+    for (let i = 1; i <= 20; i++)
+      expect((await from(`2001:db8:77:1::${i.toString(16)}`)).code).toBe('invalid_request');
+    for (let i = 0; i < 5; i++) expect((await from('203.0.113.99')).code).toBe('invalid_request');
+    const aggregated = (client: string) => (e: RecordedEvent) =>
+      e.action === 'billing.webhook' && e.outcome === 'failure' && e.details.client === client;
+    const [block] = await delivered(aggregated('2001:db8:77:1:0:0:0:0/64'));
+    expect(block?.details).toMatchObject({ window_seconds: 900, refused_previous_window: 0 });
+    await delivered(aggregated('203.0.113.99'));
+    // Give the outbox time to deliver any extra: there is none.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    const events = await admin.events();
+    expect(events.filter(aggregated('2001:db8:77:1:0:0:0:0/64'))).toHaveLength(1);
+    expect(events.filter(aggregated('203.0.113.99'))).toHaveLength(1);
+  });
+
   it('records a bad signature with outcome failure, and a replay (answered, nothing changed) as denied', async () => {
     const forged = webhook('customer.subscription.deleted', { id: 'sub_2', metadata: {} });
     const badSignature = forged.signature.replace(/v1=[0-9a-f]{4}/, 'v1=0000');

@@ -19,11 +19,14 @@
  * answers unavailable, so Stripe delivers it again.
  */
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
+import { throttleClient } from '@relayplane/shared/client-address';
 import type { Clock } from '@relayplane/shared/clock';
 import { DEFAULT_PLAN, isPlanId, type PlanId } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
+import type { RateLimiter } from '@relayplane/shared/rate-limit';
+import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { Kysely } from 'kysely';
 import type Stripe from 'stripe';
 import type { BillingDatabase } from '../db/schema.ts';
@@ -39,6 +42,9 @@ import type { PlanChanges } from '../stores/plan-changes.ts';
 import { StripeSubscriptionStore } from '../stores/stripe-subscriptions.ts';
 import { SubscriptionStore } from '../stores/subscriptions.ts';
 import { WebhookEventStore } from '../stores/webhook-events.ts';
+
+/** The window bad signatures are aggregated over, per client: one audit event each at most. */
+export const BAD_SIGNATURE_WINDOW_MS = 15 * 60 * 1000;
 
 /** Subscription statuses that keep the paid plan; the ones that end it fall back to the default plan. */
 const ACTIVE_STATUSES = new Set(['active', 'trialing', 'past_due']);
@@ -97,6 +103,9 @@ export class StripeWebhooks {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #audit: AuditRecorder;
+  readonly #badSignatures: RateLimiter;
+  readonly #ipv6Prefix: number;
+  readonly #badSignatureCounter: { inc(): void } | undefined;
 
   constructor(deps: {
     stripe: Stripe;
@@ -108,8 +117,20 @@ export class StripeWebhooks {
     clock: Clock;
     logger: Logger;
     audit: AuditRecorder;
+    /**
+     * Counts bad signatures per client and window (its window: 2 × BAD_SIGNATURE_WINDOW_MS, so the
+     * previous window's count is still there when the next one's first refusal reads it).
+     */
+    badSignatures: RateLimiter;
+    /** `RELAYPLANE_THROTTLE_IPV6_PREFIX`: a client is an IPv6 network of this many bits. */
+    ipv6Prefix: number;
+    /** `relayplane_billing_webhook_bad_signatures_total`; absent: not counted. */
+    badSignatureCounter?: { inc(): void };
   }) {
+    this.#badSignatureCounter = deps.badSignatureCounter;
     this.#audit = deps.audit;
+    this.#badSignatures = deps.badSignatures;
+    this.#ipv6Prefix = deps.ipv6Prefix;
     this.#stripe = deps.stripe;
     this.#secret = deps.secret;
     this.#toleranceSeconds = deps.toleranceSeconds;
@@ -129,7 +150,7 @@ export class StripeWebhooks {
     try {
       event = this.#verify(payload, signature);
     } catch (err) {
-      await this.#alone({ outcome: 'failure', details: { reason: (err as Error).message } });
+      await this.#refusedSignature((err as Error).message);
       throw err;
     }
     const assessed = this.#assess(event);
@@ -229,11 +250,48 @@ export class StripeWebhooks {
     }
   }
 
+  /**
+   * A delivery whose signature does not verify changed nothing and proves nothing about who sent
+   * it; recording each on its own would let anyone fill the platform's chain and outbox (issue 31).
+   * Like refused logins, they are aggregated per client (the gateway's client IP, an IPv6 /64)
+   * and window (BAD_SIGNATURE_WINDOW_MS): the first of each window is recorded, carrying how many
+   * the same client sent in the window before (`refused_previous_window`); every one is logged
+   * at debug and counted (relayplane_billing_webhook_bad_signatures_total).
+   */
+  async #refusedSignature(reason: string): Promise<void> {
+    const ip = currentRequestContext()?.clientIp ?? '';
+    const client = ip === '' ? 'unknown' : throttleClient(ip, this.#ipv6Prefix);
+    const window = Math.floor(this.#clock.now().getTime() / BAD_SIGNATURE_WINDOW_MS);
+    const key = (w: number) => `webhook-bad-signature:${client}:${w}`;
+    const hit = await this.#badSignatures.hit(key(window));
+    this.#badSignatureCounter?.inc();
+    this.#logger.debug({ client, inWindow: hit.count }, 'stripe webhook with a bad signature refused');
+    if (hit.count !== 1) return;
+    const previous = await this.#badSignatures.peek(key(window - 1));
+    await this.#alone({
+      outcome: 'failure',
+      details: {
+        reason,
+        client,
+        window_seconds: BAD_SIGNATURE_WINDOW_MS / 1000,
+        refused_previous_window: previous,
+      },
+    });
+  }
+
   /** A `billing.webhook` event of a delivery that changed nothing, recorded on its own. */
   async #alone(event: {
     outcome: 'failure' | 'denied';
     tenantId?: string | undefined;
-    details: { reason: string; event_id?: string; type?: string; applied?: boolean };
+    details: {
+      reason: string;
+      event_id?: string;
+      type?: string;
+      applied?: boolean;
+      client?: string;
+      window_seconds?: number;
+      refused_previous_window?: number;
+    };
   }): Promise<void> {
     await this.#audit.enqueue(this.#db, {
       action: 'billing.webhook',

@@ -1,6 +1,7 @@
 import cookie from '@fastify/cookie';
 import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
+import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Permission } from '@relayplane/shared/iam';
 import type { Logger } from '@relayplane/shared/logger';
@@ -22,7 +23,12 @@ import { refuseControlCharactersInUrl, registerErrorHandling } from './plugins/e
 import { acceptForms } from './plugins/forms.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
 import { registerSecurityHeaders } from './plugins/security-headers.ts';
-import { capConnections, type SlowClientLimits, slowClientServerOptions } from './plugins/slow-clients.ts';
+import {
+  capConnections,
+  capConnectionsPerAddress,
+  type SlowClientLimits,
+  slowClientServerOptions,
+} from './plugins/slow-clients.ts';
 import { registerTracing, tracingLogController } from './plugins/tracing.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
@@ -67,6 +73,8 @@ export interface AppDeps {
         | 'requestTimeoutMs'
         | 'keepAliveTimeoutMs'
         | 'maxConnections'
+        | 'maxConnectionsPerIp'
+        | 'throttleIpv6Prefix'
       >
     >;
   clients: GatewayClients;
@@ -102,6 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     requestTimeoutMs: deps.config.requestTimeoutMs ?? SLOW_CLIENT_DEFAULTS.requestTimeoutMs,
     keepAliveTimeoutMs: deps.config.keepAliveTimeoutMs ?? SLOW_CLIENT_DEFAULTS.keepAliveTimeoutMs,
     maxConnections: deps.config.maxConnections ?? SLOW_CLIENT_DEFAULTS.maxConnections,
+    maxConnectionsPerIp: deps.config.maxConnectionsPerIp ?? SLOW_CLIENT_DEFAULTS.maxConnectionsPerIp,
   };
   const logController = tracingLogController();
   const app = Fastify({
@@ -137,6 +146,15 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     },
   });
   capConnections(app.server, limits.maxConnections, deps.logger);
+  capConnectionsPerAddress(
+    app.server,
+    {
+      maxPerIp: limits.maxConnectionsPerIp ?? SLOW_CLIENT_DEFAULTS.maxConnectionsPerIp,
+      ipv6Prefix: deps.config.throttleIpv6Prefix ?? DEFAULT_THROTTLE_IPV6_PREFIX,
+      trustedProxies: deps.config.trustedProxies ?? [],
+    },
+    deps.logger,
+  );
   app.decorateRequest('auth', null);
   app.decorateRequest('apiKey', null);
   app.decorateRequest('relay', null);

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
   EnvReader,
@@ -57,6 +58,14 @@ export interface GatewayConfig {
   keepAliveTimeoutMs: number;
   /** Concurrent connections per gateway; over it a new connection is closed at once. `GATEWAY_MAX_CONNECTIONS`. */
   maxConnections: number;
+  /**
+   * Concurrent connections one client address may hold (`GATEWAY_MAX_CONNECTIONS_PER_IP`; an IPv6
+   * address counts by its /64, `RELAYPLANE_THROTTLE_IPV6_PREFIX`); over it a new connection is
+   * closed at once. Trusted proxies (`GATEWAY_TRUSTED_PROXIES`) are not capped per address.
+   */
+  maxConnectionsPerIp: number;
+  /** `RELAYPLANE_THROTTLE_IPV6_PREFIX`: how the per-address connection cap groups IPv6. */
+  throttleIpv6Prefix: number;
   /** host:port of the Prometheus metrics listener (`GATEWAY_METRICS_ADDRESS`); undefined: none. */
   metricsAddress: string | undefined;
   /** Mutual TLS on this service's gRPC links (`RELAYPLANE_GRPC_TLS_*`); undefined: plaintext. */
@@ -131,12 +140,23 @@ export const SLOW_CLIENT_DEFAULTS = {
   // Above the 60 s idle timeout of AWS ALB and ingress-nginx toward backends (docs/security.md).
   keepAliveTimeoutMs: 72_000,
   maxConnections: 10_000,
+  // A browser holds 6 per origin, an HTTP/1.1 client pool a few dozen; a NAT of a few hundred
+  // users stays under it. Far below the global cap: one address cannot take the gateway.
+  maxConnectionsPerIp: 256,
 } as const;
 
 function slowClientLimits(
   r: EnvReader,
   overrides: Partial<GatewayConfig>,
-): Pick<GatewayConfig, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'> {
+): Pick<
+  GatewayConfig,
+  | 'headersTimeoutMs'
+  | 'requestTimeoutMs'
+  | 'keepAliveTimeoutMs'
+  | 'maxConnections'
+  | 'maxConnectionsPerIp'
+  | 'throttleIpv6Prefix'
+> {
   const d = SLOW_CLIENT_DEFAULTS;
   const limits = {
     headersTimeoutMs:
@@ -151,6 +171,12 @@ function slowClientLimits(
     maxConnections:
       overrides.maxConnections ??
       r.int('GATEWAY_MAX_CONNECTIONS', d.maxConnections, { min: 1, max: 1_000_000 }),
+    maxConnectionsPerIp:
+      overrides.maxConnectionsPerIp ??
+      r.int('GATEWAY_MAX_CONNECTIONS_PER_IP', d.maxConnectionsPerIp, { min: 1, max: 1_000_000 }),
+    throttleIpv6Prefix:
+      overrides.throttleIpv6Prefix ??
+      r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
   };
   // Node refuses a headers timeout longer than the request timeout (and it could never apply).
   if (limits.headersTimeoutMs > limits.requestTimeoutMs) {

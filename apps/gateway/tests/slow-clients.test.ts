@@ -331,3 +331,81 @@ describe('gateway connection cap', () => {
     expect(JSON.parse(res.text)).toEqual({ status: 'ok' });
   });
 });
+
+describe('gateway connection cap per client address (GATEWAY_MAX_CONNECTIONS_PER_IP)', () => {
+  const PER_IP = 2;
+  const clients = connectClients(
+    { admin: '127.0.0.1:1', issuer: '127.0.0.1:1', billing: '127.0.0.1:1' },
+    100,
+  );
+  const lines: string[] = [];
+  let gw: GatewayApp;
+  let port: number;
+  beforeAll(async () => {
+    gw = await buildApp({
+      config: {
+        bodyLimitBytes: 65_536,
+        jwksCacheMs: 1_000,
+        maxConnections: 50,
+        maxConnectionsPerIp: PER_IP,
+        // A proxy carries many clients: not capped per address.
+        trustedProxies: ['127.0.0.3'],
+      },
+      clients,
+      logger: createLogger(
+        { level: 'warn', service: 'gateway' },
+        { write: (line: string) => lines.push(line) },
+      ),
+    });
+    await gw.app.listen({ host: '0.0.0.0', port: 0 });
+    port = (gw.app.server.address() as { port: number }).port;
+  });
+  afterAll(async () => {
+    await gw?.app.close();
+    closeClients(clients);
+  });
+
+  /** A raw connection from `localAddress` (every 127/8 address is this host's on Linux). */
+  async function from(localAddress: string) {
+    const socket = connect({ host: '127.0.0.1', port, localAddress });
+    let data = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      data += chunk;
+    });
+    socket.on('error', () => {});
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('error', reject);
+    });
+    return { socket, closed, received: () => data };
+  }
+
+  async function served(c: Awaited<ReturnType<typeof from>>): Promise<boolean> {
+    c.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+    await c.closed;
+    return c.received().startsWith('HTTP/1.1 200');
+  }
+
+  it('closes a third connection from one address at once, serves another address, and frees the slot on close', async () => {
+    const held = [await from('127.0.0.1'), await from('127.0.0.1')];
+    const third = await from('127.0.0.1');
+    await third.closed;
+    expect(third.received()).toBe('');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const warning = JSON.parse(lines.find((l) => l.includes('GATEWAY_MAX_CONNECTIONS_PER_IP')) ?? '{}');
+    expect(warning).toMatchObject({ dropped: 1, maxConnectionsPerIp: PER_IP });
+    // Another address is not held back by the first one's.
+    expect(await served(await from('127.0.0.2'))).toBe(true);
+    // The held ones are served; once one closes, its address may open another.
+    expect(await served(held[0] as Awaited<ReturnType<typeof from>>)).toBe(true);
+    expect(await served(await from('127.0.0.1'))).toBe(true);
+    held[1]?.socket.destroy();
+  });
+
+  it('does not cap a trusted proxy per address (it carries many clients)', async () => {
+    const many = await Promise.all([1, 2, 3, 4].map(() => from('127.0.0.3')));
+    for (const c of many) expect(await served(c)).toBe(true);
+  });
+});

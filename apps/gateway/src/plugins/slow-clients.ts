@@ -17,7 +17,8 @@
  * to within about a second.
  */
 import type { Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { BlockList, isIPv4, type Socket } from 'node:net';
+import { throttleClient } from '@relayplane/shared/client-address';
 import type { Logger } from '@relayplane/shared/logger';
 import type { FastifyServerOptions } from 'fastify';
 import type { GatewayConfig } from '../config.ts';
@@ -25,7 +26,8 @@ import type { GatewayConfig } from '../config.ts';
 export type SlowClientLimits = Pick<
   GatewayConfig,
   'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'
->;
+> &
+  Partial<Pick<GatewayConfig, 'maxConnectionsPerIp' | 'throttleIpv6Prefix' | 'trustedProxies'>>;
 
 /** How often Node looks for connections over their header or request timeout. */
 export function connectionsCheckingInterval(limits: SlowClientLimits): number {
@@ -123,5 +125,65 @@ export function capConnections(server: Server, maxConnections: number, logger: L
     };
     warn();
     timer = setTimeout(warn, DROP_WARNING_INTERVAL_MS).unref();
+  });
+}
+
+/**
+ * At most `maxPerIp` connections at once from one client address (`GATEWAY_MAX_CONNECTIONS_PER_IP`,
+ * issue 31), besides the global cap: one address (an IPv6 /64 is one) cannot hold every
+ * connection the gateway allows. Counted by the TCP peer, not `X-Forwarded-For` (a header says
+ * nothing until a request is parsed, and a connection is what is held); so connections from a
+ * trusted proxy (`GATEWAY_TRUSTED_PROXIES`), which carry many clients, are not capped per address
+ * (the global cap still applies; the proxy in front caps its own clients). Over the cap a new
+ * connection is closed at once, without an answer, like the global cap's; refusals are logged
+ * as one warning per interval.
+ */
+export function capConnectionsPerAddress(
+  server: Server,
+  options: { maxPerIp: number; ipv6Prefix: number; trustedProxies: readonly string[] },
+  logger: Logger,
+): void {
+  const trusted = new BlockList();
+  for (const entry of options.trustedProxies) {
+    const [address = '', bits] = entry.split('/');
+    const type = isIPv4(address) ? 'ipv4' : 'ipv6';
+    if (bits === undefined) trusted.addAddress(address, type);
+    else trusted.addSubnet(address, Number(bits), type);
+  }
+  const open = new Map<string, number>();
+  let dropped = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const warn = () => {
+    if (dropped > 0) {
+      logger.warn(
+        { dropped, maxConnectionsPerIp: options.maxPerIp },
+        'connections refused: a client address holds GATEWAY_MAX_CONNECTIONS_PER_IP connections',
+      );
+    }
+    dropped = 0;
+    timer = undefined;
+  };
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress?.replace(/^::ffff:/, '') ?? '';
+    if (address === '') return;
+    const type = isIPv4(address) ? 'ipv4' : 'ipv6';
+    if (options.trustedProxies.length > 0 && trusted.check(address, type)) return;
+    const client = throttleClient(address, options.ipv6Prefix);
+    const held = open.get(client) ?? 0;
+    if (held >= options.maxPerIp) {
+      socket.destroy();
+      dropped += 1;
+      if (!timer) {
+        warn();
+        timer = setTimeout(warn, DROP_WARNING_INTERVAL_MS).unref();
+      }
+      return;
+    }
+    open.set(client, held + 1);
+    socket.once('close', () => {
+      const left = (open.get(client) ?? 1) - 1;
+      if (left <= 0) open.delete(client);
+      else open.set(client, left);
+    });
   });
 }

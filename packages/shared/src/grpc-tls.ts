@@ -256,6 +256,8 @@ class CheckedFiles implements CertificateProvider {
   readonly #identityListeners = new Set<IdentityListener>();
   #ca: CaUpdate;
   #identity: IdentityUpdate;
+  /** A checked certificate refused only because it does not chain to the CA bundle in force yet. */
+  #pendingIdentity: IdentityUpdate | undefined;
   #problem: string | undefined;
   readonly #onCa = (update: CaUpdate | null) => this.#caRead(update);
   readonly #onIdentity = (update: IdentityUpdate | null) => this.#identityRead(update);
@@ -324,6 +326,8 @@ class CheckedFiles implements CertificateProvider {
       update.certificate.equals(this.#identity.certificate) &&
       update.privateKey.equals(this.#identity.privateKey)
     ) {
+      // The files hold the certificate in force again: nothing waits for a bundle any more.
+      this.#pendingIdentity = undefined;
       return;
     }
     const problem = checkIdentity(this.#config, update.certificate, update.privateKey);
@@ -331,7 +335,21 @@ class CheckedFiles implements CertificateProvider {
       this.#refused(problem);
       return;
     }
+    // Issue 31: a new leaf must chain to the CA bundle in force, or peers would refuse it (or a
+    // certificate from any CA dropped in the directory would be presented). Kept aside: the
+    // bundle it chains to may be the next one read.
+    const chain = checkChain(update.certificate, this.#ca.caCertificate);
+    if (chain) {
+      this.#pendingIdentity = update;
+      this.#refused(`the certificate file ${chain}`);
+      return;
+    }
+    this.#useIdentity(update);
+  }
+
+  #useIdentity(update: IdentityUpdate): void {
     this.#problem = undefined;
+    this.#pendingIdentity = undefined;
     this.#identity = update;
     const leaf = certificatesIn(update.certificate)[0];
     this.#logger.info(
@@ -352,6 +370,18 @@ class CheckedFiles implements CertificateProvider {
       this.#refused(`the CA file ${problem}`);
       return;
     }
+    // Our own certificate (or the one waiting for this bundle) must chain to the new bundle:
+    // a bundle that drops our issuer would have every peer refuse us, and ours refuse them.
+    const pending =
+      this.#pendingIdentity && !checkChain(this.#pendingIdentity.certificate, update.caCertificate)
+        ? this.#pendingIdentity
+        : undefined;
+    if (!pending && checkChain(this.#identity.certificate, update.caCertificate)) {
+      this.#refused(
+        `the CA file does not hold the CA that issued this ${this.#config.app}'s own certificate (rotate the certificate first, or trust both CAs)`,
+      );
+      return;
+    }
     this.#problem = undefined;
     this.#ca = update;
     this.#logger.info(
@@ -359,6 +389,7 @@ class CheckedFiles implements CertificateProvider {
       'gRPC TLS CA bundle reloaded: new connections trust it',
     );
     for (const listener of this.#caListeners) listener(update);
+    if (pending) this.#useIdentity(pending);
   }
 }
 

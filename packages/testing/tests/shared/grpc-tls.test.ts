@@ -473,6 +473,61 @@ describe('certificate rotation without restarts', () => {
     expect(failed).toEqual([]);
   }, 120_000);
 
+  it('refuses a new leaf that does not chain to the CA bundle, and a bundle without the CA of its own leaf (issue 31)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'rp-rotate-chain-'));
+    const good = ca.issue([spiffeId(TD, 'billing')]);
+    const files = new MountedTls(join(root, 'billing'), { ...good, ca: ca.cert });
+    const config = readGrpcTls(
+      new EnvReader({
+        RELAYPLANE_GRPC_TLS_CERT_FILE: files.certFile,
+        RELAYPLANE_GRPC_TLS_KEY_FILE: files.keyFile,
+        RELAYPLANE_GRPC_TLS_CA_FILE: files.caFile,
+        RELAYPLANE_GRPC_TLS_REFRESH_MS: '100',
+      }),
+      'billing',
+    );
+    if (!config) throw new Error('no config');
+    logLines.length = 0;
+    const server = new RpcServer(logger, { tls: new GrpcTls(config, logger) });
+    server.add(BillingService, billing);
+    await server.listen('127.0.0.1:0');
+    const gateway = ca.issue([spiffeId(TD, 'gateway')]);
+    const refusals = () => logLines.filter((l) => String(l.msg).startsWith('gRPC TLS files not reloaded'));
+    try {
+      // A leaf from a CA the bundle does not hold: refused, the old one still presented.
+      files.update({ ...nextCa.issue([spiffeId(TD, 'billing')]), ca: ca.cert });
+      await waitFor('the refusal of the foreign leaf', () =>
+        refusals().some((l) => String(l.msg).includes('does not chain to a CA')),
+      );
+      expect(await presented(server.port, gateway, ca.cert)).toBe(serialOf(good));
+      // Back to the good leaf, then a bundle of the next CA alone: it does not hold our issuer.
+      files.update({ ...good, ca: ca.cert });
+      logLines.length = 0;
+      files.update({ ...good, ca: nextCa.cert });
+      await waitFor('the refusal of the bundle', () =>
+        refusals().some((l) =>
+          String(l.msg).includes("does not hold the CA that issued this billing's own certificate"),
+        ),
+      );
+      expect(logLines.some((l) => l.msg === 'gRPC TLS CA bundle reloaded: new connections trust it')).toBe(
+        false,
+      );
+      // The old bundle is still the one in force: a gateway of the old CA still gets in.
+      expect(await presented(server.port, gateway, ca.cert)).toBe(serialOf(good));
+      // Leaf and bundle of the next CA written together: taken together.
+      const moved = nextCa.issue([spiffeId(TD, 'billing')]);
+      files.update({ ...moved, ca: nextCa.cert });
+      await waitFor('the move to the next CA', () =>
+        logLines.some((l) => l.msg === 'gRPC TLS certificate reloaded: new connections use it'),
+      );
+      expect(await presented(server.port, nextCa.issue([spiffeId(TD, 'gateway')]), nextCa.cert)).toBe(
+        serialOf(moved),
+      );
+    } finally {
+      await server.close(1_000);
+    }
+  });
+
   it('keeps the last good files when a rotation leaves a key that is not the certificate’s, and says so', async () => {
     const root = mkdtempSync(join(tmpdir(), 'rp-rotate-'));
     const good = ca.issue([spiffeId(TD, 'billing')]);

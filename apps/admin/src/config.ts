@@ -79,6 +79,13 @@ export interface AdminConfig {
   kek: Buffer;
   /** Earlier KEKs (`RELAYPLANE_KEK_PREVIOUS`): what they sealed still opens. */
   kekPrevious: Buffer[];
+  /**
+   * The audit key's file (`RELAYPLANE_AUDIT_SIGNING_KEY_FILE`, PEM PKCS#8 Ed25519); undefined:
+   * derived from the KEK. Either way, never in the database.
+   */
+  auditSigningKeyFile: string | undefined;
+  /** How often each moved chain head is signed (`RELAYPLANE_AUDIT_CHECKPOINT_SECONDS`). */
+  auditCheckpointSeconds: number;
   /** Per-bot limits (docs/iam.md, "Limits"): one more answers 422. */
   perBotLimits: { maxActiveKeys: number; maxActiveIdentityTokens: number };
 }
@@ -253,6 +260,13 @@ export function readAdminConfig(
       r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
     kek: overrides.kek ?? readKek(r, 'RELAYPLANE_KEK'),
     kekPrevious: overrides.kekPrevious ?? readPreviousKeks(r, 'RELAYPLANE_KEK_PREVIOUS'),
+    auditSigningKeyFile:
+      'auditSigningKeyFile' in overrides
+        ? overrides.auditSigningKeyFile
+        : r.optional('RELAYPLANE_AUDIT_SIGNING_KEY_FILE'),
+    auditCheckpointSeconds:
+      overrides.auditCheckpointSeconds ??
+      r.int('RELAYPLANE_AUDIT_CHECKPOINT_SECONDS', 300, { min: 1, max: 86_400 }),
     perBotLimits: overrides.perBotLimits ?? {
       maxActiveKeys: r.int('ADMIN_MAX_ACTIVE_KEYS_PER_BOT', DEFAULT_MAX_ACTIVE_KEYS_PER_BOT, {
         min: 1,

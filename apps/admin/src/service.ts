@@ -21,6 +21,11 @@ import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
 import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
 import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
+import { AuditSigningKey } from './audit/checkpoint-key.ts';
+import { AuditCheckpoints } from './audit/checkpoints.ts';
+
+/** Signs every chain head that moved (docs/audit.md, "Signed checkpoints"). */
+export const AUDIT_CHECKPOINT_JOB = 'audit-checkpoint';
 import { SWEEP_INTERVAL_MS, sweepExpired } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
 import { SecretSealer } from './mfa/sealing.ts';
@@ -117,6 +122,8 @@ export class AdminService {
   readonly apiKeys: ApiKeyStore;
   /** The audit trail (docs/audit.md). */
   readonly audit: AuditTrail;
+  /** Signed checkpoints of its chains (docs/audit.md, "Signed checkpoints"). */
+  readonly checkpoints: AuditCheckpoints;
   /** Where revoked API keys are announced (`BUS_CHANNELS.apiKeysRevoked`). */
   readonly bus: Bus;
   /** Counts login attempts (per account, per client IP, per account and client IP). */
@@ -193,9 +200,17 @@ export class AdminService {
       redis: throttleRedis?.connection,
     });
     const secondFactors = new SecondFactorStore(database.db);
+    this.checkpoints = new AuditCheckpoints(
+      database.db,
+      config.auditSigningKeyFile
+        ? AuditSigningKey.fromFile(config.auditSigningKeyFile)
+        : AuditSigningKey.fromKek(config.kek),
+      logger,
+    );
     const sealer = new SecretSealer(config.kek, config.kekPrevious);
     const handlers = adminHandlers({
       audit: this.audit,
+      checkpoints: this.checkpoints,
       accounts: this.accounts,
       sessions: this.sessions,
       projects: new ProjectStore(database.db),
@@ -301,6 +316,9 @@ export class AdminService {
     }
     if (this.#throttleConnection) await waitReady(this.#throttleConnection, THROTTLE_READY_WAIT_MS);
     const scheduler = this.#busSetup.scheduler;
+    scheduler.every(AUDIT_CHECKPOINT_JOB, this.config.auditCheckpointSeconds * 1000, async () => {
+      await this.checkpoints.checkpointAll(this.#clock.now());
+    });
     scheduler.every(AUDIT_PRUNE_JOB, AUDIT_PRUNE_INTERVAL_MS, async () => {
       await this.pruneAuditEvents();
     });

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { AdminService, readAdminConfig } from '@relayplane/admin';
+import { AdminService, ensureAuditKeyFile, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
 import { DEMO_RELAYS, IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
@@ -135,6 +135,10 @@ export class Embedded {
           healthListen: undefined,
           // The issuer's KEK: admin derives its own keys from it.
           ...(kek ? { kek: kek.kek } : {}),
+          // The audit key, out of the database like the KEK: a file of its own in the data directory.
+          ...(r.has('RELAYPLANE_AUDIT_SIGNING_KEY_FILE')
+            ? {}
+            : { auditSigningKeyFile: ensureAuditKeyFile(dataDir) }),
           logLevel,
         }),
         { logger: createLogger({ level: logLevel, service: SERVICES.admin }), bus },

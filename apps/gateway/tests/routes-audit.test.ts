@@ -16,6 +16,9 @@ interface Event {
   user_agent: string | null;
   request_id: string | null;
   details: Record<string, unknown>;
+  seq: number;
+  hash: string;
+  prev_hash: string;
 }
 
 const UA = 'audit-test/1.0';
@@ -176,6 +179,9 @@ describe('gateway routes: audit events', () => {
         user_agent: UA,
         request_id: m.requestId,
         details: expect.any(Object),
+        seq: expect.any(Number),
+        hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+        prev_hash: expect.stringMatching(/^[0-9a-f]{64}$/),
       });
     }
     // Newest first, in the order the changes were made.
@@ -188,7 +194,20 @@ describe('gateway routes: audit events', () => {
 
     const verify = await call('GET', '/admin/v1/audit-events/verify', a.auth);
     expect(verify.statusCode).toBe(200);
-    expect(verify.json()).toEqual({ ok: true, events_checked: expect.any(Number), first_bad_id: null });
+    expect(verify.json()).toEqual({
+      ok: true,
+      events_checked: expect.any(Number),
+      first_bad_id: null,
+      first_bad_seq: null,
+      checkpoint_seq: null,
+      checkpoint_ok: true,
+      anchor_ok: true,
+    });
+    // Each event names the one before it.
+    const bySeq = [...listed].sort((x, y) => x.seq - y.seq);
+    for (let i = 1; i < bySeq.length; i++) {
+      if (bySeq[i]?.seq === (bySeq[i - 1]?.seq ?? 0) + 1) expect(bySeq[i]?.prev_hash).toBe(bySeq[i - 1]?.hash);
+    }
     expect(verify.json().events_checked).toBeGreaterThanOrEqual(made.length + 1);
   });
 
@@ -480,7 +499,8 @@ describe('gateway routes: audit events', () => {
       .executeTakeFirstOrThrow();
     const res = await call('GET', '/admin/v1/audit-events/verify', a.auth);
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toEqual({ ok: false, events_checked: expect.any(Number), first_bad_id: row.id });
+    expect(res.json()).toMatchObject({ ok: false, events_checked: expect.any(Number), first_bad_id: row.id });
+    expect(res.json().first_bad_seq).toBeGreaterThan(0);
   });
 
   it('answers 503 with Retry-After and changes nothing when the event cannot be written', async () => {
@@ -554,7 +574,7 @@ describe('gateway routes: audit events', () => {
       );
       const json = await cli(['audit', 'verify', '--json'], a.token);
       expect(json.code).toBe(EXIT.api);
-      expect(JSON.parse(json.stdout)).toEqual({
+      expect(JSON.parse(json.stdout)).toMatchObject({
         ok: false,
         events_checked: expect.any(Number),
         first_bad_id: row.id,

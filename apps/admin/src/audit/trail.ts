@@ -77,6 +77,8 @@ export interface VerifyResult {
   ok: boolean;
   eventsChecked: number;
   firstBadId: string | null;
+  /** The seq of the first bad event (or of the chain's last one when its newest are gone). */
+  firstBadSeq?: number;
 }
 
 const VERIFY_BATCH = 1000;
@@ -274,7 +276,7 @@ export class AuditTrail {
             const event = toEvent(row);
             checked += 1;
             if (event.seq !== expectedSeq || event.prevHash !== prevHash || eventHash(event) !== event.hash) {
-              return { ok: false, eventsChecked: checked, firstBadId: event.id };
+              return { ok: false, eventsChecked: checked, firstBadId: event.id, firstBadSeq: event.seq };
             }
             prevHash = event.hash;
             expectedSeq += 1;
@@ -285,7 +287,12 @@ export class AuditTrail {
         const headSeq = head ? num(head.seq) : 0;
         const headHash = head ? head.hash : GENESIS_HASH;
         if (expectedSeq - 1 !== headSeq || prevHash !== headHash) {
-          return { ok: false, eventsChecked: checked, firstBadId: last?.id ?? null };
+          return {
+            ok: false,
+            eventsChecked: checked,
+            firstBadId: last?.id ?? null,
+            firstBadSeq: last ? last.seq + 1 : expectedSeq,
+          };
         }
         return { ok: true, eventsChecked: checked, firstBadId: null };
       });

@@ -197,6 +197,17 @@ export interface UserRecoveryCodesTable {
   used_at: Date | null;
 }
 
+/** A signed checkpoint of a chain's head (migration 20261203T1300). */
+export interface AuditCheckpointsTable {
+  chain_key: string;
+  seq: string | number;
+  hash: string;
+  at: Date;
+  kid: string;
+  /** Compact JWS over {tenant_id, seq, hash, at} (audit/checkpoint-key.ts). */
+  jws: string;
+}
+
 /** The audit trail (docs/audit.md): append-only, chained per tenant. */
 export interface AuditEventsTable {
   /** UUIDv7. */
@@ -249,4 +260,5 @@ export interface AdminDatabase {
   login_challenges: LoginChallengesTable;
   user_totp: UserTotpTable;
   user_recovery_codes: UserRecoveryCodesTable;
+  audit_checkpoints: AuditCheckpointsTable;
 }

@@ -1,7 +1,14 @@
 import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { addMember } from './add-member.ts';
-import { listAuditEvents, recordAuditEvents, verifyAuditEvents } from './audit-events.ts';
+import {
+  createAuditCheckpoint,
+  getAuditKeys,
+  listAuditCheckpoints,
+  listAuditEvents,
+  recordAuditEvents,
+  verifyAuditEvents,
+} from './audit-events.ts';
 import { authenticate } from './authenticate.ts';
 import { changeMemberRole } from './change-member-role.ts';
 import { changePassword } from './change-password.ts';
@@ -48,6 +55,9 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     signup: signup(deps),
     login: login(deps),
     loginMfa: loginMfa(deps),
+    listAuditCheckpoints: listAuditCheckpoints(deps),
+    createAuditCheckpoint: createAuditCheckpoint(deps),
+    getAuditKeys: getAuditKeys(deps),
     startTotpEnrollment: startTotpEnrollment(deps),
     confirmTotpEnrollment: confirmTotpEnrollment(deps),
     disableTotp: disableTotp(deps),

@@ -12,6 +12,7 @@ import { AppError } from '@relayplane/shared/errors';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { canonicalJson, chainKeyOf, PLATFORM_CHAIN } from '../audit/canonical.ts';
+import type { StoredCheckpoint } from '../audit/checkpoints.ts';
 import type { StoredAuditEvent } from '../audit/trail.ts';
 import type { AuditDeliveryRefusal } from '../metrics.ts';
 import type { AdminDeps } from './deps.ts';
@@ -70,6 +71,9 @@ export function auditEventMessage(event: StoredAuditEvent): MessageInitShape<typ
     userAgent: event.userAgent ?? '',
     requestId: event.requestId ?? '',
     detailsJson: canonicalJson(event.details),
+    seq: BigInt(event.seq),
+    hash: event.hash,
+    prevHash: event.prevHash,
   };
 }
 
@@ -105,17 +109,75 @@ export function listAuditEvents(deps: AdminDeps): Impl['listAuditEvents'] {
   };
 }
 
-/** VerifyAuditEvents: recomputes every hash and link of the chain (docs/audit.md). */
+/**
+ * VerifyAuditEvents: recomputes every hash and link of the chain, then checks the latest signed
+ * checkpoint against it and the pruning anchor against its `audit.prune` event (docs/audit.md).
+ */
 export function verifyAuditEvents(deps: AdminDeps): Impl['verifyAuditEvents'] {
   return async (req) => {
     const chainKey = await requireChain(deps, req.principal, req.tenantId);
     const result = await deps.audit.verify(chainKey);
+    const anchors = await deps.checkpoints.check(chainKey);
+    const firstBadSeq = result.firstBadId
+      ? Math.min(...[result.firstBadSeq ?? 0, anchors.firstBadSeq].filter((s) => s > 0))
+      : anchors.firstBadSeq;
     return {
-      ok: result.ok,
+      ok: result.ok && anchors.checkpointOk && anchors.anchorOk,
       eventsChecked: BigInt(result.eventsChecked),
       firstBadId: result.firstBadId ?? '',
+      checkpointSeq: BigInt(anchors.checkpointSeq),
+      checkpointOk: anchors.checkpointOk,
+      anchorOk: anchors.anchorOk,
+      firstBadSeq: BigInt(Number.isFinite(firstBadSeq) ? firstBadSeq : 0),
     };
   };
+}
+
+function checkpointMessage(cp: StoredCheckpoint) {
+  return {
+    tenantId: cp.tenantId ?? '',
+    seq: BigInt(cp.seq),
+    hash: cp.hash,
+    at: timestampFromDate(cp.at),
+    kid: cp.kid,
+    jws: cp.jws,
+  };
+}
+
+/** ListAuditCheckpoints: the chain's signed checkpoints, newest first, cursor-paged. */
+export function listAuditCheckpoints(deps: AdminDeps): Impl['listAuditCheckpoints'] {
+  return async (req) => {
+    const chainKey = await requireChain(deps, req.principal, req.tenantId);
+    const limit = req.limit === 0 ? AUDIT_LIST_LIMIT.default : req.limit;
+    if (limit > AUDIT_LIST_LIMIT.max) {
+      throw new AppError('invalid_request', `limit must be between 1 and ${AUDIT_LIST_LIMIT.max}`);
+    }
+    const rows = await deps.checkpoints.list(
+      chainKey,
+      limit + 1,
+      req.cursor === '' ? undefined : decodeCursor(req.cursor),
+    );
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      checkpoints: page.map(checkpointMessage),
+      nextCursor: rows.length > limit && last ? encodeCursor(last.seq) : '',
+    };
+  };
+}
+
+/** CreateAuditCheckpoint: signs the chain's head now (or answers the latest, when it has not moved). */
+export function createAuditCheckpoint(deps: AdminDeps): Impl['createAuditCheckpoint'] {
+  return async (req) => {
+    const chainKey = await requireChain(deps, req.principal, req.tenantId);
+    const cp = await deps.checkpoints.checkpoint(chainKey, deps.clock.now());
+    return cp ? { checkpoint: checkpointMessage(cp) } : {};
+  };
+}
+
+/** GetAuditKeys: the public half of the audit key, as a JWKS (no secret: anyone may read it). */
+export function getAuditKeys(deps: AdminDeps): Impl['getAuditKeys'] {
+  return async () => ({ jwksJson: JSON.stringify({ keys: [deps.checkpoints.key.jwk()] }) });
 }
 
 /**

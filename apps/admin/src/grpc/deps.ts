@@ -4,6 +4,7 @@ import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import type { ServiceClient } from '@relayplane/shared/rpc';
+import type { AuditCheckpoints } from '../audit/checkpoints.ts';
 import type { AuditTrail } from '../audit/trail.ts';
 import type { DeviceFlowConfig, LoginLimits, SignupLimits } from '../config.ts';
 import type { AdminMetrics } from '../metrics.ts';
@@ -48,6 +49,8 @@ export interface AdminDeps {
    * stores take an audit step for it), `recordAlone(event)` for outcomes that change nothing.
    */
   audit: AuditTrail;
+  /** Signed checkpoints of the chains' heads (audit/checkpoints.ts). */
+  checkpoints: AuditCheckpoints;
   accounts: AccountStore;
   sessions: SessionStore;
   projects: ProjectStore;

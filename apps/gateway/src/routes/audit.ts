@@ -1,5 +1,5 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { AuditEvent } from '@relayplane/proto/admin';
+import type { AuditCheckpoint, AuditEvent } from '@relayplane/proto/admin';
 import {
   AUDIT_ACTOR_TYPES,
   AUDIT_LIST_LIMIT,
@@ -36,6 +36,23 @@ const AUDIT_EVENT = object({
     type: 'object',
     additionalProperties: true,
     description: 'What the action changed (docs/audit.md, per action). Never a secret.',
+  },
+  seq: { type: 'integer', minimum: 1, description: "Its position in the tenant's chain." },
+  hash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'SHA-256 of its canonical form (docs/audit.md).' },
+  prev_hash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'The `hash` of the event before it.' },
+});
+
+const CHECKPOINT = object({
+  tenant_id: { ...nullableString, description: 'Null: the platform chain.' },
+  seq: { type: 'integer', minimum: 1 },
+  hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+  at: { type: 'string', format: 'date-time', description: 'When it was signed.' },
+  kid: { type: 'string', description: 'The audit key that signed it (`GET /v1/audit/keys`).' },
+  jws: {
+    type: 'string',
+    description:
+      'Compact JWS (`alg: EdDSA`, `typ: relayplane-audit-checkpoint+jws`) over the JSON `{"tenant_id", "seq", ' +
+      '"hash", "at"}`: verify it with any JOSE library against `GET /v1/audit/keys`.',
   },
 });
 
@@ -81,6 +98,20 @@ function presentAuditEvent(e: AuditEvent) {
     user_agent: e.userAgent || null,
     request_id: e.requestId || null,
     details,
+    seq: Number(e.seq),
+    hash: e.hash,
+    prev_hash: e.prevHash,
+  };
+}
+
+function presentCheckpoint(c: AuditCheckpoint) {
+  return {
+    tenant_id: c.tenantId || null,
+    seq: Number(c.seq),
+    hash: c.hash,
+    at: required(iso(c.at), 'checkpoint at'),
+    kid: c.kid,
+    jws: c.jws,
   };
 }
 
@@ -168,10 +199,15 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
         summary: "Verify the tenant's audit chain",
         description:
           "Recomputes the SHA-256 of every stored event of the tenant's chain and checks that each names the " +
-          'previous one (docs/audit.md, "The chain"), from the anchor pruning left. `ok: false` when an event was ' +
-          'edited or removed: `first_bad_id` is the first event that does not hold (when the newest events were ' +
-          'removed, the last one remaining; null when none remains). `events_checked` counts the events read up ' +
-          'to and including that one. Permission `audit:read`.',
+          'previous one (docs/audit.md, "The chain"), from the anchor pruning left; then checks the latest signed ' +
+          'checkpoint (its signature by the audit key, and that the chain holds its hash at its `seq`: ' +
+          '`checkpoint_seq`, `checkpoint_ok`) and the pruning anchor against the `audit.prune` event that moved it ' +
+          '(`anchor_ok`). `ok: false` when any does not hold: `first_bad_id` is the first event that does not hold ' +
+          '(when the newest events were removed, the last one remaining; null when none remains or only the ' +
+          'checkpoint or anchor failed) and `first_bad_seq` the first position found bad. `events_checked` counts ' +
+          'the events read up to and including that one. A chain rewritten with recomputed hashes passes the ' +
+          'recomputation but not the checkpoint; verify against checkpoints you saved yourself with ' +
+          '`relayplane audit verify --checkpoints <file>`. Permission `audit:read`.',
         tags: ['audit'],
         querystring: {
           type: 'object',
@@ -183,6 +219,10 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
             ok: { type: 'boolean' },
             events_checked: { type: 'integer' },
             first_bad_id: nullableString,
+            first_bad_seq: { type: ['integer', 'null'], description: 'The first position found bad; null when ok.' },
+            checkpoint_seq: { type: ['integer', 'null'], description: 'The latest checkpoint checked; null: none yet.' },
+            checkpoint_ok: { type: 'boolean' },
+            anchor_ok: { type: 'boolean' },
           }),
         },
       },
@@ -192,7 +232,129 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
         principal: principalOf(request),
         tenantId: request.query.tenant_id ?? '',
       });
-      return { ok: res.ok, events_checked: Number(res.eventsChecked), first_bad_id: res.firstBadId || null };
+      return {
+        ok: res.ok,
+        events_checked: Number(res.eventsChecked),
+        first_bad_id: res.firstBadId || null,
+        first_bad_seq: res.firstBadSeq > 0n ? Number(res.firstBadSeq) : null,
+        checkpoint_seq: res.checkpointSeq > 0n ? Number(res.checkpointSeq) : null,
+        checkpoint_ok: res.checkpointOk,
+        anchor_ok: res.anchorOk,
+      };
+    },
+  );
+
+  app.get<{ Querystring: { limit?: string; cursor?: string; tenant_id?: string } }>(
+    '/admin/v1/audit-events/checkpoints',
+    {
+      onRequest: guards.allow('audit:read'),
+      schema: {
+        operationId: 'listAuditCheckpoints',
+        summary: "The tenant's signed audit checkpoints",
+        description:
+          "Signed checkpoints of the tenant's chain head `{tenant_id, seq, hash, at}`, newest first: one each time " +
+          'the head moved, every `RELAYPLANE_AUDIT_CHECKPOINT_SECONDS` (default 300), and on demand (POST). Each is ' +
+          'a JWS by the audit key, which is kept out of the database (`GET /v1/audit/keys`). Save them outside ' +
+          'Relayplane (`relayplane audit checkpoints --json > file`) and check the live chain against them later ' +
+          '(`relayplane audit verify --checkpoints file`). `limit` 1..' +
+          `${AUDIT_LIST_LIMIT.max} (default ${AUDIT_LIST_LIMIT.default}); \`next_cursor\` pages. Permission \`audit:read\`.`,
+        tags: ['audit'],
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            limit: { type: 'string', pattern: '^[0-9]{1,6}$', description: `1..${AUDIT_LIST_LIMIT.max}` },
+            cursor: { type: 'string', maxLength: 256 },
+            tenant_id: TENANT_ID,
+          },
+        },
+        response: {
+          200: object({
+            checkpoints: { type: 'array', items: CHECKPOINT },
+            next_cursor: { ...nullableString, description: 'Null on the last page.' },
+          }),
+          400: errorResponse(`\`limit\` outside 1..${AUDIT_LIST_LIMIT.max}, or a \`cursor\` this API did not return.`),
+        },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const limit = q.limit === undefined ? 0 : Number(q.limit);
+      if (q.limit !== undefined && (limit < 1 || limit > AUDIT_LIST_LIMIT.max)) {
+        throw new AppError('invalid_request', `limit must be between 1 and ${AUDIT_LIST_LIMIT.max}`);
+      }
+      const res = await clients.admin.listAuditCheckpoints({
+        principal: principalOf(request),
+        tenantId: q.tenant_id ?? '',
+        limit,
+        cursor: q.cursor ?? '',
+      });
+      return { checkpoints: res.checkpoints.map(presentCheckpoint), next_cursor: res.nextCursor || null };
+    },
+  );
+
+  app.post<{ Querystring: { tenant_id?: string } }>(
+    '/admin/v1/audit-events/checkpoints',
+    {
+      onRequest: guards.allow('audit:read'),
+      schema: {
+        operationId: 'createAuditCheckpoint',
+        summary: "Sign the tenant's audit chain head now",
+        description:
+          'A checkpoint of the head as it is now (or the latest one, when the head has not moved since): what a ' +
+          "tenant about to save its checkpoints asks for first. `checkpoint` is null while the chain is empty. " +
+          'Permission `audit:read`.',
+        tags: ['audit'],
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { tenant_id: TENANT_ID },
+        },
+        response: { 200: object({ checkpoint: { anyOf: [CHECKPOINT, { type: 'null' }] } }) },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.createAuditCheckpoint({
+        principal: principalOf(request),
+        tenantId: request.query.tenant_id ?? '',
+      });
+      return { checkpoint: res.checkpoint ? presentCheckpoint(res.checkpoint) : null };
+    },
+  );
+
+  app.get(
+    '/v1/audit/keys',
+    {
+      schema: {
+        operationId: 'getAuditKeys',
+        summary: 'The public key of audit checkpoints (JWKS)',
+        description:
+          'The Ed25519 key audit checkpoints are signed with, as a JWKS (`kid`: RFC 7638 thumbprint). Public: a ' +
+          'tenant, an auditor or a witness checks checkpoints with it, outside Relayplane. `Cache-Control: public, ' +
+          'max-age=300`.',
+        tags: ['audit'],
+        security: [],
+        response: {
+          200: object({
+            keys: {
+              type: 'array',
+              items: object({
+                kty: { type: 'string', const: 'OKP' },
+                crv: { type: 'string', const: 'Ed25519' },
+                x: { type: 'string' },
+                kid: { type: 'string' },
+                alg: { type: 'string', const: 'EdDSA' },
+                use: { type: 'string', const: 'sig' },
+              }),
+            },
+          }),
+        },
+      },
+    },
+    async (_request, reply) => {
+      const res = await clients.admin.getAuditKeys({});
+      reply.header('cache-control', 'public, max-age=300');
+      return JSON.parse(res.jwksJson) as unknown;
     },
   );
 }

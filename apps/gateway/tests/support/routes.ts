@@ -83,6 +83,9 @@ export const ROUTES: RouteCase[] = [
   },
   { method: 'GET', url: '/admin/v1/audit-events', auth: 'session' },
   { method: 'GET', url: '/admin/v1/audit-events/verify', auth: 'session' },
+  { method: 'GET', url: '/admin/v1/audit-events/checkpoints', auth: 'session' },
+  { method: 'POST', url: '/admin/v1/audit-events/checkpoints', auth: 'session' },
+  { method: 'GET', url: '/v1/audit/keys', auth: 'none' },
   { method: 'GET', url: '/admin/v1/members', auth: 'session' },
   {
     method: 'POST',

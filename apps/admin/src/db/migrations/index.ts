@@ -12,6 +12,7 @@ import * as listOrderIndexes from './20261202T1000-list-order-indexes.ts';
 import * as credentialsEpoch from './20261203T1000-credentials-epoch.ts';
 import * as loginChallenges from './20261203T1100-login-challenges.ts';
 import * as secondFactor from './20261203T1200-second-factor.ts';
+import * as auditCheckpoints from './20261203T1300-audit-checkpoints.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -28,4 +29,5 @@ export const migrations: Record<string, Migration> = {
   '20261203T1000-credentials-epoch': credentialsEpoch,
   '20261203T1100-login-challenges': loginChallenges,
   '20261203T1200-second-factor': secondFactor,
+  '20261203T1300-audit-checkpoints': auditCheckpoints,
 };

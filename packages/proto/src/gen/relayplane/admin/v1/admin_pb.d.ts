@@ -2287,6 +2287,23 @@ export declare type AuditEvent = Message<"relayplane.admin.v1.AuditEvent"> & {
    * @generated from field: string details_json = 11;
    */
   detailsJson: string;
+
+  /**
+   * Its place in its chain, its hash and the one before it (listing only; ignored on delivery).
+   *
+   * @generated from field: uint64 seq = 12;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: string hash = 13;
+   */
+  hash: string;
+
+  /**
+   * @generated from field: string prev_hash = 14;
+   */
+  prevHash: string;
 };
 
 /**
@@ -2421,6 +2438,32 @@ export declare type VerifyAuditEventsResponse = Message<"relayplane.admin.v1.Ver
    * @generated from field: string first_bad_id = 3;
    */
   firstBadId: string;
+
+  /**
+   * The latest signed checkpoint checked against the chain (0: none yet) and whether it holds.
+   *
+   * @generated from field: uint64 checkpoint_seq = 4;
+   */
+  checkpointSeq: bigint;
+
+  /**
+   * @generated from field: bool checkpoint_ok = 5;
+   */
+  checkpointOk: boolean;
+
+  /**
+   * The pruning anchor matches the audit.prune event that moved it (true when never pruned).
+   *
+   * @generated from field: bool anchor_ok = 6;
+   */
+  anchorOk: boolean;
+
+  /**
+   * The first position found bad (0: none).
+   *
+   * @generated from field: uint64 first_bad_seq = 7;
+   */
+  firstBadSeq: bigint;
 };
 
 /**
@@ -2428,6 +2471,172 @@ export declare type VerifyAuditEventsResponse = Message<"relayplane.admin.v1.Ver
  * Use `create(VerifyAuditEventsResponseSchema)` to create a new message.
  */
 export declare const VerifyAuditEventsResponseSchema: GenMessage<VerifyAuditEventsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.AuditCheckpoint
+ */
+export declare type AuditCheckpoint = Message<"relayplane.admin.v1.AuditCheckpoint"> & {
+  /**
+   * Empty for the platform chain.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: uint64 seq = 2;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: string hash = 3;
+   */
+  hash: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 4;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string kid = 5;
+   */
+  kid: string;
+
+  /**
+   * Compact JWS (EdDSA) over {"tenant_id","seq","hash","at"}.
+   *
+   * @generated from field: string jws = 6;
+   */
+  jws: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.AuditCheckpoint.
+ * Use `create(AuditCheckpointSchema)` to create a new message.
+ */
+export declare const AuditCheckpointSchema: GenMessage<AuditCheckpoint>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListAuditCheckpointsRequest
+ */
+export declare type ListAuditCheckpointsRequest = Message<"relayplane.admin.v1.ListAuditCheckpointsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string cursor = 4;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListAuditCheckpointsRequest.
+ * Use `create(ListAuditCheckpointsRequestSchema)` to create a new message.
+ */
+export declare const ListAuditCheckpointsRequestSchema: GenMessage<ListAuditCheckpointsRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListAuditCheckpointsResponse
+ */
+export declare type ListAuditCheckpointsResponse = Message<"relayplane.admin.v1.ListAuditCheckpointsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.AuditCheckpoint checkpoints = 1;
+   */
+  checkpoints: AuditCheckpoint[];
+
+  /**
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListAuditCheckpointsResponse.
+ * Use `create(ListAuditCheckpointsResponseSchema)` to create a new message.
+ */
+export declare const ListAuditCheckpointsResponseSchema: GenMessage<ListAuditCheckpointsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateAuditCheckpointRequest
+ */
+export declare type CreateAuditCheckpointRequest = Message<"relayplane.admin.v1.CreateAuditCheckpointRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateAuditCheckpointRequest.
+ * Use `create(CreateAuditCheckpointRequestSchema)` to create a new message.
+ */
+export declare const CreateAuditCheckpointRequestSchema: GenMessage<CreateAuditCheckpointRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateAuditCheckpointResponse
+ */
+export declare type CreateAuditCheckpointResponse = Message<"relayplane.admin.v1.CreateAuditCheckpointResponse"> & {
+  /**
+   * Unset when the chain has no event yet.
+   *
+   * @generated from field: relayplane.admin.v1.AuditCheckpoint checkpoint = 1;
+   */
+  checkpoint?: AuditCheckpoint | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateAuditCheckpointResponse.
+ * Use `create(CreateAuditCheckpointResponseSchema)` to create a new message.
+ */
+export declare const CreateAuditCheckpointResponseSchema: GenMessage<CreateAuditCheckpointResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetAuditKeysRequest
+ */
+export declare type GetAuditKeysRequest = Message<"relayplane.admin.v1.GetAuditKeysRequest"> & {
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetAuditKeysRequest.
+ * Use `create(GetAuditKeysRequestSchema)` to create a new message.
+ */
+export declare const GetAuditKeysRequestSchema: GenMessage<GetAuditKeysRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetAuditKeysResponse
+ */
+export declare type GetAuditKeysResponse = Message<"relayplane.admin.v1.GetAuditKeysResponse"> & {
+  /**
+   * The JWKS as JSON.
+   *
+   * @generated from field: string jwks_json = 1;
+   */
+  jwksJson: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetAuditKeysResponse.
+ * Use `create(GetAuditKeysResponseSchema)` to create a new message.
+ */
+export declare const GetAuditKeysResponseSchema: GenMessage<GetAuditKeysResponse>;
 
 /**
  * @generated from message relayplane.admin.v1.RecordAuditEventsRequest
@@ -3388,6 +3597,32 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof VerifyAuditEventsRequestSchema;
     output: typeof VerifyAuditEventsResponseSchema;
+  },
+  /**
+   * Signed checkpoints of a chain's head (docs/audit.md): listed, made now, and the public key.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ListAuditCheckpoints
+   */
+  listAuditCheckpoints: {
+    methodKind: "unary";
+    input: typeof ListAuditCheckpointsRequestSchema;
+    output: typeof ListAuditCheckpointsResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.CreateAuditCheckpoint
+   */
+  createAuditCheckpoint: {
+    methodKind: "unary";
+    input: typeof CreateAuditCheckpointRequestSchema;
+    output: typeof CreateAuditCheckpointResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.GetAuditKeys
+   */
+  getAuditKeys: {
+    methodKind: "unary";
+    input: typeof GetAuditKeysRequestSchema;
+    output: typeof GetAuditKeysResponseSchema;
   },
   /**
    * Issuer and billing deliver the events of their outboxes here, at least once; an event

@@ -14,6 +14,8 @@ import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
+import { AuditSigningKey } from './audit/checkpoint-key.ts';
+import { AuditCheckpoints } from './audit/checkpoints.ts';
 import { AuditTrail } from './audit/trail.ts';
 import type { AdminConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';
@@ -21,11 +23,10 @@ import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
 import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
 import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
-import { AuditSigningKey } from './audit/checkpoint-key.ts';
-import { AuditCheckpoints } from './audit/checkpoints.ts';
 
 /** Signs every chain head that moved (docs/audit.md, "Signed checkpoints"). */
 export const AUDIT_CHECKPOINT_JOB = 'audit-checkpoint';
+
 import { SWEEP_INTERVAL_MS, sweepExpired } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
 import { SecretSealer } from './mfa/sealing.ts';

@@ -206,7 +206,8 @@ describe('gateway routes: audit events', () => {
     // Each event names the one before it.
     const bySeq = [...listed].sort((x, y) => x.seq - y.seq);
     for (let i = 1; i < bySeq.length; i++) {
-      if (bySeq[i]?.seq === (bySeq[i - 1]?.seq ?? 0) + 1) expect(bySeq[i]?.prev_hash).toBe(bySeq[i - 1]?.hash);
+      if (bySeq[i]?.seq === (bySeq[i - 1]?.seq ?? 0) + 1)
+        expect(bySeq[i]?.prev_hash).toBe(bySeq[i - 1]?.hash);
     }
     expect(verify.json().events_checked).toBeGreaterThanOrEqual(made.length + 1);
   });

@@ -69,12 +69,18 @@ export class AuditSigningKey {
     try {
       pem = readFileSync(path);
     } catch (err) {
-      throw new ConfigError('RELAYPLANE_AUDIT_SIGNING_KEY_FILE', `cannot be read (${(err as Error).message})`);
+      throw new ConfigError(
+        'RELAYPLANE_AUDIT_SIGNING_KEY_FILE',
+        `cannot be read (${(err as Error).message})`,
+      );
     }
     try {
       return new AuditSigningKey(createPrivateKey(pem));
     } catch {
-      throw new ConfigError('RELAYPLANE_AUDIT_SIGNING_KEY_FILE', 'must hold an Ed25519 private key (PEM, PKCS#8)');
+      throw new ConfigError(
+        'RELAYPLANE_AUDIT_SIGNING_KEY_FILE',
+        'must hold an Ed25519 private key (PEM, PKCS#8)',
+      );
     }
   }
 
@@ -109,7 +115,11 @@ export class AuditSigningKey {
 }
 
 /** Verifies a checkpoint JWS with `publicKey` (whose kid is `kid`); its payload, or undefined. */
-export function openCheckpoint(jws: string, publicKey: KeyObject, kid: string): CheckpointPayload | undefined {
+export function openCheckpoint(
+  jws: string,
+  publicKey: KeyObject,
+  kid: string,
+): CheckpointPayload | undefined {
   const [header, body, signature, extra] = jws.split('.');
   if (!header || !body || !signature || extra !== undefined) return undefined;
   try {

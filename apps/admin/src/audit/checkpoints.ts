@@ -60,11 +60,23 @@ export class AuditCheckpoints {
     if (!head || num(head.seq) === 0) return undefined;
     const latest = await this.latest(chainKey);
     if (latest && latest.seq >= num(head.seq)) return latest;
-    const payload = { tenant_id: tenantOf(chainKey), seq: num(head.seq), hash: head.hash, at: now.toISOString() };
+    const payload = {
+      tenant_id: tenantOf(chainKey),
+      seq: num(head.seq),
+      hash: head.hash,
+      at: now.toISOString(),
+    };
     const jws = this.#key.sign(payload);
     await this.#db
       .insertInto('audit_checkpoints')
-      .values({ chain_key: chainKey, seq: String(payload.seq), hash: payload.hash, at: now, kid: this.#key.kid, jws })
+      .values({
+        chain_key: chainKey,
+        seq: String(payload.seq),
+        hash: payload.hash,
+        at: now,
+        kid: this.#key.kid,
+        jws,
+      })
       .onConflict((oc) => oc.columns(['chain_key', 'seq']).doNothing())
       .execute();
     return this.latest(chainKey);
@@ -80,7 +92,10 @@ export class AuditCheckpoints {
           'h.seq',
           '>',
           eb.fn.coalesce(
-            eb.selectFrom('audit_checkpoints as c').select((e) => e.fn.max('c.seq').as('m')).whereRef('c.chain_key', '=', 'h.chain_key'),
+            eb
+              .selectFrom('audit_checkpoints as c')
+              .select((e) => e.fn.max('c.seq').as('m'))
+              .whereRef('c.chain_key', '=', 'h.chain_key'),
             eb.val('0'),
           ),
         ),
@@ -143,7 +158,8 @@ export class AuditCheckpoints {
       anchorOk = prune !== undefined;
     }
     const cp = await this.latest(chainKey);
-    if (!cp) return { checkpointSeq: 0, checkpointOk: true, anchorOk, firstBadSeq: anchorOk ? 0 : anchorSeq + 1 };
+    if (!cp)
+      return { checkpointSeq: 0, checkpointOk: true, anchorOk, firstBadSeq: anchorOk ? 0 : anchorSeq + 1 };
     const signed = this.#key.open(cp.jws);
     let checkpointOk =
       signed !== undefined &&

@@ -4,6 +4,7 @@ import type { CommandSpec } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { renderFields, renderTable } from '../output.ts';
 import { stringValue } from '../parse.ts';
+import { fetchCheckpoints, verifyAgainstFile } from './audit-checkpoints.ts';
 
 /** One event as `GET /admin/v1/audit-events` answers it. */
 export interface AuditEventInfo {
@@ -111,10 +112,30 @@ const verify: CommandSpec = {
   path: ['audit', 'verify'],
   summary: "Check that the tenant's audit trail is intact",
   description:
-    'The server recomputes the SHA-256 chain of every stored event (docs/audit.md, "The chain"). Exit 0\n' +
-    'when intact; exit 1 and the first event that does not hold when an event was edited or removed.',
-  examples: ['relayplane audit verify', 'relayplane audit verify --json'],
-  async run(ctx) {
+    'The server recomputes the SHA-256 chain of every stored event (docs/audit.md, "The chain") and checks\n' +
+    'its latest signed checkpoint and the pruning anchor. Exit 0 when intact; exit 1 and the first event\n' +
+    'that does not hold when an event was edited or removed. With --checkpoints <file>: the live chain\n' +
+    'against checkpoints saved earlier, verified here with the audit key saved with them (a chain\n' +
+    'rewritten with recomputed hashes, or with its oldest events dropped, fails); exit 1 naming the\n' +
+    'first bad sequence number.',
+  options: {
+    checkpoints: {
+      type: 'string',
+      value: 'file',
+      description: 'check the live chain against checkpoints saved by "audit checkpoints --json", offline',
+    },
+  },
+  examples: [
+    'relayplane audit verify',
+    'relayplane audit verify --json',
+    'relayplane audit checkpoints --json > checkpoints.json && relayplane audit verify --checkpoints checkpoints.json',
+  ],
+  async run(ctx, { values }) {
+    const file = stringValue(values, 'checkpoints');
+    if (file !== undefined) {
+      await verifyAgainstFile(ctx, file, this.path);
+      return;
+    }
     const { body } = await ctx.api.request<{
       ok: boolean;
       events_checked: number;
@@ -139,4 +160,26 @@ const verify: CommandSpec = {
   },
 };
 
-export const AUDIT_COMMANDS: readonly CommandSpec[] = [list, verify];
+const checkpoints: CommandSpec = {
+  path: ['audit', 'checkpoints'],
+  summary: "Sign the audit chain's head now and print every signed checkpoint, with the public key",
+  description:
+    'Each checkpoint is the chain head {tenant_id, seq, hash, at} signed with the audit key, which is\n' +
+    'kept out of the database. Save the JSON somewhere Relayplane cannot write, and check the chain\n' +
+    'against it later: relayplane audit verify --checkpoints <file>.',
+  examples: ['relayplane audit checkpoints --json > checkpoints.json'],
+  async run(ctx) {
+    const saved = await fetchCheckpoints(ctx);
+    ctx.print(saved, () =>
+      saved.checkpoints.length === 0
+        ? 'No checkpoint yet (the chain is empty).\n'
+        : renderTable(
+            ['seq', 'hash', 'signed at', 'kid'],
+            saved.checkpoints.map((c) => [String(c.seq), c.hash, c.at, c.kid]),
+            ctx.style,
+          ),
+    );
+  },
+};
+
+export const AUDIT_COMMANDS: readonly CommandSpec[] = [list, verify, checkpoints];

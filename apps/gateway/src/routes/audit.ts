@@ -38,7 +38,11 @@ const AUDIT_EVENT = object({
     description: 'What the action changed (docs/audit.md, per action). Never a secret.',
   },
   seq: { type: 'integer', minimum: 1, description: "Its position in the tenant's chain." },
-  hash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'SHA-256 of its canonical form (docs/audit.md).' },
+  hash: {
+    type: 'string',
+    pattern: '^[0-9a-f]{64}$',
+    description: 'SHA-256 of its canonical form (docs/audit.md).',
+  },
   prev_hash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'The `hash` of the event before it.' },
 });
 
@@ -219,8 +223,14 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
             ok: { type: 'boolean' },
             events_checked: { type: 'integer' },
             first_bad_id: nullableString,
-            first_bad_seq: { type: ['integer', 'null'], description: 'The first position found bad; null when ok.' },
-            checkpoint_seq: { type: ['integer', 'null'], description: 'The latest checkpoint checked; null: none yet.' },
+            first_bad_seq: {
+              type: ['integer', 'null'],
+              description: 'The first position found bad; null when ok.',
+            },
+            checkpoint_seq: {
+              type: ['integer', 'null'],
+              description: 'The latest checkpoint checked; null: none yet.',
+            },
             checkpoint_ok: { type: 'boolean' },
             anchor_ok: { type: 'boolean' },
           }),
@@ -273,7 +283,9 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
             checkpoints: { type: 'array', items: CHECKPOINT },
             next_cursor: { ...nullableString, description: 'Null on the last page.' },
           }),
-          400: errorResponse(`\`limit\` outside 1..${AUDIT_LIST_LIMIT.max}, or a \`cursor\` this API did not return.`),
+          400: errorResponse(
+            `\`limit\` outside 1..${AUDIT_LIST_LIMIT.max}, or a \`cursor\` this API did not return.`,
+          ),
         },
       },
     },
@@ -302,7 +314,7 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
         summary: "Sign the tenant's audit chain head now",
         description:
           'A checkpoint of the head as it is now (or the latest one, when the head has not moved since): what a ' +
-          "tenant about to save its checkpoints asks for first. `checkpoint` is null while the chain is empty. " +
+          'tenant about to save its checkpoints asks for first. `checkpoint` is null while the chain is empty. ' +
           'Permission `audit:read`.',
         tags: ['audit'],
         querystring: {

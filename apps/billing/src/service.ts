@@ -169,6 +169,11 @@ export class BillingService {
         );
       }
     }
+    // Registered whatever the provider, so dashboards and alerts find it (0 without Stripe).
+    const badSignatureCounter = counter(this.metrics, {
+      name: 'relayplane_billing_webhook_bad_signatures_total',
+      help: 'Provider webhooks refused for a bad signature (each; audit events are one per client and 15-minute window).',
+    });
     const stripeWebhooks =
       stripe && config.provider.kind === 'stripe'
         ? new StripeWebhooks({
@@ -189,10 +194,7 @@ export class BillingService {
               'webhook signature refusals',
             ),
             ipv6Prefix: config.throttleIpv6Prefix,
-            badSignatureCounter: counter(this.metrics, {
-              name: 'relayplane_billing_webhook_bad_signatures_total',
-              help: 'Provider webhooks refused for a bad signature (each; audit events are one per client and 15-minute window).',
-            }),
+            badSignatureCounter,
           })
         : undefined;
     // Metered usage goes to Stripe only with the Stripe provider and a plan that has a meter;

@@ -440,6 +440,35 @@ describe('audit trail over gRPC (real PostgreSQL, real billing)', () => {
     });
   });
 
+  describe('signed checkpoints (issue 31)', () => {
+    it('the job signs every chain whose head moved, once; the signature opens with the published key only', async () => {
+      const { tenantId, principal } = await newTenant('checkpointed');
+      await admin.checkpoints.checkpointAll(clock.now());
+      // Nothing moved since: nothing signed.
+      expect(await admin.checkpoints.checkpointAll(clock.now())).toBe(0);
+      const before = await admin.checkpoints.latest(tenantId);
+      if (!before) throw new Error('no checkpoint');
+      await client.createProject({ principal, name: 'moved', environment: 'production' });
+      expect(await admin.checkpoints.checkpointAll(clock.now())).toBe(1);
+      const after = await admin.checkpoints.latest(tenantId);
+      expect(after?.seq).toBeGreaterThan(before.seq);
+      expect(admin.checkpoints.key.open(after?.jws ?? '')).toEqual({
+        tenant_id: tenantId,
+        seq: after?.seq,
+        hash: after?.hash,
+        at: clock.now().toISOString(),
+      });
+      // Another key (here: another KEK's) does not open it.
+      const { AuditSigningKey } = await import('../src/audit/checkpoint-key.ts');
+      expect(AuditSigningKey.fromKek(Buffer.alloc(32, 99)).open(after?.jws ?? '')).toBeUndefined();
+      const listed = await client.listAuditCheckpoints({ principal, limit: 1 });
+      expect(listed.checkpoints.map((c) => Number(c.seq))).toEqual([after?.seq]);
+      expect(listed.nextCursor).not.toBe('');
+      const next = await client.listAuditCheckpoints({ principal, limit: 1, cursor: listed.nextCursor });
+      expect(next.checkpoints.map((c) => Number(c.seq))).toEqual([before.seq]);
+    });
+  });
+
   describe('what a delivering service may record (issue 31)', () => {
     const event = (
       tenantId: string,

@@ -165,6 +165,10 @@ describe('relayplane audit against the embedded server', () => {
       ok: true,
       events_checked: expect.any(Number),
       first_bad_id: null,
+      first_bad_seq: null,
+      checkpoint_seq: null,
+      checkpoint_ok: true,
+      anchor_ok: true,
     });
   });
 

@@ -13,8 +13,10 @@ import { sessionActor } from '../audit/actor.ts';
 import { hashRecoveryCode, newRecoveryCode, RECOVERY_CODE_COUNT } from '../mfa/recovery-codes.ts';
 import { base32, matchingStep, newTotpSecret, otpauthUri } from '../mfa/totp.ts';
 import type { SessionRecord } from '../stores/records.ts';
+import type { LiveSession } from '../stores/sessions.ts';
 import type { AdminDeps } from './deps.ts';
 import { admitGuess, attemptIp, clientLimit, countFailure, guessClient } from './login.ts';
+import { requireSecondFactorIfRequired } from './principal.ts';
 import { requireOwnSession } from './sessions.ts';
 
 type Impl = ServiceImpl<typeof AdminService>;
@@ -28,17 +30,26 @@ export const NOT_ENROLLED_MESSAGE = 'no second factor is enrolled';
 export const DISABLE_NEEDS_PROOF_MESSAGE =
   'send a current code (or a recovery code) as code, or the password';
 export const OWNER_ONLY_MESSAGE = "only the tenant's owner may change its settings";
-/** The caller's own user session (a login or the CLI's token); bots and identity tokens: 403. */
-function ownLogin(
+/**
+ * The caller's own user session (a login or the CLI's token); bots and identity tokens: 403.
+ * `'act'`: also refused (403) while the tenant requires a second factor the user lacks, as
+ * requireActor does; `'enrol'`: what such a member may still do (docs/iam.md, the gateway's
+ * MFA_ENROLMENT_ROUTES).
+ */
+async function ownLogin(
   deps: AdminDeps,
   principal: Parameters<typeof requireOwnSession>[1],
+  may: 'enrol' | 'act',
 ): Promise<SessionRecord> {
-  return requireOwnSession(deps, principal);
+  const session = await requireOwnSession(deps, principal);
+  // requireOwnSession answers requireUserSession's LiveSession, typed by its SessionRecord part.
+  if (may === 'act') requireSecondFactorIfRequired(session as LiveSession);
+  return session;
 }
 
 export function startTotpEnrollment(deps: AdminDeps): Impl['startTotpEnrollment'] {
   return async (req) => {
-    const session = await ownLogin(deps, req.principal);
+    const session = await ownLogin(deps, req.principal, 'enrol');
     const secret = newTotpSecret();
     const sealed = deps.sealer.seal(secret, session.user.id);
     const outcome = await deps.audit.change(async (trx) => {
@@ -62,12 +73,12 @@ export function startTotpEnrollment(deps: AdminDeps): Impl['startTotpEnrollment'
 
 export function confirmTotpEnrollment(deps: AdminDeps): Impl['confirmTotpEnrollment'] {
   return async (req) => {
-    const session = await ownLogin(deps, req.principal);
+    const session = await ownLogin(deps, req.principal, 'enrol');
     const code = req.code.trim();
     if (!/^\d{6}$/.test(code))
       throw new AppError('invalid_request', 'code must be the 6 digits the app shows');
     const enrolment = await deps.secondFactors.find(session.user.id);
-    if (!enrolment || enrolment.status !== 'pending') {
+    if (enrolment?.status !== 'pending') {
       throw new AppError('conflict', enrolment ? ALREADY_ENROLLED_MESSAGE : NOTHING_TO_CONFIRM_MESSAGE);
     }
     const secret = deps.sealer.open(enrolment.sealedSecret, session.user.id);
@@ -102,13 +113,46 @@ export function confirmTotpEnrollment(deps: AdminDeps): Impl['confirmTotpEnrollm
   };
 }
 
+export const WRONG_PASSWORD_MESSAGE = 'the password is wrong';
+
+/**
+ * The password as proof for removing the factor, counted like a login attempt (login.ts
+ * admitGuess, as ChangePassword does) so a stolen session cannot guess it here instead; a
+ * refusal is recorded (`user.mfa_disable`, outcome failure, or denied when throttled).
+ */
+async function provePassword(deps: AdminDeps, session: SessionRecord, password: string): Promise<void> {
+  const refused = (reason: 'wrong_password' | 'throttled') =>
+    deps.audit.recordAlone({
+      action: 'user.mfa_disable',
+      tenantId: session.tenant.id,
+      actor: sessionActor(session),
+      target: { type: 'user', id: session.user.id },
+      outcome: reason === 'throttled' ? 'denied' : 'failure',
+      details: { factor: 'totp', proof: 'password', reason },
+    });
+  const guess = guessClient(deps, '', undefined, '');
+  try {
+    await admitGuess(deps, session.user.email, guess, false);
+  } catch (err) {
+    if (err instanceof AppError && err.code === 'rate_limited') await refused('throttled');
+    throw err;
+  }
+  const user = await deps.accounts.findUserByEmail(session.user.email);
+  if (!user || user.id !== session.user.id || !(await deps.passwords.verify(user.passwordHash, password))) {
+    await countFailure(deps, session.user.email);
+    await refused('wrong_password');
+    throw new AppError('forbidden', WRONG_PASSWORD_MESSAGE);
+  }
+  await deps.loginThrottle.clear(clientLimit(deps, session.user.email, guess).key);
+}
+
 /**
  * DisableTotp: needs a current code or an unused recovery code (the second factor itself), or
  * the password (throttled like a login). The enrolment and its recovery codes go.
  */
 export function disableTotp(deps: AdminDeps): Impl['disableTotp'] {
   return async (req) => {
-    const session = await ownLogin(deps, req.principal);
+    const session = await ownLogin(deps, req.principal, 'act');
     const enrolment = await deps.secondFactors.find(session.user.id);
     if (!enrolment) throw new AppError('not_found', NOT_ENROLLED_MESSAGE);
     let proof: 'totp' | 'recovery_code' | 'password';
@@ -118,18 +162,7 @@ export function disableTotp(deps: AdminDeps): Impl['disableTotp'] {
         clientIp: attemptIp(''),
       });
     } else if (req.password !== '') {
-      const guess = guessClient(deps, '', undefined, '');
-      await admitGuess(deps, session.user.email, guess, false);
-      const user = await deps.accounts.findUserByEmail(session.user.email);
-      if (
-        !user ||
-        user.id !== session.user.id ||
-        !(await deps.passwords.verify(user.passwordHash, req.password))
-      ) {
-        await countFailure(deps, session.user.email);
-        throw new AppError('forbidden', 'the password is wrong');
-      }
-      await deps.loginThrottle.clear(clientLimit(deps, session.user.email, guess).key);
+      await provePassword(deps, session, req.password);
       proof = 'password';
     } else {
       throw new AppError('invalid_request', DISABLE_NEEDS_PROOF_MESSAGE);
@@ -151,7 +184,7 @@ export function disableTotp(deps: AdminDeps): Impl['disableTotp'] {
 
 export function getMfaStatus(deps: AdminDeps): Impl['getMfaStatus'] {
   return async (req) => {
-    const session = await requireOwnSession(deps, req.principal);
+    const session = await ownLogin(deps, req.principal, 'enrol');
     const enrolment = await deps.secondFactors.find(session.user.id);
     const confirmed = enrolment?.status === 'confirmed';
     return {
@@ -167,7 +200,7 @@ export function getMfaStatus(deps: AdminDeps): Impl['getMfaStatus'] {
 
 export function getTenantSettings(deps: AdminDeps): Impl['getTenantSettings'] {
   return async (req) => {
-    const session = await requireOwnSession(deps, req.principal);
+    const session = await ownLogin(deps, req.principal, 'act');
     return { requireMfa: await deps.secondFactors.requireMfa(session.tenant.id) };
   };
 }
@@ -175,7 +208,7 @@ export function getTenantSettings(deps: AdminDeps): Impl['getTenantSettings'] {
 /** The owner turns `require_mfa` on or off; turning it on needs the owner to have a second factor. */
 export function updateTenantSettings(deps: AdminDeps): Impl['updateTenantSettings'] {
   return async (req) => {
-    const session = await ownLogin(deps, req.principal);
+    const session = await ownLogin(deps, req.principal, 'act');
     if (session.role !== ROLES.owner) throw new AppError('forbidden', OWNER_ONLY_MESSAGE);
     if (req.requireMfa === undefined) {
       return { requireMfa: await deps.secondFactors.requireMfa(session.tenant.id) };

@@ -63,7 +63,9 @@ export class SecondFactors implements SecondFactor {
       const secret =
         enrolment?.status === 'confirmed' ? d.sealer.open(enrolment.sealedSecret, user.id) : undefined;
       const step = secret ? matchingStep(secret, typed, now) : undefined;
-      if (step !== undefined && (await d.store.useStep(user.id, step))) used = 'totp';
+      if (step !== undefined && enrolment && (await d.store.useStep(user.id, enrolment.sealedSecret, step))) {
+        used = 'totp';
+      }
     } else {
       const normalised = normaliseRecoveryCode(typed);
       if (normalised && (await d.store.useRecoveryCode(user.id, hashRecoveryCode(normalised), now))) {

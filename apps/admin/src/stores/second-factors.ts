@@ -97,13 +97,18 @@ export class SecondFactorStore {
     return true;
   }
 
-  /** Takes time step `step` of the confirmed enrolment, once: false when it (or a later one) was used. */
-  async useStep(userId: string, step: number): Promise<boolean> {
+  /**
+   * Takes time step `step` of the confirmed enrolment whose sealed secret is `sealedSecret` (the
+   * one the code was checked against: a removal and a new enrolment in between win), once: false
+   * when it (or a later one) was used.
+   */
+  async useStep(userId: string, sealedSecret: string, step: number): Promise<boolean> {
     const res = await this.#db
       .updateTable('user_totp')
       .set({ last_step: String(step) })
       .where('user_id', '=', userId)
       .where('status', '=', 'confirmed')
+      .where('sealed_secret', '=', sealedSecret)
       .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', String(step))]))
       .executeTakeFirst();
     return Number(res.numUpdatedRows) > 0;

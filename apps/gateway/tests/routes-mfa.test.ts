@@ -201,6 +201,90 @@ describe('second-factor routes (gateway)', () => {
     expect(bad.statusCode).toBe(400);
   });
 
+  it('require_mfa: a member without a second factor gets 403 everywhere but the session, its sessions and enrolment; a bot of the tenant is unaffected', async () => {
+    const owner = await user();
+    const member = await user();
+    const projectId = await owner.project('mfa-required');
+    const added = await inject({
+      method: 'POST',
+      url: '/admin/v1/members',
+      headers: owner.auth,
+      payload: { email: member.email, role: 'admin' },
+    });
+    expect(added.statusCode, added.body).toBe(201);
+    const switched = await inject({
+      method: 'POST',
+      url: '/admin/v1/auth/session/tenant',
+      headers: member.auth,
+      payload: { tenant_id: owner.tenantId },
+    });
+    expect(switched.statusCode, switched.body).toBe(200);
+    const bot = await inject({
+      method: 'POST',
+      url: `/admin/v1/projects/${projectId}/bots`,
+      headers: owner.auth,
+      payload: { name: 'ci' },
+    });
+    const key = await inject({
+      method: 'POST',
+      url: `/admin/v1/projects/${projectId}/bots/${bot.json().id}/keys`,
+      headers: owner.auth,
+    });
+    const botAuth = { authorization: `Bearer ${key.json().token}` };
+    // Not the owner: 403 before and after.
+    const notOwner = await inject({
+      method: 'PATCH',
+      url: '/admin/v1/tenant/settings',
+      headers: member.auth,
+      payload: { require_mfa: true },
+    });
+    expect(notOwner.statusCode).toBe(403);
+    expect(
+      (await inject({ method: 'GET', url: '/admin/v1/projects', headers: member.auth })).statusCode,
+    ).toBe(200);
+    await enrol(owner.auth);
+    const on = await inject({
+      method: 'PATCH',
+      url: '/admin/v1/tenant/settings',
+      headers: owner.auth,
+      payload: { require_mfa: true },
+    });
+    expect(on.json()).toEqual({ require_mfa: true });
+
+    const refused = {
+      error: 'this tenant requires a second factor: enrol one first (POST /admin/v1/auth/mfa/totp)',
+    };
+    for (const [method, url, payload] of [
+      ['GET', '/admin/v1/projects', undefined],
+      ['POST', '/admin/v1/projects', { name: 'not yet' }],
+      ['GET', `/admin/v1/projects/${projectId}/api-keys`, undefined],
+      ['GET', '/admin/v1/members', undefined],
+      ['GET', '/admin/v1/tenant/settings', undefined],
+      ['PATCH', '/admin/v1/tenant/settings', { require_mfa: false }],
+    ] as const) {
+      const res = await inject({ method, url, headers: member.auth, ...(payload ? { payload } : {}) });
+      expect([method, url, res.statusCode, res.json()]).toEqual([method, url, 403, refused]);
+    }
+    for (const url of ['/admin/v1/auth/session', '/admin/v1/auth/sessions', '/admin/v1/auth/mfa']) {
+      const res = await inject({ method: 'GET', url, headers: member.auth });
+      expect([url, res.statusCode]).toEqual([url, 200]);
+    }
+    const status = await inject({ method: 'GET', url: '/admin/v1/auth/mfa', headers: member.auth });
+    expect(status.json()).toEqual({ totp_enabled: false, recovery_codes_left: 0, tenant_requires_mfa: true });
+    // Machines are not people; the enrolled owner is let in.
+    const asBot = await inject({ method: 'GET', url: '/admin/v1/projects', headers: botAuth });
+    expect(asBot.statusCode, asBot.body).toBe(200);
+    expect((await inject({ method: 'GET', url: '/admin/v1/projects', headers: owner.auth })).statusCode).toBe(
+      200,
+    );
+
+    // Enrolling is allowed, and then the member is let in.
+    await enrol(member.auth);
+    expect(
+      (await inject({ method: 'GET', url: '/admin/v1/projects', headers: member.auth })).statusCode,
+    ).toBe(200);
+  });
+
   describe('relayplane mfa', () => {
     const cli = inProcessCli(() => stack.app, 'mfa');
 

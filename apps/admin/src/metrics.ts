@@ -1,5 +1,5 @@
 /** The admin service's own metrics (docs/metrics.md); gRPC call metrics come from the shared RpcServer. */
-import { type CounterChild, counter, type Registry } from '@relayplane/shared/metrics';
+import { type CounterChild, counter, gauge, type Registry } from '@relayplane/shared/metrics';
 
 const LOGIN_RESULTS = ['success', 'failure', 'throttled'] as const;
 export type LoginResult = (typeof LOGIN_RESULTS)[number];
@@ -12,6 +12,8 @@ export interface AdminMetrics {
   logins: Record<LoginResult, CounterChild>;
   /** `relayplane_audit_delivery_refused_total{source, reason}`: RecordAuditEvents calls refused (issue 31). */
   auditRefused(source: string, reason: AuditDeliveryRefusal): void;
+  /** `relayplane_admin_totp_secrets_sealed_by_previous_kek`, set by each re-sealing pass. */
+  totpSecretsNotUnderKek(count: number): void;
 }
 
 /** Creates (or finds) the admin metrics on `registry`. */
@@ -29,6 +31,12 @@ export function adminMetrics(registry: Registry): AdminMetrics {
     labelNames: ['source', 'reason'],
   });
   for (const reason of AUDIT_REFUSALS) refused.labels('issuer', reason);
+  const totpNotUnderKek = gauge(registry, {
+    name: 'relayplane_admin_totp_secrets_sealed_by_previous_kek',
+    help:
+      "Confirmed second-factor secrets this admin's RELAYPLANE_KEK does not open after its last re-sealing pass " +
+      '(sealed by a previous KEK not yet re-sealed, or by no configured KEK).',
+  });
   return {
     logins: {
       success: logins.labels('success'),
@@ -38,6 +46,7 @@ export function adminMetrics(registry: Registry): AdminMetrics {
     // `source`: the peer's app, or `other`/`unknown`: bounded.
     auditRefused: (source, reason) =>
       refused.labels(source === 'issuer' || source === 'billing' ? source : 'other', reason).inc(),
+    totpSecretsNotUnderKek: (count) => totpNotUnderKek.set(count),
   };
 }
 

@@ -23,6 +23,7 @@ import type { AdminDatabase } from './db/schema.ts';
 import { adminHandlers } from './grpc/admin-handlers.ts';
 import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
 import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
+import { TotpResealer } from './jobs/reseal-totp-secrets.ts';
 
 /** Signs every chain head that moved (docs/audit.md, "Signed checkpoints"). */
 export const AUDIT_CHECKPOINT_JOB = 'audit-checkpoint';
@@ -138,6 +139,8 @@ export class AdminService {
   readonly #passwords: PasswordHasher;
   readonly #clock: Clock;
   readonly #serving: Serving;
+  /** Re-seals second-factor secrets under the current KEK after a rotation (at start, then hourly). */
+  readonly totpResealer: TotpResealer;
   #sweep: NodeJS.Timeout | undefined;
   /** The sweep start() runs; destroy() waits for it (it never rejects). */
   #startSweep: Promise<number> | undefined;
@@ -209,6 +212,12 @@ export class AdminService {
       logger,
     );
     const sealer = new SecretSealer(config.kek, config.kekPrevious);
+    this.totpResealer = new TotpResealer({
+      store: secondFactors,
+      sealer,
+      logger,
+      report: adminMetrics(this.metrics).totpSecretsNotUnderKek,
+    });
     const handlers = adminHandlers({
       audit: this.audit,
       checkpoints: this.checkpoints,
@@ -329,6 +338,7 @@ export class AdminService {
     this.#startSweep = this.sweepExpiredSessions();
     this.#sweep = setInterval(() => void this.sweepExpiredSessions(), SWEEP_INTERVAL_MS);
     this.#sweep.unref();
+    this.totpResealer.start();
     await serving.ready();
   }
 
@@ -377,6 +387,7 @@ export class AdminService {
     this.#serving.stop();
     clearInterval(this.#sweep);
     await this.#startSweep;
+    await this.totpResealer.stop();
     await this.#busSetup.scheduler.close();
     await this.rpc.close();
     if (this.#ownsBilling) this.#billing.close();

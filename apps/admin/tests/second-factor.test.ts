@@ -5,10 +5,10 @@
  * of which exactly one wins, the per-user throttle, removal, and a tenant's `require_mfa` as admin
  * enforces it on its own (no gateway in front). The clock is driven: a new TOTP step is 30 s on it.
  */
-import { createHash } from 'node:crypto';
-import { type AdminService as AdminRpc, type Principal, TenantRole } from '@relayplane/proto/admin';
+import { createHash, randomBytes } from 'node:crypto';
+import { AdminService as AdminRpc, type Principal, TenantRole } from '@relayplane/proto/admin';
 import { ManualClock } from '@relayplane/shared/clock';
-import type { ServiceClient } from '@relayplane/shared/rpc';
+import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { auditSecretsIn } from '@relayplane/testing/audit';
 import { sql } from 'kysely';
 import { Secret, TOTP, URI } from 'otpauth';
@@ -24,9 +24,10 @@ import {
 } from '../src/grpc/mfa.ts';
 import { MFA_ENROLMENT_REQUIRED_MESSAGE } from '../src/grpc/principal.ts';
 import { USER_SESSION_NEEDED_MESSAGE } from '../src/grpc/sessions.ts';
+import { SecretSealer } from '../src/mfa/sealing.ts';
 import { MFA_RATE_LIMITED_MESSAGE, WRONG_CODE_MESSAGE } from '../src/mfa/second-factor.ts';
 import type { AdminService } from '../src/service.ts';
-import { type AdminRig, expectAppError, startAdminRig } from './support/harness.ts';
+import { type AdminRig, createAdmin, expectAppError, startAdminRig, TEST_KEK } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 /** The per-user code limit in this file (ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP). */
@@ -563,5 +564,89 @@ describe('a second factor (TOTP and recovery codes), over gRPC (real PostgreSQL,
     expect(await client.updateTenantSettings({ principal: owner.principal, requireMfa: false })).toEqual(
       expect.objectContaining({ requireMfa: false }),
     );
+  });
+
+  // Last: it re-seals every secret in this database under another KEK than the rig's.
+  it('a KEK rotation: secrets open under the previous KEK, are re-sealed under the new one, and then the previous KEK can go; a wrong KEK is reported', async () => {
+    const who = await enrolled('mfakek');
+    const sealedOf = async () =>
+      (
+        await admin.database.db
+          .selectFrom('user_totp')
+          .select('sealed_secret')
+          .where('user_id', '=', who.userId)
+          .executeTakeFirstOrThrow()
+      ).sealed_secret;
+    const before = await sealedOf();
+    const newKek = randomBytes(32).toString('base64');
+    const billingAddress = `127.0.0.1:${rig?.billing.port}`;
+    const url = rig?.database.url ?? '';
+    const gaugeOf = async (service: AdminService) =>
+      (await service.metrics.getSingleMetric('relayplane_admin_totp_secrets_sealed_by_previous_kek')?.get())
+        ?.values[0]?.value;
+
+    const loginWith = async (service: AdminService) => {
+      const other = connect(AdminRpc, `127.0.0.1:${service.port}`);
+      try {
+        clock.advance(STEP_MS);
+        const challenge = await other.login({ email: who.email, password: PASSWORD, clientIp: '' });
+        auditSecretsIn(challenge);
+        const session = await other.loginMfa({
+          mfaToken: challenge.mfaToken,
+          code: codeOf(who.totp),
+          clientIp: '',
+        });
+        auditSecretsIn(session);
+        return session.token;
+      } finally {
+        other.close();
+      }
+    };
+
+    const rotated = await createAdmin(
+      url,
+      billingAddress,
+      { RELAYPLANE_KEK: newKek, RELAYPLANE_KEK_PREVIOUS: TEST_KEK },
+      { clock },
+    );
+    try {
+      await rotated.start();
+      const pass = await rotated.totpResealer.run();
+      expect(pass.unopened).toBe(0);
+      expect(await gaugeOf(rotated)).toBe(0);
+      const after = await sealedOf();
+      expect(after).not.toBe(before);
+      expect(new SecretSealer(Buffer.from(newKek, 'base64')).open(after, who.userId)).toBeDefined();
+      expect(await loginWith(rotated)).toMatch(/^rpu_/);
+    } finally {
+      await rotated.destroy();
+    }
+
+    // The previous KEK removed: the re-sealed secret still opens.
+    const next = await createAdmin(url, billingAddress, { RELAYPLANE_KEK: newKek }, { clock });
+    try {
+      await next.start();
+      expect(await loginWith(next)).toMatch(/^rpu_/);
+      expect((await next.totpResealer.run()).unopened).toBe(0);
+    } finally {
+      await next.destroy();
+    }
+
+    // A wrong KEK opens none of them, and says so.
+    const wrong = await createAdmin(
+      url,
+      billingAddress,
+      { RELAYPLANE_KEK: randomBytes(32).toString('base64') },
+      { clock },
+    );
+    try {
+      await wrong.start();
+      const pass = await wrong.totpResealer.run();
+      expect(pass.unopened).toBeGreaterThan(0);
+      expect(await gaugeOf(wrong)).toBe(pass.unopened);
+      expect(await sealedOf()).not.toBe(before);
+    } finally {
+      await wrong.destroy();
+    }
   });
 });

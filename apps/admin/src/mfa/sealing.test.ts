@@ -31,6 +31,22 @@ describe('TOTP secrets sealed at rest', () => {
     expect(sealer.open([v, iv, cut, ct].join('.'), 'usr_a')).toBeUndefined();
   });
 
+  it('re-seals what a previous KEK sealed under the current one, leaves the current alone, and says what opens under none', () => {
+    const next = randomBytes(32);
+    const rotated = new SecretSealer(next, [kek]);
+    const old = new SecretSealer(kek).seal(secret, 'usr_a');
+    const outcome = rotated.reseal(old, 'usr_a');
+    if (outcome.state !== 'resealed') throw new Error(`expected resealed, got ${outcome.state}`);
+    expect(outcome.sealed).not.toBe(old);
+    // Now the current KEK alone opens it, the previous one no longer.
+    expect(new SecretSealer(next).open(outcome.sealed, 'usr_a')).toEqual(secret);
+    expect(new SecretSealer(kek).open(outcome.sealed, 'usr_a')).toBeUndefined();
+    expect(rotated.reseal(outcome.sealed, 'usr_a')).toEqual({ state: 'current' });
+    expect(rotated.open(outcome.sealed, 'usr_a')).toEqual(secret);
+    expect(rotated.reseal(old, 'usr_b')).toEqual({ state: 'unopened' });
+    expect(new SecretSealer(randomBytes(32)).reseal(old, 'usr_a')).toEqual({ state: 'unopened' });
+  });
+
   it('never holds the secret in clear', () => {
     const sealed = new SecretSealer(kek).seal(secret, 'usr_a');
     for (const encoding of ['hex', 'base64', 'base64url'] as const) {

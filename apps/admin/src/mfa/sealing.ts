@@ -3,7 +3,8 @@
  * label, so it equals neither the KEK nor any other key derived from it), a random 96-bit IV, a
  * 16-byte tag (required on opening: `authTagLength`), and the user id as associated data, so a
  * sealed secret copied onto another user's row does not open. Sealed under the current KEK;
- * opened under it or any previous one (`RELAYPLANE_KEK_PREVIOUS`) while a rotation runs.
+ * opened under it or any previous one (`RELAYPLANE_KEK_PREVIOUS`) while a rotation runs, and
+ * re-sealed under the current one by jobs/reseal-totp-secrets.ts.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 
@@ -36,6 +37,24 @@ export class SecretSealer {
 
   /** The secret, or undefined when it does not open under any KEK (tampered, another user's, another key). */
   open(sealed: string, userId: string): Buffer | undefined {
+    return this.#opening(sealed, userId)?.secret;
+  }
+
+  /**
+   * `sealed` again under the current KEK when only a previous one opens it (`resealed`);
+   * `current` when the current KEK opens it, `unopened` when no configured KEK does.
+   */
+  reseal(
+    sealed: string,
+    userId: string,
+  ): { state: 'current' } | { state: 'resealed'; sealed: string } | { state: 'unopened' } {
+    const opened = this.#opening(sealed, userId);
+    if (!opened) return { state: 'unopened' };
+    if (opened.key === this.#current) return { state: 'current' };
+    return { state: 'resealed', sealed: this.seal(opened.secret, userId) };
+  }
+
+  #opening(sealed: string, userId: string): { secret: Buffer; key: Buffer } | undefined {
     const [version, iv, tag, ciphertext, extra] = sealed.split('.');
     if (version !== VERSION || !iv || !tag || !ciphertext || extra !== undefined) return undefined;
     const ivBytes = Buffer.from(iv, 'base64url');
@@ -46,7 +65,11 @@ export class SecretSealer {
         const decipher = createDecipheriv('aes-256-gcm', key, ivBytes, { authTagLength: TAG_BYTES });
         decipher.setAAD(Buffer.from(userId));
         decipher.setAuthTag(tagBytes);
-        return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]);
+        const secret = Buffer.concat([
+          decipher.update(Buffer.from(ciphertext, 'base64url')),
+          decipher.final(),
+        ]);
+        return { secret, key };
       } catch {
         // the next KEK
       }

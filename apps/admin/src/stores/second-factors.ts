@@ -114,6 +114,34 @@ export class SecondFactorStore {
     return Number(res.numUpdatedRows) > 0;
   }
 
+  /** A page of confirmed enrolments' sealed secrets, by user id after `afterUserId` (re-sealing). */
+  async listConfirmedSealed(
+    afterUserId: string,
+    limit: number,
+  ): Promise<{ userId: string; sealedSecret: string }[]> {
+    const rows = await this.#db
+      .selectFrom('user_totp')
+      .select(['user_id', 'sealed_secret'])
+      .where('status', '=', 'confirmed')
+      .where('user_id', '>', afterUserId)
+      .orderBy('user_id')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ userId: r.user_id, sealedSecret: r.sealed_secret }));
+  }
+
+  /** Replaces a confirmed enrolment's sealed secret, only while it is still `from` (compare and set). */
+  async replaceSealed(userId: string, from: string, to: string): Promise<boolean> {
+    const res = await this.#db
+      .updateTable('user_totp')
+      .set({ sealed_secret: to })
+      .where('user_id', '=', userId)
+      .where('status', '=', 'confirmed')
+      .where('sealed_secret', '=', from)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
   /** Uses an unused recovery code, once: false when unknown or used. */
   async useRecoveryCode(userId: string, codeHash: string, now: Date): Promise<boolean> {
     const res = await this.#db

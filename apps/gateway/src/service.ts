@@ -1,7 +1,7 @@
 import type { Bus } from '@relayplane/shared/bus';
 import { SERVICES } from '@relayplane/shared/contract';
 import { type Coordination, connectCoordination } from '@relayplane/shared/coordination';
-import { grpcTls } from '@relayplane/shared/grpc-tls';
+import { countRefusedReloads, grpcTls } from '@relayplane/shared/grpc-tls';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type MetricsServer, type Registry, serveMetrics } from '@relayplane/shared/metrics';
 import { deferringSubscriptions } from '@relayplane/shared/redis';
@@ -48,14 +48,13 @@ export class GatewayService {
 
   static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.gateway });
-    const clients =
-      overrides.clients ??
-      connectClients(
-        config.services,
-        config.rpcTimeoutMs,
-        config.grpcDnsMinIntervalMs,
-        grpcTls(config.grpcTls, logger),
-      );
+    const metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
+    let clients = overrides.clients;
+    if (!clients) {
+      const tls = grpcTls(config.grpcTls, logger);
+      if (tls) countRefusedReloads(metrics, tls);
+      clients = connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs, tls);
+    }
     const coordination =
       !overrides.bus && config.redis
         ? connectCoordination(config.redis, logger, {
@@ -69,7 +68,6 @@ export class GatewayService {
       bus: deferringSubscriptions(coordination.bus, coordination.connections, logger),
     };
     const bus = overrides.bus ?? owned?.bus;
-    const metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
     const { app } = await buildApp({ config, clients, logger, bus, metrics });
     return new GatewayService(config, logger, app, metrics, clients, owned);
   }

@@ -16,7 +16,10 @@
  *   grpc-js so that a bad read never reaches a server or channel: grpc-js drops every new
  *   connection while its credentials are "invalid", so an unreadable file, a key that does not
  *   match its certificate (a rotation written non-atomically) or a certificate for another
- *   identity is logged and the previous, good files stay in use.
+ *   identity is logged and the previous, good files stay in use. So is a change that would break
+ *   the chain (issue 31): a new leaf must chain to the CA bundle in force (or to the bundle read
+ *   next, when both were written together), and a new bundle must hold the CA of the app's own
+ *   leaf. Each refusal is counted (`relayplane_grpc_tls_reloads_refused_total{reason}`).
  * - Cost: one handshake per connection (ECDHE + the peer's chain), none per call; a server
  *   reads the peer certificate once per call for its identity.
  */
@@ -27,6 +30,7 @@ import { grpc } from '@relayplane/proto/grpc';
 import { ConfigError, type EnvReader } from './config.ts';
 import { SERVICES, type ServiceName } from './contract.ts';
 import type { Logger } from './logger.ts';
+import { counter, type Registry } from './metrics.ts';
 
 export const DEFAULT_TRUST_DOMAIN = 'relayplane.local';
 /** How often the certificate, key and CA files are re-read by default (ms). */
@@ -244,6 +248,15 @@ type CaListener = grpc.experimental.CaCertificateUpdateListener;
 type IdentityListener = grpc.experimental.IdentityCertificateUpdateListener;
 
 /**
+ * Why a reload was refused (the `reason` label of `relayplane_grpc_tls_reloads_refused_total`):
+ * `unreadable` a file could not be read, `invalid` a certificate, key or bundle that does not
+ * check out on its own (wrong identity, expired, key not the certificate's, no CA), `untrusted`
+ * a leaf that does not chain to the CA bundle, `drops_own_ca` a bundle without the CA of the
+ * app's own leaf.
+ */
+export type ReloadRefusal = 'unreadable' | 'invalid' | 'untrusted' | 'drops_own_ca';
+
+/**
  * The files as grpc-js sees them: what FileWatcherCertificateProvider reads, passed on only when
  * it changed and is usable; a read that fails or does not check out is logged (once per distinct
  * problem) and the last good files stay in force.
@@ -259,6 +272,7 @@ class CheckedFiles implements CertificateProvider {
   /** A checked certificate refused only because it does not chain to the CA bundle in force yet. */
   #pendingIdentity: IdentityUpdate | undefined;
   #problem: string | undefined;
+  readonly #refusalListeners = new Set<(reason: ReloadRefusal) => void>();
   readonly #onCa = (update: CaUpdate | null) => this.#caRead(update);
   readonly #onIdentity = (update: IdentityUpdate | null) => this.#identityRead(update);
 
@@ -308,9 +322,15 @@ class CheckedFiles implements CertificateProvider {
     this.#listening(() => this.#identityListeners.delete(listener));
   }
 
-  #refused(problem: string): void {
+  /** Called once per refused reload (files polled again with the same problem are not counted again). */
+  onRefused(listener: (reason: ReloadRefusal) => void): void {
+    this.#refusalListeners.add(listener);
+  }
+
+  #refused(problem: string, reason: ReloadRefusal): void {
     if (this.#problem === problem) return;
     this.#problem = problem;
+    for (const listener of this.#refusalListeners) listener(reason);
     this.#logger.error(
       { certFile: this.#config.certFile, keyFile: this.#config.keyFile, caFile: this.#config.caFile },
       `gRPC TLS files not reloaded: ${problem}; the previous certificate, key and CA stay in use`,
@@ -319,7 +339,7 @@ class CheckedFiles implements CertificateProvider {
 
   #identityRead(update: IdentityUpdate | null): void {
     if (!update) {
-      this.#refused('the certificate or key file cannot be read');
+      this.#refused('the certificate or key file cannot be read', 'unreadable');
       return;
     }
     if (
@@ -332,16 +352,20 @@ class CheckedFiles implements CertificateProvider {
     }
     const problem = checkIdentity(this.#config, update.certificate, update.privateKey);
     if (problem) {
-      this.#refused(problem);
+      this.#refused(problem, 'invalid');
       return;
     }
     // Issue 31: a new leaf must chain to the CA bundle in force, or peers would refuse it (or a
     // certificate from any CA dropped in the directory would be presented). Kept aside: the
-    // bundle it chains to may be the next one read.
+    // bundle it chains to may be the one read with it. grpc-js hands over the CA of the same
+    // read right after the identity, in the same tick: only a leaf still waiting after that is
+    // refused, so a leaf written together with its new bundle is neither logged nor counted.
     const chain = checkChain(update.certificate, this.#ca.caCertificate);
     if (chain) {
       this.#pendingIdentity = update;
-      this.#refused(`the certificate file ${chain}`);
+      process.nextTick(() => {
+        if (this.#pendingIdentity === update) this.#refused(`the certificate file ${chain}`, 'untrusted');
+      });
       return;
     }
     this.#useIdentity(update);
@@ -361,13 +385,13 @@ class CheckedFiles implements CertificateProvider {
 
   #caRead(update: CaUpdate | null): void {
     if (!update) {
-      this.#refused('the CA file cannot be read');
+      this.#refused('the CA file cannot be read', 'unreadable');
       return;
     }
     if (update.caCertificate.equals(this.#ca.caCertificate)) return;
     const problem = checkCa(update.caCertificate);
     if (problem) {
-      this.#refused(`the CA file ${problem}`);
+      this.#refused(`the CA file ${problem}`, 'invalid');
       return;
     }
     // Our own certificate (or the one waiting for this bundle) must chain to the new bundle:
@@ -379,6 +403,7 @@ class CheckedFiles implements CertificateProvider {
     if (!pending && checkChain(this.#identity.certificate, update.caCertificate)) {
       this.#refused(
         `the CA file does not hold the CA that issued this ${this.#config.app}'s own certificate (rotate the certificate first, or trust both CAs)`,
+        'drops_own_ca',
       );
       return;
     }
@@ -448,10 +473,29 @@ export class GrpcTls {
     return this.#server;
   }
 
+  /** `listener` hears of each refused reload of the files (logged at error, the old files kept). */
+  onReloadRefused(listener: (reason: ReloadRefusal) => void): void {
+    this.#files.onRefused(listener);
+  }
+
   /** The identity of the peer that presented `certificate` (a call's `sslPeerCertificate`). */
   identityOf(certificate: PeerCertificate | undefined): PeerIdentity {
     return peerIdentity(certificate?.subjectaltname, this.config.trustDomain);
   }
+}
+
+/**
+ * `relayplane_grpc_tls_reloads_refused_total{reason}` (docs/metrics.md): every refused reload of
+ * the certificate files, by `ReloadRefusal`. RpcServer registers it for the apps that serve gRPC;
+ * the gateway, a client only, registers it itself.
+ */
+export function countRefusedReloads(registry: Registry, tls: GrpcTls): void {
+  const refused = counter(registry, {
+    name: 'relayplane_grpc_tls_reloads_refused_total',
+    help: 'gRPC TLS certificate, key or CA bundle reloads refused (the previous files stay in use), by reason.',
+    labelNames: ['reason'],
+  });
+  tls.onReloadRefused((reason) => refused.labels(reason).inc());
 }
 
 /** `new GrpcTls(config, logger)` when mutual TLS is configured; undefined (plaintext) otherwise. */

@@ -35,7 +35,7 @@ import {
   RETRY_AFTER_METADATA_KEY,
   toAppError,
 } from './errors.ts';
-import type { ClientTls, GrpcTls } from './grpc-tls.ts';
+import { type ClientTls, countRefusedReloads, type GrpcTls } from './grpc-tls.ts';
 import { HealthService, healthImpl } from './health.ts';
 import type { Logger } from './logger.ts';
 import {
@@ -490,6 +490,7 @@ export class RpcServer {
     });
     const metrics = options.metrics ? new GrpcServerMetrics(options.metrics) : undefined;
     this.#tls = options.tls;
+    if (options.metrics && options.tls) countRefusedReloads(options.metrics, options.tls);
     this.#hooks = serverHooks(
       logger,
       metrics,

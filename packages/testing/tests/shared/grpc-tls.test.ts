@@ -473,7 +473,7 @@ describe('certificate rotation without restarts', () => {
     expect(failed).toEqual([]);
   }, 120_000);
 
-  it('refuses a new leaf that does not chain to the CA bundle, and a bundle without the CA of its own leaf (issue 31)', async () => {
+  it('refuses a new leaf that does not chain to the CA bundle, and a bundle without the CA of its own leaf, counting each (issue 31)', async () => {
     const root = mkdtempSync(join(tmpdir(), 'rp-rotate-chain-'));
     const good = ca.issue([spiffeId(TD, 'billing')]);
     const files = new MountedTls(join(root, 'billing'), { ...good, ca: ca.cert });
@@ -488,11 +488,14 @@ describe('certificate rotation without restarts', () => {
     );
     if (!config) throw new Error('no config');
     logLines.length = 0;
-    const server = new RpcServer(logger, { tls: new GrpcTls(config, logger) });
+    const registry = createRegistry();
+    const server = new RpcServer(logger, { tls: new GrpcTls(config, logger), metrics: registry });
     server.add(BillingService, billing);
     await server.listen('127.0.0.1:0');
     const gateway = ca.issue([spiffeId(TD, 'gateway')]);
     const refusals = () => logLines.filter((l) => String(l.msg).startsWith('gRPC TLS files not reloaded'));
+    const refusedReloads = async (reason: string) =>
+      sampleValue(await registry.metrics(), 'relayplane_grpc_tls_reloads_refused_total', { reason });
     try {
       // A leaf from a CA the bundle does not hold: refused, the old one still presented.
       files.update({ ...nextCa.issue([spiffeId(TD, 'billing')]), ca: ca.cert });
@@ -500,6 +503,7 @@ describe('certificate rotation without restarts', () => {
         refusals().some((l) => String(l.msg).includes('does not chain to a CA')),
       );
       expect(await presented(server.port, gateway, ca.cert)).toBe(serialOf(good));
+      expect(await refusedReloads('untrusted')).toBe(1);
       // Back to the good leaf, then a bundle of the next CA alone: it does not hold our issuer.
       files.update({ ...good, ca: ca.cert });
       logLines.length = 0;
@@ -514,7 +518,9 @@ describe('certificate rotation without restarts', () => {
       );
       // The old bundle is still the one in force: a gateway of the old CA still gets in.
       expect(await presented(server.port, gateway, ca.cert)).toBe(serialOf(good));
-      // Leaf and bundle of the next CA written together: taken together.
+      expect(await refusedReloads('drops_own_ca')).toBe(1);
+      // Leaf and bundle of the next CA written together: taken together, nothing refused.
+      logLines.length = 0;
       const moved = nextCa.issue([spiffeId(TD, 'billing')]);
       files.update({ ...moved, ca: nextCa.cert });
       await waitFor('the move to the next CA', () =>
@@ -523,6 +529,9 @@ describe('certificate rotation without restarts', () => {
       expect(await presented(server.port, nextCa.issue([spiffeId(TD, 'gateway')]), nextCa.cert)).toBe(
         serialOf(moved),
       );
+      expect(refusals()).toEqual([]);
+      expect(await refusedReloads('untrusted')).toBe(1);
+      expect(await refusedReloads('drops_own_ca')).toBe(1);
     } finally {
       await server.close(1_000);
     }

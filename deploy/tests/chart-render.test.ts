@@ -1444,6 +1444,30 @@ describe('gRPC mutual TLS (tls.grpc)', () => {
     );
     expect(missing.stderr).not.toContain('tls.grpc.existingSecrets.gateway:');
   });
+
+  it('refuses a ClusterIssuer until clusterIssuerDedicated confirms it signs only these identities (issue 31)', async () => {
+    const clusterIssuer = [...TLS_SETS, 'tls.grpc.certManager.issuerRef.kind=ClusterIssuer'];
+    const shared = await template({ set: clusterIssuer });
+    expect(shared.code).not.toBe(0);
+    expect(shared.stderr).toContain(
+      'tls.grpc.certManager: the ClusterIssuer "internal-ca" may sign for any namespace, and whoever gets a certificate for spiffe://relayplane.local/gateway from it can call admin as the gateway.',
+    );
+    expect(shared.stderr).toContain('set tls.grpc.certManager.clusterIssuerDedicated=true');
+    const objects = await render({
+      set: [...clusterIssuer, 'tls.grpc.certManager.clusterIssuerDedicated=true'],
+    });
+    const certificates = byKind(objects, 'Certificate');
+    expect(certificates).toHaveLength(COMPONENTS.length);
+    for (const cert of certificates) {
+      expect((cert.spec as { issuerRef: unknown }).issuerRef).toEqual({
+        name: 'internal-ca',
+        kind: 'ClusterIssuer',
+        group: 'cert-manager.io',
+      });
+    }
+    // A namespaced Issuer (the default kind) needs no confirmation.
+    expect((await template({ set: TLS_SETS })).code).toBe(0);
+  });
 });
 
 describe('KEK rotation (RELAYPLANE_KEK_PREVIOUS)', () => {

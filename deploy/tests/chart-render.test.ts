@@ -1292,6 +1292,7 @@ describe('behind an ingress, and the abuse settings (issue 18)', () => {
       'GATEWAY_REQUEST_TIMEOUT_MS',
       'GATEWAY_KEEP_ALIVE_TIMEOUT_MS',
       'GATEWAY_MAX_CONNECTIONS',
+      'GATEWAY_MAX_CONNECTIONS_PER_IP',
     ]) {
       expect(defaults.has(name), name).toBe(false);
     }
@@ -1303,6 +1304,7 @@ describe('behind an ingress, and the abuse settings (issue 18)', () => {
           'gateway.requestTimeoutMs=20000',
           'gateway.keepAliveTimeoutMs=65000',
           'gateway.maxConnections=2000',
+          'gateway.maxConnectionsPerIp=64',
         ],
       }),
     );
@@ -1310,6 +1312,7 @@ describe('behind an ingress, and the abuse settings (issue 18)', () => {
     expect(set.get('GATEWAY_REQUEST_TIMEOUT_MS')?.value).toBe('20000');
     expect(set.get('GATEWAY_KEEP_ALIVE_TIMEOUT_MS')?.value).toBe('65000');
     expect(set.get('GATEWAY_MAX_CONNECTIONS')?.value).toBe('2000');
+    expect(set.get('GATEWAY_MAX_CONNECTIONS_PER_IP')?.value).toBe('64');
   });
 });
 

@@ -49,12 +49,11 @@ export class GatewayService {
   static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.gateway });
     const metrics = createRegistry({ defaultMetrics: config.metricsAddress !== undefined });
-    let clients = overrides.clients;
-    if (!clients) {
-      const tls = grpcTls(config.grpcTls, logger);
-      if (tls) countRefusedReloads(metrics, tls);
-      clients = connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs, tls);
-    }
+    const tls = overrides.clients ? undefined : grpcTls(config.grpcTls, logger);
+    countRefusedReloads(metrics, tls);
+    const clients =
+      overrides.clients ??
+      connectClients(config.services, config.rpcTimeoutMs, config.grpcDnsMinIntervalMs, tls);
     const coordination =
       !overrides.bus && config.redis
         ? connectCoordination(config.redis, logger, {

@@ -339,6 +339,13 @@ describe('gateway connection cap per client address (GATEWAY_MAX_CONNECTIONS_PER
     100,
   );
   const lines: string[] = [];
+  const lineWaiters: { match: string; resolve: (line: string) => void }[] = [];
+  /** The first log line containing `match`, written already or when it is. */
+  const logged = (match: string): Promise<string> => {
+    const line = lines.find((l) => l.includes(match));
+    if (line !== undefined) return Promise.resolve(line);
+    return new Promise((resolve) => lineWaiters.push({ match, resolve }));
+  };
   let gw: GatewayApp;
   let port: number;
   beforeAll(async () => {
@@ -354,7 +361,12 @@ describe('gateway connection cap per client address (GATEWAY_MAX_CONNECTIONS_PER
       clients,
       logger: createLogger(
         { level: 'warn', service: 'gateway' },
-        { write: (line: string) => lines.push(line) },
+        {
+          write: (line: string) => {
+            lines.push(line);
+            for (const w of lineWaiters) if (line.includes(w.match)) w.resolve(line);
+          },
+        },
       ),
     });
     await gw.app.listen({ host: '0.0.0.0', port: 0 });
@@ -393,9 +405,8 @@ describe('gateway connection cap per client address (GATEWAY_MAX_CONNECTIONS_PER
     const third = await from('127.0.0.1');
     await third.closed;
     expect(third.received()).toBe('');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const warning = JSON.parse(lines.find((l) => l.includes('GATEWAY_MAX_CONNECTIONS_PER_IP')) ?? '{}');
-    expect(warning).toMatchObject({ dropped: 1, maxConnectionsPerIp: PER_IP });
+    const warning = JSON.parse(await logged('GATEWAY_MAX_CONNECTIONS_PER_IP'));
+    expect(warning).toMatchObject({ level: 40, dropped: 1, maxConnectionsPerIp: PER_IP });
     // Another address is not held back by the first one's.
     expect(await served(await from('127.0.0.2'))).toBe(true);
     // The held ones are served; once one closes, its address may open another.

@@ -487,15 +487,16 @@ export class GrpcTls {
 /**
  * `relayplane_grpc_tls_reloads_refused_total{reason}` (docs/metrics.md): every refused reload of
  * the certificate files, by `ReloadRefusal`. RpcServer registers it for the apps that serve gRPC;
- * the gateway, a client only, registers it itself.
+ * the gateway, a client only, registers it itself. Registered without TLS too (no series then),
+ * so every app exports the same metric names whatever its links.
  */
-export function countRefusedReloads(registry: Registry, tls: GrpcTls): void {
+export function countRefusedReloads(registry: Registry, tls: GrpcTls | undefined): void {
   const refused = counter(registry, {
     name: 'relayplane_grpc_tls_reloads_refused_total',
     help: 'gRPC TLS certificate, key or CA bundle reloads refused (the previous files stay in use), by reason.',
     labelNames: ['reason'],
   });
-  tls.onReloadRefused((reason) => refused.labels(reason).inc());
+  tls?.onReloadRefused((reason) => refused.labels(reason).inc());
 }
 
 /** `new GrpcTls(config, logger)` when mutual TLS is configured; undefined (plaintext) otherwise. */

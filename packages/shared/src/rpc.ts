@@ -490,7 +490,7 @@ export class RpcServer {
     });
     const metrics = options.metrics ? new GrpcServerMetrics(options.metrics) : undefined;
     this.#tls = options.tls;
-    if (options.metrics && options.tls) countRefusedReloads(options.metrics, options.tls);
+    if (options.metrics) countRefusedReloads(options.metrics, options.tls);
     this.#hooks = serverHooks(
       logger,
       metrics,

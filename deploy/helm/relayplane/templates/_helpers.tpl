@@ -331,6 +331,10 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 - name: GATEWAY_MAX_CONNECTIONS
   value: {{ . | int64 | quote }}
 {{- end }}
+{{- with $c.maxConnectionsPerIp }}
+- name: GATEWAY_MAX_CONNECTIONS_PER_IP
+  value: {{ . | int64 | quote }}
+{{- end }}
 {{- if not (kindIs "invalid" $c.jwksCacheMs) }}
 - name: GATEWAY_JWKS_CACHE_MS
   value: {{ $c.jwksCacheMs | int64 | quote }}

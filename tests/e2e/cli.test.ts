@@ -259,14 +259,15 @@ describe('relayplane CLI against the embedded server', () => {
     const kid = keyList.keys.find((k) => k.state === 'active')?.kid;
     if (!kid) throw new Error('no active key listed');
 
-    const unconfirmed = await relayplane(['keys', 'revoke', kid]);
+    // A kid is base64url: it may start with "-", so it goes after "--".
+    const unconfirmed = await relayplane(['keys', 'revoke', '--', kid]);
     expect(unconfirmed.code).toBe(2);
     expect(unconfirmed.stdout).toBe('');
     expect(unconfirmed.stderr).toContain('cannot be undone: add --yes');
     const jwksBefore = await api.request('GET', '/v1/credentials/jwks');
     expect(jwksBefore.body.keys.map((k: { kid: string }) => k.kid)).toContain(kid);
 
-    const revoked = await relayplane(['keys', 'revoke', kid, '--yes']);
+    const revoked = await relayplane(['keys', 'revoke', '--yes', '--', kid]);
     expect(revoked.code, revoked.stderr).toBe(0);
     expect(revoked.stdout).toMatch(
       new RegExp(`^Revoked ${kid} at \\d{4}-\\d\\d-\\d\\dT.*refused from now on\\.$`, 'm'),
@@ -279,7 +280,7 @@ describe('relayplane CLI against the embedded server', () => {
     expect(kids).not.toContain(kid);
     expect(kids).toContain(signing);
 
-    const again = await relayplane(['keys', 'revoke', kid, '--yes', '--json']);
+    const again = await relayplane(['keys', 'revoke', '--yes', '--json', '--', kid]);
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ already_revoked: true, revoked: { kid } });
     const unknown = await relayplane(['keys', 'revoke', 'kid-that-does-not-exist', '--yes']);

@@ -88,6 +88,11 @@ const NORMALLY_REFUSED: Record<string, number> = {
   billingWebhook: 404,
   // The device flow's client polls before the user decided.
   token: 400,
+  // No second step pending: an mfa_token that was never issued.
+  loginMfa: 401,
+  // The owner has no pending enrolment to confirm, and no factor to remove.
+  confirmTotpEnrollment: 409,
+  disableTotp: 404,
 };
 
 type Headers = Record<string, string>;
@@ -408,6 +413,18 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     // The audit trail's reads (owner: audit:read).
     listAuditEvents: { headers: own },
     verifyAuditEvents: { headers: own },
+    listAuditCheckpoints: { headers: own },
+    createAuditCheckpoint: { headers: own },
+    getAuditKeys: {},
+    // The second factor: a login step never started, the status and settings of T's owner, an
+    // enrolment started by the buyer (its own tenant), and what the owner cannot confirm or remove.
+    loginMfa: { body: () => ({ mfa_token: `rpm_${'0'.repeat(72)}`, code: '123456' }) },
+    getMfaStatus: { headers: own },
+    startTotpEnrollment: { headers: (w) => bearer(w.buyer.token) },
+    confirmTotpEnrollment: { headers: own, body: () => ({ code: '123456' }) },
+    disableTotp: { headers: own, body: () => ({ code: '123456' }) },
+    getTenantSettings: { headers: own },
+    updateTenantSettings: { headers: own, body: () => ({ require_mfa: false }) },
     listSessions: { headers: own },
     revokeSession: {
       headers: own,

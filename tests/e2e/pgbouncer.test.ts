@@ -160,6 +160,7 @@ describe('PgBouncer in transaction pooling mode', () => {
         ADMIN_DATABASE_URL: pooled(bouncer.url(db.url)),
         ADMIN_LISTEN_ADDRESS: `127.0.0.1:${await freePort()}`,
         ADMIN_BILLING_ADDRESS: `127.0.0.1:${await freePort()}`,
+        RELAYPLANE_KEK: Buffer.alloc(32, 3).toString('base64'),
       });
       const code = await Promise.race([
         admin.exited,

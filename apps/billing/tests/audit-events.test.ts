@@ -5,9 +5,11 @@
  * Stripe's webhooks are signed with Stripe's own signer; nothing else is faked.
  */
 
+import { ManualClock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
+import { sampleValue } from '@relayplane/testing/metrics';
 import {
   type RecordedEvent,
   type RecordingAdmin,
@@ -18,6 +20,7 @@ import { sql } from 'kysely';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PLANS } from '../src/domain/plans.ts';
+import { BAD_SIGNATURE_WINDOW_MS } from '../src/providers/stripe-webhooks.ts';
 import { type Billing, startBilling } from './support/harness.ts';
 
 const WEBHOOK_SECRET = 'whsec_relayplaneaudittest';
@@ -274,26 +277,85 @@ describe('billing audit events through the outbox (real gRPC, real PostgreSQL)',
     expect((await admin.events()).filter(forTenant(tenantId, 'plan.change'))).toEqual([]);
   });
 
-  it('aggregates bad signatures per client (an IPv6 /64) and window: one audit event each, however many arrive (issue 31)', async () => {
-    const forged = webhook('customer.subscription.deleted', { id: 'sub_3', metadata: {} });
-    const bad = forged.signature.replace(/v1=[0-9a-f]{4}/, 'v1=ffff');
-    const from = (clientIp: string) =>
-      runWithRequestContext({ requestId: `req-${clientIp}`, clientIp }, () =>
-        rejection(deliver({ payload: forged.payload, signature: bad })),
+  it('aggregates bad signatures per client (an IPv6 /64) and window: one audit event per window, carrying the count of the window before (issue 31)', async () => {
+    const clock = new ManualClock(Date.parse('2026-03-02T10:00:00Z'));
+    const db = await createTestDatabase('billing_audit_bad_signatures');
+    cleanup.push(() => db.drop());
+    const plans = structuredClone(DEFAULT_PLANS);
+    plans.pro.stripePriceId = 'price_pro_monthly';
+    const billing = await startBilling(
+      {
+        BILLING_DATABASE_URL: db.url,
+        BILLING_ADMIN_ADDRESS: admin.address,
+        BILLING_PROVIDER: 'stripe',
+        STRIPE_SECRET_KEY: 'sk_test_relayplaneaudit',
+        STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+      },
+      { plans },
+      { clock },
+    );
+    try {
+      const forged = webhook('customer.subscription.deleted', { id: 'sub_3', metadata: {} });
+      const bad = forged.signature.replace(/v1=[0-9a-f]{4}/, 'v1=ffff');
+      const from = async (clientIp: string) => {
+        const err = await runWithRequestContext({ requestId: `req-${clientIp}`, clientIp }, () =>
+          rejection(
+            billing.client.handleWebhook({
+              provider: 'stripe',
+              payload: new TextEncoder().encode(forged.payload),
+              signature: bad,
+            }),
+          ),
+        );
+        expect(err.code).toBe('invalid_request');
+      };
+      const network = '2001:db8:77:1:0:0:0:0/64';
+      const of = (client: string) => (e: RecordedEvent) =>
+        e.action === 'billing.webhook' && e.outcome === 'failure' && e.details.client === client;
+      /** Waits for a refusal of a client seen only here: the outbox delivers oldest first, so every event written before it has arrived. */
+      const settled = async (sentinel: string) => {
+        await from(sentinel);
+        await delivered(of(sentinel));
+      };
+
+      // Window 1: 20 from one /64 (20 addresses), 5 from one IPv4 address.
+      for (let i = 1; i <= 20; i++) await from(`2001:db8:77:1::${i.toString(16)}`);
+      for (let i = 0; i < 5; i++) await from('203.0.113.99');
+      await settled('198.51.100.1');
+      let events = await admin.events();
+      expect(events.filter(of(network)).map((e) => e.details)).toEqual([
+        {
+          provider: 'stripe',
+          reason: expect.stringMatching(/signature/i),
+          client: network,
+          window_seconds: BAD_SIGNATURE_WINDOW_MS / 1000,
+          refused_previous_window: 0,
+        },
+      ]);
+      expect(events.filter(of('203.0.113.99'))).toHaveLength(1);
+
+      // Window 2: the first refusal of the /64 records the 20 of window 1; the rest record nothing.
+      clock.advance(BAD_SIGNATURE_WINDOW_MS);
+      for (let i = 0; i < 7; i++) await from('2001:db8:77:1::ab');
+      await settled('198.51.100.2');
+      events = await admin.events();
+      expect(events.filter(of(network)).map((e) => e.details.refused_previous_window)).toEqual([0, 20]);
+      expect(events.filter(of('203.0.113.99'))).toHaveLength(1);
+
+      // Window 3: the 7 of window 2.
+      clock.advance(BAD_SIGNATURE_WINDOW_MS);
+      await from('2001:db8:77:1::1');
+      await settled('198.51.100.3');
+      expect(
+        (await admin.events()).filter(of(network)).map((e) => e.details.refused_previous_window),
+      ).toEqual([0, 20, 7]);
+      const scraped = await billing.service.metrics.metrics();
+      expect(sampleValue(scraped, 'relayplane_billing_webhook_bad_signatures_total')).toBe(
+        20 + 5 + 7 + 1 + 3,
       );
-    for (let i = 1; i <= 20; i++)
-      expect((await from(`2001:db8:77:1::${i.toString(16)}`)).code).toBe('invalid_request');
-    for (let i = 0; i < 5; i++) expect((await from('203.0.113.99')).code).toBe('invalid_request');
-    const aggregated = (client: string) => (e: RecordedEvent) =>
-      e.action === 'billing.webhook' && e.outcome === 'failure' && e.details.client === client;
-    const [block] = await delivered(aggregated('2001:db8:77:1:0:0:0:0/64'));
-    expect(block?.details).toMatchObject({ window_seconds: 900, refused_previous_window: 0 });
-    await delivered(aggregated('203.0.113.99'));
-    // Give the outbox time to deliver any extra: there is none.
-    await new Promise((resolve) => setTimeout(resolve, 600));
-    const events = await admin.events();
-    expect(events.filter(aggregated('2001:db8:77:1:0:0:0:0/64'))).toHaveLength(1);
-    expect(events.filter(aggregated('203.0.113.99'))).toHaveLength(1);
+    } finally {
+      await billing.close();
+    }
   });
 
   it('records a bad signature with outcome failure, and a replay (answered, nothing changed) as denied', async () => {

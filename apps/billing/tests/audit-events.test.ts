@@ -15,7 +15,7 @@ import {
   type RecordingAdmin,
   startRecordingAdmin,
 } from '@relayplane/testing/recording-admin';
-import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
+import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -355,6 +355,64 @@ describe('billing audit events through the outbox (real gRPC, real PostgreSQL)',
       );
     } finally {
       await billing.close();
+    }
+  });
+
+  it('aggregates bad signatures across replicas sharing Redis: concurrent refusals on two billings write one event per client and window (issue 31)', async () => {
+    const clock = new ManualClock(Date.parse('2026-03-02T10:00:00Z'));
+    const db = await createTestDatabase('billing_audit_bad_signatures_redis');
+    cleanup.push(() => db.drop());
+    const redis = createTestRedis('billing_audit_bad_signatures');
+    cleanup.push(() => redis.clean());
+    const plans = structuredClone(DEFAULT_PLANS);
+    plans.pro.stripePriceId = 'price_pro_monthly';
+    const env = {
+      BILLING_DATABASE_URL: db.url,
+      BILLING_ADMIN_ADDRESS: admin.address,
+      BILLING_REDIS_URL: redis.url,
+      BILLING_REDIS_PREFIX: redis.prefix,
+      BILLING_PROVIDER: 'stripe',
+      STRIPE_SECRET_KEY: 'sk_test_relayplaneaudit',
+      STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    };
+    const replicas = [
+      await startBilling(env, { plans }, { clock }),
+      await startBilling(env, { plans }, { clock }),
+    ];
+    try {
+      const forged = webhook('customer.subscription.deleted', { id: 'sub_4', metadata: {} });
+      const bad = forged.signature.replace(/v1=[0-9a-f]{4}/, 'v1=eeee');
+      const from = (replica: Billing, clientIp: string) =>
+        runWithRequestContext({ requestId: `req-${clientIp}`, clientIp }, () =>
+          rejection(
+            replica.client.handleWebhook({
+              provider: 'stripe',
+              payload: new TextEncoder().encode(forged.payload),
+              signature: bad,
+            }),
+          ),
+        );
+      const of = (client: string) => (e: RecordedEvent) =>
+        e.action === 'billing.webhook' && e.outcome === 'failure' && e.details.client === client;
+      const burst = (n: number) =>
+        Promise.all(Array.from({ length: n }, (_, i) => from(replicas[i % 2] as Billing, '198.51.100.77')));
+      const settled = async (sentinel: string) => {
+        await from(replicas[0] as Billing, sentinel);
+        await delivered(of(sentinel));
+      };
+
+      for (const err of await burst(20)) expect(err.code).toBe('invalid_request');
+      await settled('198.51.100.10');
+      expect((await admin.events()).filter(of('198.51.100.77'))).toHaveLength(1);
+
+      clock.advance(BAD_SIGNATURE_WINDOW_MS);
+      await burst(6);
+      await settled('198.51.100.11');
+      expect(
+        (await admin.events()).filter(of('198.51.100.77')).map((e) => e.details.refused_previous_window),
+      ).toEqual([0, 20]);
+    } finally {
+      for (const replica of replicas) await replica.close();
     }
   });
 

@@ -101,6 +101,28 @@ describe('revocation feed staleness', () => {
     expect((await harness.verifier.verify(token)).pid).toBe('prj_7hQ2');
   });
 
+  it('refuses with feed_not_ready before the first successful poll even without a staleness bound (maxFeedStaleness Infinity), after every other check', async () => {
+    h = await startHarness({ ...FAST_RETRIES, maxFeedStaleness: Number.POSITIVE_INFINITY }, (plane) => {
+      plane.feedFailuresRemaining = 1_000_000;
+    });
+    const harness = h;
+    await harness.plane.waitForRequest((r) => r.status === 500);
+    await eventually(() => harness.verifier.metrics().jwksKeys === 1);
+    const now = harness.clock.now;
+    expect(await refusal(harness.verifier.verify(await mint(harness.key, credentialClaims(now))))).toBe(
+      'feed_not_ready',
+    );
+    // A credential wrong on its own is refused for that: feed_not_ready says nothing else was wrong.
+    const expired = credentialClaims(now - 3_600_000);
+    expect(await refusal(harness.verifier.verify(await mint(harness.key, expired)))).toBe('expired');
+    expect(harness.verifier.metrics()).toMatchObject({ notReadyRefusals: 1, staleRefusals: 0 });
+    harness.plane.feedFailuresRemaining = 0;
+    await harness.verifier.ready;
+    expect((await harness.verifier.verify(await mint(harness.key, credentialClaims(now)))).pid).toBe(
+      'prj_7hQ2',
+    );
+  });
+
   it('failing open, counts staleness from the verifier’s creation until the first successful poll', async () => {
     h = await startHarness({ ...FAST_RETRIES, maxFeedStaleness: 10_000, onStaleFeed: 'open' }, (plane) => {
       plane.feedFailuresRemaining = 1_000_000;

@@ -42,6 +42,15 @@ describe('the scanner', () => {
     expect(kinds('login with a long enough password failed')).toEqual(['test password']);
   });
 
+  it('does not count a signed audit checkpoint (a public JWS) as a credential, but still a JWT of any other type', () => {
+    const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+    const sig = 'A'.repeat(86);
+    const checkpoint = `${b64({ alg: 'EdDSA', typ: 'relayplane-audit-checkpoint+jws', kid: 'k' })}.${b64({ seq: 1, hash: 'h', tenant_id: 't', at: 'x' })}.${sig}`;
+    const credential = `${b64({ alg: 'EdDSA', typ: 'JWT', kid: 'k' })}.${b64({ sub: 'someone', tid: 't' })}.${sig}`;
+    expect(kinds(`{"jws":"${checkpoint}"}`)).toEqual([]);
+    expect(kinds(`{"jws":"${credential}"}`)).toEqual(['jwt']);
+  });
+
   it('finds a credential-named field unless it is redacted or empty, also in JSON inside a string', () => {
     expect(kinds('{"device_code":"GmRhmhcxhwAzkoEqiMEg_DnyEysNkuNhszIySk9eS","level":30}')).toEqual([
       'credential field',

@@ -58,6 +58,21 @@ function censored(value: string): boolean {
   return value === '[redacted]' || /^<[^<>]*>$/.test(value) || value.length < 8;
 }
 
+/**
+ * A signed audit checkpoint (docs/audit.md, "Signed checkpoints"): a JWS a tenant is meant to
+ * save and share, over a chain head, opening nothing. Not a credential.
+ */
+function isAuditCheckpoint(jws: string): boolean {
+  try {
+    const header = JSON.parse(Buffer.from(jws.split('.')[0] ?? '', 'base64url').toString('utf8')) as {
+      typ?: unknown;
+    };
+    return header.typ === 'relayplane-audit-checkpoint+jws';
+  } catch {
+    return false;
+  }
+}
+
 /** A secret known by value: a test password, or one a test saw in API traffic. */
 export interface Literal {
   value: string;
@@ -78,7 +93,7 @@ export function findInLine(line: string, literals: readonly Literal[]): Match[] 
   };
   add(TOKEN, 'token', (m) => parseToken(m[0]) !== undefined);
   add(API_KEY, 'api key');
-  add(JWT, 'jwt');
+  add(JWT, 'jwt', (m) => !isAuditCheckpoint(m[0]));
   // `XXXX-XXXX` is how docs and test names spell the format, not a code.
   add(USER_CODE, 'user code', (m) => !/^(.)\1{3}-\1{4}$/.test(m[0]));
   add(PEM_PRIVATE_KEY, 'private key');

@@ -43,7 +43,7 @@ import type {
   ServerHooks,
   ServiceClient,
   ServiceImpl,
-} from './grpc.ts';
+} from './rpc-types.ts';
 
 export const IN_PROCESS_SCHEME = 'in-process:';
 

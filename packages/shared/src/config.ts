@@ -11,17 +11,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { ConfigError } from './config-error.ts';
 import type { DatabaseConfig } from './db.ts';
 import type { RedisClusterAuth, RedisConfig, RedisNode } from './redis.ts';
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  readonly variable: string;
-  constructor(variable: string, problem: string) {
-    super(`configuration error: ${variable} ${problem}`);
-    this.variable = variable;
-  }
-}
+export { ConfigError };
 
 type Env = Readonly<Record<string, string | undefined>>;
 

@@ -18,7 +18,7 @@ import { mkdirSync } from 'node:fs';
 import { Kysely, PGliteDialect, PostgresAdapter, PostgresDialect, type RawBuilder, sql } from 'kysely';
 import { type Migration, Migrator } from 'kysely/migration';
 import pg from 'pg';
-import { ConfigError } from './config.ts';
+import { ConfigError } from './config-error.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { type CheckpointOptions, type Checkpoints, startCheckpoints } from './pglite-checkpoints.ts';
 import { endSpan, isRecording, isTracingEnabled, type Span, SpanKind, startChildSpan } from './tracing.ts';

@@ -1,5 +1,5 @@
 /** Process entry helpers: every `main.ts` is `runMain(() => Service.create(...))`. */
-import { ConfigError } from './config.ts';
+import { ConfigError } from './config-error.ts';
 import { retainTickRecordShape } from './tick-shape.ts';
 
 export interface Runnable {

@@ -14,7 +14,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { ConfigError } from './config.ts';
+import { ConfigError } from './config-error.ts';
 import { type HealthState, ServingStatus } from './health.ts';
 import type { Logger } from './logger.ts';
 

@@ -45,9 +45,10 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type { grpc } from '@relayplane/proto/grpc';
-import { ConfigError } from './config.ts';
+// pino's type itself (logger.ts re-exports it): logger.ts imports this module, not the other way round.
+import type { Logger } from 'pino';
+import { ConfigError } from './config-error.ts';
 import type { ServiceName } from './contract.ts';
-import type { Logger } from './logger.ts';
 import type { Runnable } from './process.ts';
 
 export type { Context, Span, SpanContext };

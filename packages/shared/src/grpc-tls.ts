@@ -20,17 +20,30 @@
  *   the chain (issue 31): a new leaf must chain to the CA bundle in force (or to the bundle read
  *   next, when both were written together), and a new bundle must hold the CA of the app's own
  *   leaf. Each refusal is counted (`relayplane_grpc_tls_reloads_refused_total{reason}`).
+ * - Who a certificate names and the PEM checks themselves: spiffe.ts.
  * - Cost: one handshake per connection (ECDHE + the peer's chain), none per call; a server
  *   reads the peer certificate once per call for its identity.
  */
-import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createSecureContext, type PeerCertificate } from 'node:tls';
+import type { PeerCertificate } from 'node:tls';
 import { grpc } from '@relayplane/proto/grpc';
 import { ConfigError, type EnvReader } from './config.ts';
-import { SERVICES, type ServiceName } from './contract.ts';
+import type { ServiceName } from './contract.ts';
 import type { Logger } from './logger.ts';
 import { counter, type Registry } from './metrics.ts';
+import {
+  certificatesIn,
+  checkCa,
+  checkChain,
+  checkIdentity,
+  type PeerIdentity,
+  peerIdentity,
+  spiffeId,
+  TRUST_DOMAIN,
+  uriSanOf,
+} from './spiffe.ts';
+
+export { type PeerIdentity, peerIdentity, spiffeId, uriSanOf };
 
 export const DEFAULT_TRUST_DOMAIN = 'relayplane.local';
 /** How often the certificate, key and CA files are re-read by default (ms). */
@@ -56,58 +69,6 @@ export interface GrpcTlsConfig {
   refreshMs: number;
   /** This service: its certificate must name it. */
   app: ServiceName;
-}
-
-const APPS = Object.values(SERVICES) as readonly ServiceName[];
-
-// ------------------------------------------------------------------ identities
-
-/** SPIFFE trust domain names: lowercase letters, digits, `.`, `-` and `_` (SPIFFE ID spec, 2.1). */
-const TRUST_DOMAIN = /^[a-z0-9._-]{1,255}$/;
-
-export function spiffeId(trustDomain: string, app: ServiceName): string {
-  return `spiffe://${trustDomain}/${app}`;
-}
-
-/**
- * The URI SAN of a certificate, from Node's `subjectaltname` string (`URI:…, DNS:…`), or
- * undefined when it has none or more than one (an X509-SVID has exactly one). Node quotes a
- * value holding a comma or a quote as a JSON string (commas escaped), so splitting on ", "
- * cannot be fooled by a crafted SAN.
- */
-export function uriSanOf(subjectAltName: string | undefined): string | undefined {
-  if (!subjectAltName) return undefined;
-  const uris: string[] = [];
-  for (const entry of subjectAltName.split(', ')) {
-    if (!entry.startsWith('URI:')) continue;
-    const value = entry.slice(4);
-    if (!value.startsWith('"')) {
-      uris.push(value);
-      continue;
-    }
-    try {
-      uris.push(String(JSON.parse(value)));
-    } catch {
-      return undefined;
-    }
-  }
-  return uris.length === 1 ? uris[0] : undefined;
-}
-
-/** Who a peer is: its SPIFFE ID (if its certificate has one) and the app it names in our trust domain. */
-export interface PeerIdentity {
-  /** The certificate's one URI SAN; undefined when it has none (or several). */
-  id: string | undefined;
-  /** One of our four apps when `id` is `spiffe://<our trust domain>/<app>` exactly. */
-  app: ServiceName | undefined;
-}
-
-export function peerIdentity(subjectAltName: string | undefined, trustDomain: string): PeerIdentity {
-  const id = uriSanOf(subjectAltName);
-  const prefix = `spiffe://${trustDomain}/`;
-  const rest = id?.startsWith(prefix) ? id.slice(prefix.length) : undefined;
-  const app = APPS.find((a) => a === rest);
-  return { id, app };
 }
 
 // ------------------------------------------------------------------ configuration
@@ -178,65 +139,6 @@ function readPem(variable: string, path: string): Buffer {
       `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}: ${path})`,
     );
   }
-}
-
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
-
-function certificatesIn(pem: Buffer): X509Certificate[] {
-  return (pem.toString('latin1').match(PEM_CERTIFICATE) ?? []).map((block) => new X509Certificate(block));
-}
-
-/** What is wrong with a CA bundle, or undefined when it holds at least one CA certificate and nothing unreadable. */
-function checkCa(pem: Buffer): string | undefined {
-  try {
-    const certs = certificatesIn(pem);
-    if (certs.length === 0) return 'holds no PEM certificate';
-    if (!certs.some((c) => c.ca)) return 'holds no CA certificate (basicConstraints CA:TRUE)';
-    return undefined;
-  } catch (err) {
-    return `holds a certificate that cannot be parsed (${(err as Error).message})`;
-  }
-}
-
-/**
- * What is wrong with a certificate and key for `config.app`, or undefined: the key must be the
- * certificate's (a problem starting "key"), the certificate current and its one URI SAN
- * `spiffe://<trust domain>/<app>`.
- */
-function checkIdentity(config: GrpcTlsConfig, cert: Buffer, key: Buffer): string | undefined {
-  let leaf: X509Certificate | undefined;
-  try {
-    leaf = certificatesIn(cert)[0];
-  } catch (err) {
-    return `holds a certificate that cannot be parsed (${(err as Error).message})`;
-  }
-  if (!leaf) return 'holds no PEM certificate';
-  try {
-    if (!leaf.checkPrivateKey(createPrivateKey(key))) return 'key is not the private key of the certificate';
-    createSecureContext({ cert, key });
-  } catch (err) {
-    return `key cannot be used with the certificate (${(err as Error).message})`;
-  }
-  const expected = spiffeId(config.trustDomain, config.app);
-  const found = uriSanOf(leaf.subjectAltName);
-  if (found !== expected) {
-    return `holds a certificate for ${found ?? 'no single URI SAN'}; this ${config.app} must present ${expected}`;
-  }
-  if (Date.parse(leaf.validTo) <= Date.now()) return `holds a certificate that expired at ${leaf.validTo}`;
-  return undefined;
-}
-
-/** Whether the certificate (and the intermediates after it) chain up to a certificate of the CA bundle. */
-function checkChain(cert: Buffer, ca: Buffer): string | undefined {
-  const [leaf, ...intermediates] = certificatesIn(cert);
-  const roots = certificatesIn(ca);
-  let current = leaf;
-  for (let depth = 0; current && depth < 10; depth++) {
-    const issued = (c: X509Certificate) => current?.checkIssued(c) && current.verify(c.publicKey);
-    if (roots.some(issued)) return undefined;
-    current = intermediates.find(issued);
-  }
-  return `holds a certificate that does not chain to a CA of ${GRPC_TLS_VARIABLES.ca}`;
 }
 
 // ------------------------------------------------------------------ credentials

@@ -27,10 +27,11 @@ import { migrations } from './db/migrations/index.ts';
 import type { BillingDatabase } from './db/schema.ts';
 import { billingHandlers } from './grpc/billing-handlers.ts';
 import { UsageAggregation } from './jobs/usage-aggregation.ts';
+import { BAD_SIGNATURE_WINDOW_MS, BadSignatures } from './providers/bad-signatures.ts';
 import { type BillingProvider, BuiltinProvider } from './providers/provider.ts';
 import { createStripeClient, StripeProvider } from './providers/stripe.ts';
 import { hasMeteredPlan, StripeMeterReporter } from './providers/stripe-meter.ts';
-import { BAD_SIGNATURE_WINDOW_MS, StripeWebhooks } from './providers/stripe-webhooks.ts';
+import { StripeWebhooks } from './providers/stripe-webhooks.ts';
 import { type RedisKeys, redisKeys } from './redis/keys.ts';
 import { CheckoutSessionStore } from './stores/checkout-sessions.ts';
 import { PlanChanges } from './stores/plan-changes.ts';
@@ -186,15 +187,18 @@ export class BillingService {
             clock,
             logger,
             audit: this.audit,
-            badSignatures: createRateLimiter(
-              redis && { connection: redis.throttle, prefix: redis.keys.throttle },
-              2 * BAD_SIGNATURE_WINDOW_MS,
+            badSignatures: new BadSignatures({
+              limiter: createRateLimiter(
+                redis && { connection: redis.throttle, prefix: redis.keys.throttle },
+                2 * BAD_SIGNATURE_WINDOW_MS,
+                clock,
+                logger,
+                'webhook signature refusals',
+              ),
               clock,
-              logger,
-              'webhook signature refusals',
-            ),
-            ipv6Prefix: config.throttleIpv6Prefix,
-            badSignatureCounter,
+              ipv6Prefix: config.throttleIpv6Prefix,
+              counter: badSignatureCounter,
+            }),
           })
         : undefined;
     // Metered usage goes to Stripe only with the Stripe provider and a plan that has a meter;

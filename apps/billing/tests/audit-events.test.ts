@@ -20,7 +20,7 @@ import { sql } from 'kysely';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PLANS } from '../src/domain/plans.ts';
-import { BAD_SIGNATURE_WINDOW_MS } from '../src/providers/stripe-webhooks.ts';
+import { BAD_SIGNATURE_WINDOW_MS } from '../src/providers/bad-signatures.ts';
 import { type Billing, startBilling } from './support/harness.ts';
 
 const WEBHOOK_SECRET = 'whsec_relayplaneaudittest';

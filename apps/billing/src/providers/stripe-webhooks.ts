@@ -19,13 +19,11 @@
  * answers unavailable, so Stripe delivers it again.
  */
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
-import { throttleClient } from '@relayplane/shared/client-address';
 import type { Clock } from '@relayplane/shared/clock';
 import { DEFAULT_PLAN, isPlanId, type PlanId } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
-import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { Kysely } from 'kysely';
 import type Stripe from 'stripe';
@@ -42,9 +40,7 @@ import type { PlanChanges } from '../stores/plan-changes.ts';
 import { StripeSubscriptionStore } from '../stores/stripe-subscriptions.ts';
 import { SubscriptionStore } from '../stores/subscriptions.ts';
 import { WebhookEventStore } from '../stores/webhook-events.ts';
-
-/** The window bad signatures are aggregated over, per client: one audit event each at most. */
-export const BAD_SIGNATURE_WINDOW_MS = 15 * 60 * 1000;
+import { BAD_SIGNATURE_WINDOW_MS, type BadSignatures } from './bad-signatures.ts';
 
 /** Subscription statuses that keep the paid plan; the ones that end it fall back to the default plan. */
 const ACTIVE_STATUSES = new Set(['active', 'trialing', 'past_due']);
@@ -103,9 +99,7 @@ export class StripeWebhooks {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #audit: AuditRecorder;
-  readonly #badSignatures: RateLimiter;
-  readonly #ipv6Prefix: number;
-  readonly #badSignatureCounter: { inc(): void } | undefined;
+  readonly #badSignatures: BadSignatures;
 
   constructor(deps: {
     stripe: Stripe;
@@ -117,20 +111,11 @@ export class StripeWebhooks {
     clock: Clock;
     logger: Logger;
     audit: AuditRecorder;
-    /**
-     * Counts bad signatures per client and window (its window: 2 × BAD_SIGNATURE_WINDOW_MS, so the
-     * previous window's count is still there when the next one's first refusal reads it).
-     */
-    badSignatures: RateLimiter;
-    /** `RELAYPLANE_THROTTLE_IPV6_PREFIX`: a client is an IPv6 network of this many bits. */
-    ipv6Prefix: number;
-    /** `relayplane_billing_webhook_bad_signatures_total`; absent: not counted. */
-    badSignatureCounter?: { inc(): void };
+    /** Bad signatures counted per client and window (providers/bad-signatures.ts). */
+    badSignatures: BadSignatures;
   }) {
-    this.#badSignatureCounter = deps.badSignatureCounter;
     this.#audit = deps.audit;
     this.#badSignatures = deps.badSignatures;
-    this.#ipv6Prefix = deps.ipv6Prefix;
     this.#stripe = deps.stripe;
     this.#secret = deps.secret;
     this.#toleranceSeconds = deps.toleranceSeconds;
@@ -259,22 +244,19 @@ export class StripeWebhooks {
    * at debug and counted (relayplane_billing_webhook_bad_signatures_total).
    */
   async #refusedSignature(reason: string): Promise<void> {
-    const ip = currentRequestContext()?.clientIp ?? '';
-    const client = ip === '' ? 'unknown' : throttleClient(ip, this.#ipv6Prefix);
-    const window = Math.floor(this.#clock.now().getTime() / BAD_SIGNATURE_WINDOW_MS);
-    const key = (w: number) => `webhook-bad-signature:${client}:${w}`;
-    const hit = await this.#badSignatures.hit(key(window));
-    this.#badSignatureCounter?.inc();
-    this.#logger.debug({ client, inWindow: hit.count }, 'stripe webhook with a bad signature refused');
-    if (hit.count !== 1) return;
-    const previous = await this.#badSignatures.peek(key(window - 1));
+    const counted = await this.#badSignatures.count(currentRequestContext()?.clientIp ?? '');
+    this.#logger.debug(
+      { client: counted.client, inWindow: counted.inWindow },
+      'stripe webhook with a bad signature refused',
+    );
+    if (!counted.first) return;
     await this.#alone({
       outcome: 'failure',
       details: {
         reason,
-        client,
+        client: counted.first.client,
         window_seconds: BAD_SIGNATURE_WINDOW_MS / 1000,
-        refused_previous_window: previous,
+        refused_previous_window: counted.first.refusedPreviousWindow,
       },
     });
   }

@@ -27,3 +27,8 @@ export function redisKeys(prefix: string): RedisKeys {
 export function checkoutThrottleKey(tenantId: string): string {
   return `checkout:${tenantId}`;
 }
+
+/** A client's bad webhook signatures in one aggregation window (providers/bad-signatures.ts), within the throttle's namespace. */
+export function badSignatureKey(client: string, window: number): string {
+  return `webhook-bad-signature:${client}:${window}`;
+}

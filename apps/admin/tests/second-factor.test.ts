@@ -8,6 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { AdminService as AdminRpc, type Principal, TenantRole } from '@relayplane/proto/admin';
 import { ManualClock } from '@relayplane/shared/clock';
+import { MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/shared/errors';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { auditSecretsIn } from '@relayplane/testing/audit';
 import { sql } from 'kysely';
@@ -22,7 +23,6 @@ import {
   WRONG_FIRST_CODE_MESSAGE,
   WRONG_PASSWORD_MESSAGE,
 } from '../src/grpc/mfa.ts';
-import { MFA_ENROLMENT_REQUIRED_MESSAGE } from '../src/grpc/principal.ts';
 import { USER_SESSION_NEEDED_MESSAGE } from '../src/grpc/sessions.ts';
 import { SecretSealer } from '../src/mfa/sealing.ts';
 import { MFA_RATE_LIMITED_MESSAGE, WRONG_CODE_MESSAGE } from '../src/mfa/second-factor.ts';

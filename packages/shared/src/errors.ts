@@ -63,6 +63,9 @@ export class AppError extends Error {
 
 /** The message a caller sees for a bad, expired or unknown bearer token (contract wording). */
 export const INVALID_TOKEN_MESSAGE = 'invalid or expired token';
+/** A member of a tenant that requires a second factor, without one: refused by the gateway and by admin alike. */
+export const MFA_ENROLMENT_REQUIRED_MESSAGE =
+  'this tenant requires a second factor: enrol one first (POST /admin/v1/auth/mfa/totp)';
 
 /** Message for 5xx: nothing internal leaks. */
 export const INTERNAL_MESSAGE = 'internal error';

@@ -24,6 +24,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { CHECKPOINT_JWS_TYPE } from '@relayplane/shared/audit-checkpoint';
 import { parseToken } from '@relayplane/shared/tokens';
 
 export interface Finding {
@@ -67,7 +68,7 @@ function isAuditCheckpoint(jws: string): boolean {
     const header = JSON.parse(Buffer.from(jws.split('.')[0] ?? '', 'base64url').toString('utf8')) as {
       typ?: unknown;
     };
-    return header.typ === 'relayplane-audit-checkpoint+jws';
+    return header.typ === CHECKPOINT_JWS_TYPE;
   } catch {
     return false;
   }

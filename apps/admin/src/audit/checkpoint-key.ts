@@ -17,25 +17,19 @@ import {
   hkdfSync,
   type KeyObject,
   sign,
-  verify,
 } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import {
+  CHECKPOINT_JWS_TYPE,
+  type CheckpointPayload,
+  openCheckpoint,
+} from '@relayplane/shared/audit-checkpoint';
 import { ConfigError } from '@relayplane/shared/config';
 
 const HKDF_INFO = 'relayplane/audit-checkpoint-key/v1';
 /** PKCS#8 DER of an Ed25519 private key, before its 32-byte seed (RFC 8410). */
 const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
-export const CHECKPOINT_JWS_TYPE = 'relayplane-audit-checkpoint+jws';
-
-export interface CheckpointPayload {
-  /** The tenant's id; `null` for the platform chain. */
-  tenant_id: string | null;
-  seq: number;
-  hash: string;
-  /** When it was signed (RFC 3339). */
-  at: string;
-}
 
 export interface PublicJwk {
   kty: 'OKP';
@@ -111,26 +105,6 @@ export class AuditSigningKey {
   /** The payload of a JWS this key signed, or undefined (another key, altered, not a JWS). */
   open(jws: string): CheckpointPayload | undefined {
     return openCheckpoint(jws, this.#public, this.kid);
-  }
-}
-
-/** Verifies a checkpoint JWS with `publicKey` (whose kid is `kid`); its payload, or undefined. */
-export function openCheckpoint(
-  jws: string,
-  publicKey: KeyObject,
-  kid: string,
-): CheckpointPayload | undefined {
-  const [header, body, signature, extra] = jws.split('.');
-  if (!header || !body || !signature || extra !== undefined) return undefined;
-  try {
-    const h = JSON.parse(Buffer.from(header, 'base64url').toString('utf8')) as Record<string, unknown>;
-    if (h.alg !== 'EdDSA' || h.typ !== CHECKPOINT_JWS_TYPE || h.kid !== kid) return undefined;
-    if (!verify(null, Buffer.from(`${header}.${body}`), publicKey, Buffer.from(signature, 'base64url'))) {
-      return undefined;
-    }
-    return JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as CheckpointPayload;
-  } catch {
-    return undefined;
   }
 }
 

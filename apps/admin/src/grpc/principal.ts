@@ -1,6 +1,6 @@
 import { type Principal, PrincipalKind } from '@relayplane/proto/admin';
 import type { RoleName } from '@relayplane/shared/contract';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { AppError, INVALID_TOKEN_MESSAGE, MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, type Subject } from '@relayplane/shared/iam';
 import { effectiveScopes } from '../domain/identity-tokens.ts';
 import type { SessionRecord } from '../stores/records.ts';
@@ -12,9 +12,6 @@ import type { AdminDeps } from './deps.ts';
  * from Authenticate, but the session may have been logged out, expired or lost its
  * membership since, and the role always comes from the database, never from the request.
  */
-export const MFA_ENROLMENT_REQUIRED_MESSAGE =
-  'this tenant requires a second factor: enrol one first (POST /admin/v1/auth/mfa/totp)';
-
 /** A user session allowed to act: refused (403) while its tenant requires a second factor its user lacks. */
 export function requireSecondFactorIfRequired(session: LiveSession): void {
   if (session.mfaMissing) throw new AppError('forbidden', MFA_ENROLMENT_REQUIRED_MESSAGE);

@@ -3,8 +3,9 @@
  * audit chain, saved outside Relayplane and checked later, offline, with the key saved with them
  * (docs/audit.md, "Signed checkpoints"). What the check proves and what it does not is there too.
  */
-import { createPublicKey, type JsonWebKey, verify as verifySignature } from 'node:crypto';
+import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { openCheckpoint } from '@relayplane/shared/audit-checkpoint';
 import type { Context } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { renderFields } from '../output.ts';
@@ -61,19 +62,9 @@ export async function fetchCheckpoints(ctx: Context): Promise<CheckpointFile> {
 }
 
 /** The checkpoint's payload when `key` signed it (EdDSA compact JWS), else undefined. */
-export function openCheckpoint(jws: string, key: Jwk): Omit<Checkpoint, 'kid' | 'jws'> | undefined {
-  const [header, body, signature, extra] = jws.split('.');
-  if (!header || !body || !signature || extra !== undefined) return undefined;
+function openWith(jws: string, key: Jwk) {
   try {
-    const h = JSON.parse(Buffer.from(header, 'base64url').toString('utf8')) as Record<string, unknown>;
-    if (h.alg !== 'EdDSA' || h.kid !== key.kid) return undefined;
-    const publicKey = createPublicKey({ key: key as JsonWebKey, format: 'jwk' });
-    if (
-      !verifySignature(null, Buffer.from(`${header}.${body}`), publicKey, Buffer.from(signature, 'base64url'))
-    ) {
-      return undefined;
-    }
-    return JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+    return openCheckpoint(jws, createPublicKey({ key: key as JsonWebKey, format: 'jwk' }), key.kid);
   } catch {
     return undefined;
   }
@@ -108,7 +99,7 @@ export function checkOffline(file: CheckpointFile, live: LiveEvent[], currentKid
   let checked = 0;
   for (const cp of [...file.checkpoints].sort((a, b) => a.seq - b.seq)) {
     const key = keys.get(cp.kid);
-    const signed = key ? openCheckpoint(cp.jws, key) : undefined;
+    const signed = key ? openWith(cp.jws, key) : undefined;
     if (!signed || signed.seq !== cp.seq || signed.hash !== cp.hash || signed.tenant_id !== cp.tenant_id) {
       problems.push(`checkpoint ${cp.seq}: not signed by a saved audit key`);
       bad.push(cp.seq);

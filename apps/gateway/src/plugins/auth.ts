@@ -9,7 +9,7 @@ import {
   type Session,
 } from '@relayplane/proto/admin';
 import type { Relay } from '@relayplane/proto/issuer';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { AppError, INVALID_TOKEN_MESSAGE, MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, subjectOf } from '@relayplane/shared/iam';
 import { type AuditActorRef, currentRequestContext } from '@relayplane/shared/request-context';
 import { parseToken } from '@relayplane/shared/tokens';
@@ -140,9 +140,6 @@ export function guardOf(hook: unknown): GuardInfo | undefined {
 function machineKind(kind: PrincipalKind): boolean {
   return kind === PrincipalKind.BOT || kind === PrincipalKind.IDENTITY;
 }
-
-export const MFA_ENROLMENT_REQUIRED_MESSAGE =
-  'this tenant requires a second factor: enrol one first (POST /admin/v1/auth/mfa/totp)';
 
 /** What a member of a tenant that requires a second factor may do without one (docs/iam.md). */
 export const MFA_ENROLMENT_ROUTES: ReadonlySet<string> = new Set([

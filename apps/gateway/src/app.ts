@@ -1,24 +1,16 @@
 import cookie from '@fastify/cookie';
-import type { Relay } from '@relayplane/proto/issuer';
-import type { Bus } from '@relayplane/shared/bus';
 import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Permission } from '@relayplane/shared/iam';
 import type { Logger } from '@relayplane/shared/logger';
-import type { Registry } from '@relayplane/shared/metrics';
-import { createLeasedRateLimiter } from '@relayplane/shared/rate-limit';
-import { createRequestPathRedis } from '@relayplane/shared/redis';
 import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
-import type { GatewayClients } from './clients.ts';
-import { type GatewayConfig, SLOW_CLIENT_DEFAULTS } from './config.ts';
-import { EntitlementCache } from './entitlements.ts';
-import { IssuanceClient } from './issuance-client.ts';
-import { JwksCache } from './jwks-cache.ts';
+import { SLOW_CLIENT_DEFAULTS } from './config.ts';
+import type { GatewayContext } from './context.ts';
+import type { JwksCache } from './jwks-cache.ts';
 import { lazyChildLoggerFactory } from './lazy-logger.ts';
 import { documentRoute, registerOpenApi } from './openapi.ts';
 import { accessLogger } from './plugins/access-log.ts';
-import { type ApiKeyAuth, authGuards, guardOf } from './plugins/auth.ts';
+import { authGuards, guardOf } from './plugins/auth.ts';
 import { refuseControlCharactersInUrl, registerErrorHandling } from './plugins/errors.ts';
 import { acceptForms } from './plugins/forms.ts';
 import { HttpMetrics } from './plugins/metrics.ts';
@@ -53,36 +45,6 @@ import { registerRelays } from './routes/relays.ts';
 import { registerSessions } from './routes/sessions.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
 import { SHARED_SCHEMAS } from './schemas.ts';
-import { TtlCache } from './ttl-cache.ts';
-
-/** Bound on one issuance-rate lease command before the per-process count answers instead. */
-const ISSUANCE_RATE_REDIS_TIMEOUT_MS = 250;
-
-export interface AppDeps {
-  config: Pick<GatewayConfig, 'bodyLimitBytes' | 'jwksCacheMs'> &
-    Partial<
-      Pick<
-        GatewayConfig,
-        | 'authCacheMs'
-        | 'rpcTimeoutMs'
-        | 'trustedProxies'
-        | 'issuanceStreams'
-        | 'issuanceStreamMaxAgeMs'
-        | 'redis'
-        | 'headersTimeoutMs'
-        | 'requestTimeoutMs'
-        | 'keepAliveTimeoutMs'
-        | 'maxConnections'
-        | 'maxConnectionsPerIp'
-        | 'throttleIpv6Prefix'
-      >
-    >;
-  clients: GatewayClients;
-  logger: Logger;
-  bus?: Bus;
-  /** Where the HTTP request metrics go; absent: none are kept. */
-  metrics?: Registry;
-}
 
 export interface ServedRoute {
   method: string;
@@ -102,31 +64,34 @@ export interface GatewayApp {
   routes: ServedRoute[];
 }
 
-/** Builds the HTTP application without listening (tests drive it with `inject()`). */
-export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
-  const httpMetrics = deps.metrics ? new HttpMetrics(deps.metrics) : undefined;
+/**
+ * Builds the HTTP application on `ctx` without listening (tests drive it with `inject()`): registers
+ * plugins and routes, nothing else. Closing the app does not close `ctx` (its owner does).
+ */
+export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
+  const httpMetrics = new HttpMetrics(ctx.metrics);
   const limits: SlowClientLimits = {
-    headersTimeoutMs: deps.config.headersTimeoutMs ?? SLOW_CLIENT_DEFAULTS.headersTimeoutMs,
-    requestTimeoutMs: deps.config.requestTimeoutMs ?? SLOW_CLIENT_DEFAULTS.requestTimeoutMs,
-    keepAliveTimeoutMs: deps.config.keepAliveTimeoutMs ?? SLOW_CLIENT_DEFAULTS.keepAliveTimeoutMs,
-    maxConnections: deps.config.maxConnections ?? SLOW_CLIENT_DEFAULTS.maxConnections,
-    maxConnectionsPerIp: deps.config.maxConnectionsPerIp ?? SLOW_CLIENT_DEFAULTS.maxConnectionsPerIp,
+    headersTimeoutMs: ctx.config.headersTimeoutMs ?? SLOW_CLIENT_DEFAULTS.headersTimeoutMs,
+    requestTimeoutMs: ctx.config.requestTimeoutMs ?? SLOW_CLIENT_DEFAULTS.requestTimeoutMs,
+    keepAliveTimeoutMs: ctx.config.keepAliveTimeoutMs ?? SLOW_CLIENT_DEFAULTS.keepAliveTimeoutMs,
+    maxConnections: ctx.config.maxConnections ?? SLOW_CLIENT_DEFAULTS.maxConnections,
+    maxConnectionsPerIp: ctx.config.maxConnectionsPerIp ?? SLOW_CLIENT_DEFAULTS.maxConnectionsPerIp,
   };
   const logController = tracingLogController();
   const app = Fastify({
     // Access log lines never show a capability URL in full (plugins/access-log.ts).
-    loggerInstance: accessLogger(deps.logger) as FastifyBaseLogger,
+    loggerInstance: accessLogger(ctx.logger) as FastifyBaseLogger,
     // With tracing on, the request's log lines are written in its span (plugins/tracing.ts).
     ...(logController ? { logController } : {}),
     // Header, request and keep-alive timeouts; slow clients answered 408 (plugins/slow-clients.ts).
-    ...slowClientServerOptions(limits, deps.logger),
+    ...slowClientServerOptions(limits, ctx.logger),
     // Request loggers are built only when a request logs something (lazy-logger.ts).
     childLoggerFactory: lazyChildLoggerFactory,
-    bodyLimit: deps.config.bodyLimitBytes,
+    bodyLimit: ctx.config.bodyLimitBytes,
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
     requestIdHeader: false,
     // X-Forwarded-For is believed only from configured proxies (proxy-addr semantics).
-    trustProxy: deps.config.trustedProxies?.length ? deps.config.trustedProxies : false,
+    trustProxy: ctx.config.trustedProxies?.length ? ctx.config.trustedProxies : false,
     return503OnClosing: true,
     // Errors Fastify raises before routing (a malformed URL, …) get the same envelope.
     frameworkErrors: (error, request, rawReply) => {
@@ -145,15 +110,15 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
       customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true, useDefaults: true },
     },
   });
-  capConnections(app.server, limits.maxConnections, deps.logger);
+  capConnections(app.server, limits.maxConnections, ctx.logger);
   capConnectionsPerAddress(
     app.server,
     {
       maxPerIp: limits.maxConnectionsPerIp ?? SLOW_CLIENT_DEFAULTS.maxConnectionsPerIp,
-      ipv6Prefix: deps.config.throttleIpv6Prefix ?? DEFAULT_THROTTLE_IPV6_PREFIX,
-      trustedProxies: deps.config.trustedProxies ?? [],
+      ipv6Prefix: ctx.config.throttleIpv6Prefix ?? DEFAULT_THROTTLE_IPV6_PREFIX,
+      trustedProxies: ctx.config.trustedProxies ?? [],
     },
-    deps.logger,
+    ctx.logger,
   );
   app.decorateRequest('auth', null);
   app.decorateRequest('apiKey', null);
@@ -220,7 +185,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     );
   });
 
-  registerErrorHandling(app, deps.config.bodyLimitBytes);
+  registerErrorHandling(app, ctx.config.bodyLimitBytes);
   // no-store unless a route sets its own Cache-Control; CSP on HTML; HSTS over HTTPS. Before
   // every route and plugin (the docs UI included), which all inherit it.
   registerSecurityHeaders(app);
@@ -232,48 +197,6 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   await registerOpenApi(app);
 
-  const jwks = new JwksCache(deps.clients.issuer, deps.config.jwksCacheMs, deps.logger);
-  if (deps.bus) await jwks.listen(deps.bus);
-  // Verification results live at most `authCacheMs` (1 s): a revoked key stops working on every
-  // replica within that bound even if the invalidation message is lost; the bus makes it immediate.
-  const authCacheMs = deps.config.authCacheMs ?? 1_000;
-  const apiKeys = new TtlCache<string, ApiKeyAuth>(authCacheMs);
-  const relays = new TtlCache<string, Relay>(authCacheMs);
-  const entitlements = new EntitlementCache(deps.clients.billing, authCacheMs);
-  const issuance = new IssuanceClient(
-    deps.clients.issuer,
-    {
-      timeoutMs: deps.config.rpcTimeoutMs ?? 5_000,
-      streams: deps.config.issuanceStreams,
-      maxAgeMs: deps.config.issuanceStreamMaxAgeMs,
-    },
-    deps.logger,
-  );
-  // max_issuance_per_second_per_key: one count per API key and second in Redis, shared by every
-  // gateway, spent through leases (no round trip per request); per process while Redis fails,
-  // and without Redis (embedded mode). See docs/billing.md.
-  const rateRedis =
-    deps.config.redis &&
-    createRequestPathRedis(deps.config.redis, deps.logger, {
-      name: 'gateway-issuance-rate',
-      commandTimeoutMs: ISSUANCE_RATE_REDIS_TIMEOUT_MS,
-    });
-  const issuanceRate = createLeasedRateLimiter(
-    rateRedis && deps.config.redis
-      ? { connection: rateRedis, prefix: `${deps.config.redis.prefix}issuance-rate:` }
-      : undefined,
-    { windowMs: 1_000 },
-    deps.logger,
-    'issuance rate limit',
-  );
-  const unsubscribe: (() => Promise<void>)[] = [];
-  if (deps.bus) {
-    // Payloads: the revoked key's SHA-256; the tenant whose plan changed.
-    unsubscribe.push(await deps.bus.subscribe(BUS_CHANNELS.apiKeysRevoked, (hash) => apiKeys.delete(hash)));
-    unsubscribe.push(
-      await deps.bus.subscribe(BUS_CHANNELS.plansChanged, (tenantId) => entitlements.invalidate(tenantId)),
-    );
-  }
   const shuttingDown = new AbortController();
   app.addHook('preClose', (done) => {
     shuttingDown.abort();
@@ -287,13 +210,13 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
   });
   const routeDeps: RouteDeps = {
     shutdown: shuttingDown.signal,
-    clients: deps.clients,
-    jwks,
-    guards: authGuards(deps.clients.admin, deps.clients.issuer, { apiKeys, relays }),
-    entitlements,
-    issuance,
-    issuanceRate,
-    forgetApiKey: (keyId) => apiKeys.deleteWhere((auth) => auth.apiKey.id === keyId),
+    clients: ctx.clients,
+    jwks: ctx.jwks,
+    guards: authGuards(ctx.clients.admin, ctx.clients.issuer, { apiKeys: ctx.apiKeys, relays: ctx.relays }),
+    entitlements: ctx.entitlements,
+    issuance: ctx.issuance,
+    issuanceRate: ctx.issuanceRate,
+    forgetApiKey: (keyId) => ctx.apiKeys.deleteWhere((auth) => auth.apiKey.id === keyId),
   };
   registerHealth(app, routeDeps);
   registerJwks(app, routeDeps);
@@ -324,13 +247,6 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     registerDevicePage(forms, routeDeps);
   });
 
-  app.addHook('onClose', async () => {
-    issuance.close();
-    await issuanceRate.close();
-    rateRedis?.disconnect();
-    for (const u of unsubscribe) await u();
-    await jwks.close();
-  });
   await app.ready();
-  return { app, jwks, routes };
+  return { app, jwks: ctx.jwks, routes };
 }

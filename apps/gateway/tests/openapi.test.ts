@@ -6,12 +6,12 @@ import { promisify } from 'node:util';
 import { testLogger } from '@relayplane/testing/logger';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type GatewayApp } from '../src/app.ts';
 import { closeClients, connectClients } from '../src/clients.ts';
+import { type TestApp, testApp } from './support/app.ts';
 
 /** The document is generated from the route schemas; these tests hold it to the standard and to the app. */
 describe('OpenAPI document', () => {
-  let gw: GatewayApp;
+  let gw: TestApp;
   let doc: Record<string, any>;
   const clients = connectClients(
     { admin: '127.0.0.1:1', issuer: '127.0.0.1:1', billing: '127.0.0.1:1' },
@@ -19,7 +19,7 @@ describe('OpenAPI document', () => {
   );
 
   beforeAll(async () => {
-    gw = await buildApp({
+    gw = await testApp({
       config: { bodyLimitBytes: 65536, jwksCacheMs: 1000 },
       clients,
       logger: testLogger(),
@@ -29,7 +29,7 @@ describe('OpenAPI document', () => {
     doc = res.json();
   });
   afterAll(async () => {
-    await gw?.app.close();
+    await gw?.close();
     closeClients(clients);
   });
 

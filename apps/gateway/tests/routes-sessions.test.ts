@@ -8,8 +8,8 @@ import { testLogger } from '@relayplane/testing/logger';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../cli/src/errors.ts';
-import { buildApp } from '../src/app.ts';
 import { csrfTokenFor } from '../src/plugins/csrf.ts';
+import { type TestApp, testApp } from './support/app.ts';
 import { inProcessCli } from './support/cli.ts';
 import { type Stack, startStack } from './support/stack.ts';
 import { PASSWORD, tenant } from './support/tenant.ts';
@@ -36,21 +36,21 @@ const SESSION_KEYS = [
 describe('sessions a user controls, over HTTP', () => {
   let stack: Stack;
   /** A second gateway on the same services: every gateway must refuse a revoked token. */
+  let secondGateway: TestApp;
   let second: FastifyInstance;
   let seq = 0;
 
   beforeAll(async () => {
     stack = await startStack('gw_sessions');
-    second = (
-      await buildApp({
-        config: { bodyLimitBytes: 64 * 1024, jwksCacheMs: 10_000, trustedProxies: [] },
-        clients: stack.clients,
-        logger: testLogger('gateway-2'),
-      })
-    ).app;
+    secondGateway = await testApp({
+      config: { bodyLimitBytes: 64 * 1024, jwksCacheMs: 10_000, trustedProxies: [] },
+      clients: stack.clients,
+      logger: testLogger('gateway-2'),
+    });
+    second = secondGateway.app;
   });
   afterAll(async () => {
-    await second?.close();
+    await secondGateway?.close();
     await stack?.close();
   });
 

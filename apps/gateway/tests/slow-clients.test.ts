@@ -7,9 +7,9 @@ import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { createLogger } from '@relayplane/shared/logger';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type GatewayApp } from '../src/app.ts';
 import { closeClients, connectClients } from '../src/clients.ts';
 import { connectionsCheckingInterval, requestTimeoutMessage } from '../src/plugins/slow-clients.ts';
+import { type TestApp, testApp } from './support/app.ts';
 import { OWNER, type Stack, startStack } from './support/stack.ts';
 
 const LIMITS = {
@@ -272,10 +272,10 @@ describe('gateway connection cap', () => {
     100,
   );
   const lines: string[] = [];
-  let gw: GatewayApp;
+  let gw: TestApp;
   let port: number;
   beforeAll(async () => {
-    gw = await buildApp({
+    gw = await testApp({
       config: { bodyLimitBytes: 65_536, jwksCacheMs: 1_000, maxConnections: MAX },
       clients,
       logger: createLogger(
@@ -287,7 +287,7 @@ describe('gateway connection cap', () => {
     port = (gw.app.server.address() as { port: number }).port;
   });
   afterAll(async () => {
-    await gw?.app.close();
+    await gw?.close();
     closeClients(clients);
   });
 
@@ -346,10 +346,10 @@ describe('gateway connection cap per client address (GATEWAY_MAX_CONNECTIONS_PER
     if (line !== undefined) return Promise.resolve(line);
     return new Promise((resolve) => lineWaiters.push({ match, resolve }));
   };
-  let gw: GatewayApp;
+  let gw: TestApp;
   let port: number;
   beforeAll(async () => {
-    gw = await buildApp({
+    gw = await testApp({
       config: {
         bodyLimitBytes: 65_536,
         jwksCacheMs: 1_000,
@@ -373,7 +373,7 @@ describe('gateway connection cap per client address (GATEWAY_MAX_CONNECTIONS_PER
     port = (gw.app.server.address() as { port: number }).port;
   });
   afterAll(async () => {
-    await gw?.app.close();
+    await gw?.close();
     closeClients(clients);
   });
 

@@ -1,7 +1,7 @@
 /**
  * The real services behind a gateway app for route tests: billing, admin and issuer on a
  * fresh PostgreSQL database (each in its own schema) and a Redis key prefix, the gateway
- * built with `buildApp` and driven through `inject()`.
+ * built with `buildApp` on its own context (support/app.ts) and driven through `inject()`.
  */
 import { AdminService, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
@@ -14,9 +14,10 @@ import { createRedis } from '@relayplane/shared/redis';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, createTestRedis } from '@relayplane/testing/storage';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type ServedRoute } from '../../src/app.ts';
+import type { ServedRoute } from '../../src/app.ts';
 import { closeClients, connectClients, type GatewayClients } from '../../src/clients.ts';
 import type { SlowClientLimits } from '../../src/plugins/slow-clients.ts';
+import { testApp } from './app.ts';
 
 export const OWNER = { email: 'owner@example.test', password: 'correct horse battery staple' };
 
@@ -115,7 +116,7 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
     );
     closers.push(() => bus.close());
     const metrics = createRegistry();
-    const { app, routes } = await buildApp({
+    const gateway = await testApp({
       config: {
         bodyLimitBytes: 64 * 1024,
         jwksCacheMs: 10_000,
@@ -127,7 +128,8 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
       bus,
       metrics,
     });
-    closers.push(() => app.close());
+    closers.push(() => gateway.close());
+    const { app, routes } = gateway;
 
     let ownerToken: string | undefined;
     return {

@@ -10,6 +10,9 @@ import type { AdminDatabase } from '../db/schema.ts';
 import { PLATFORM_CHAIN } from './canonical.ts';
 import type { AuditSigningKey } from './checkpoint-key.ts';
 
+/** The scheduler job that signs every chain head that moved (docs/audit.md, "Signed checkpoints"). */
+export const AUDIT_CHECKPOINT_JOB = 'audit-checkpoint';
+
 export interface StoredCheckpoint {
   chainKey: string;
   tenantId: string | null;

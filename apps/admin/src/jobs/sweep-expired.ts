@@ -37,3 +37,32 @@ export async function sweepExpired(deps: SweepDeps): Promise<number> {
     return 0;
   }
 }
+
+/** The sweep on a timer: once at start(), then every `SWEEP_INTERVAL_MS`; stop() waits for a running one. */
+export class ExpirySweep {
+  readonly #deps: SweepDeps;
+  #timer: NodeJS.Timeout | undefined;
+  #first: Promise<number> | undefined;
+
+  constructor(deps: SweepDeps) {
+    this.#deps = deps;
+  }
+
+  /** Sweeps now; the number of sessions deleted (never rejects). */
+  run(): Promise<number> {
+    return sweepExpired(this.#deps);
+  }
+
+  start(): void {
+    // Once at start, then on the timer: a replica restarted more often than every
+    // SWEEP_INTERVAL_MS (a rollout a few minutes apart) would otherwise never sweep.
+    this.#first = this.run();
+    this.#timer = setInterval(() => void this.run(), SWEEP_INTERVAL_MS);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#first;
+  }
+}

@@ -1,7 +1,6 @@
 import cookie from '@fastify/cookie';
 import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import type { Permission } from '@relayplane/shared/iam';
-import type { Logger } from '@relayplane/shared/logger';
 import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import { SLOW_CLIENT_DEFAULTS } from './config.ts';

@@ -7,7 +7,6 @@
  * request ids, logging) is plugged in through hooks by `@relayplane/shared/rpc`.
  */
 
-import type { PeerCertificate } from 'node:tls';
 import {
   create,
   type DescMessage,
@@ -26,7 +25,6 @@ import type {
   CallOptions,
   ClientBidi,
   ClientHooks,
-  Methods,
   ServerBidi,
   ServerHooks,
   ServiceClient,

@@ -367,10 +367,23 @@ export declare type IssueCredentialRequest = Message<"relayplane.issuer.v1.Issue
 
   /**
    * The tenant plan's concurrent-connection cap, as the gateway's entitlement cache knows it.
+   * Read only when `policy` is absent (a gateway from before it), refused at the cap in the
+   * issuer's words; removal plan: ignored once every gateway sends `policy` (the release after
+   * the one that added it), then reserved.
    *
-   * @generated from field: int32 max_concurrent_connections = 8;
+   * @generated from field: int32 max_concurrent_connections = 8 [deprecated = true];
+   * @deprecated
    */
   maxConcurrentConnections: number;
+
+  /**
+   * The tenant's issuance policy as billing decided and worded it (GetEntitlements): the issuer
+   * decides the request with it (packages/shared/src/issuance-policy.ts, decideIssuance) and
+   * refuses at the cap with its message.
+   *
+   * @generated from field: relayplane.issuer.v1.IssuancePolicy policy = 9;
+   */
+  policy?: IssuancePolicy | undefined;
 };
 
 /**
@@ -378,6 +391,55 @@ export declare type IssueCredentialRequest = Message<"relayplane.issuer.v1.Issue
  * Use `create(IssueCredentialRequestSchema)` to create a new message.
  */
 export declare const IssueCredentialRequestSchema: GenMessage<IssueCredentialRequest>;
+
+/**
+ * What of a tenant's plan bounds issuance: each limit with billing's message for a request over it.
+ *
+ * @generated from message relayplane.issuer.v1.IssuancePolicy
+ */
+export declare type IssuancePolicy = Message<"relayplane.issuer.v1.IssuancePolicy"> & {
+  /**
+   * @generated from field: string plan_id = 1;
+   */
+  planId: string;
+
+  /**
+   * @generated from field: relayplane.issuer.v1.PolicyLimit max_concurrent_connections = 2;
+   */
+  maxConcurrentConnections?: PolicyLimit | undefined;
+
+  /**
+   * @generated from field: relayplane.issuer.v1.PolicyLimit max_credential_ttl_seconds = 3;
+   */
+  maxCredentialTtlSeconds?: PolicyLimit | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.IssuancePolicy.
+ * Use `create(IssuancePolicySchema)` to create a new message.
+ */
+export declare const IssuancePolicySchema: GenMessage<IssuancePolicy>;
+
+/**
+ * @generated from message relayplane.issuer.v1.PolicyLimit
+ */
+export declare type PolicyLimit = Message<"relayplane.issuer.v1.PolicyLimit"> & {
+  /**
+   * @generated from field: int32 value = 1;
+   */
+  value: number;
+
+  /**
+   * @generated from field: string exceeded_message = 2;
+   */
+  exceededMessage: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.PolicyLimit.
+ * Use `create(PolicyLimitSchema)` to create a new message.
+ */
+export declare const PolicyLimitSchema: GenMessage<PolicyLimit>;
 
 /**
  * @generated from message relayplane.issuer.v1.Relay

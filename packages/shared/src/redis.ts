@@ -14,7 +14,7 @@ import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import type { Bus } from './bus.ts';
 import type { Logger } from './logger.ts';
 import { retryUntilDone } from './readiness.ts';
-import { traceRedis } from './tracing.ts';
+import { traceRedis } from './tracing-redis.ts';
 
 /** A seed node of a Redis Cluster: the cluster client learns the others from it. */
 export interface RedisNode {

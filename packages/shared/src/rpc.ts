@@ -62,7 +62,8 @@ import {
   userAgentFrom,
 } from './request-context.ts';
 import { ANY_PEER, callersOf, methodName } from './rpc-authz.ts';
-import { isTracingEnabled, startRpcClientSpan, traceRpcServer } from './tracing.ts';
+import { isTracingEnabled } from './tracing.ts';
+import { startRpcClientSpan, traceRpcServer } from './tracing-rpc.ts';
 
 const GRPC_TO_CODE: Partial<Record<number, ErrorCode>> = {
   [grpc.status.DEADLINE_EXCEEDED]: 'unavailable',

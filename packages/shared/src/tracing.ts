@@ -32,19 +32,15 @@ import {
   type Context,
   context,
   type Link,
-  propagation,
   ROOT_CONTEXT,
   type Span,
   type SpanContext,
   SpanKind,
   SpanStatusCode,
-  type TextMapGetter,
-  type TextMapSetter,
   TraceFlags,
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { grpc } from '@relayplane/proto/grpc';
 // pino's type itself (logger.ts re-exports it): logger.ts imports this module, not the other way round.
 import type { Logger } from 'pino';
 import { ConfigError } from './config-error.ts';
@@ -150,6 +146,11 @@ export function isTracingEnabled(): boolean {
   return tracer !== undefined;
 }
 
+/** The tracer while tracing is on (tracing-rpc.ts, tracing-redis.ts); else undefined. */
+export function activeTracer(): Tracer | undefined {
+  return tracer;
+}
+
 /**
  * Starts the OpenTelemetry SDK when the environment asks for it (see `tracingSettings`); answers
  * undefined, having loaded nothing, when it does not. `env` must be the process's environment:
@@ -182,70 +183,6 @@ export async function startTracing(
       await sdk.shutdown();
     },
   };
-}
-
-/** What a Redis span reads of an ioredis connection (a server's or a cluster's client). */
-interface TracedRedis {
-  /** `stream` and `node`: what ioredis passes along internally (a pipeline's writer, a cluster's node). */
-  sendCommand(command: RedisCommand, stream?: unknown, node?: unknown): unknown;
-  readonly options?: { db?: number; host?: string; port?: number };
-  readonly isCluster?: boolean;
-}
-
-/** What a Redis span reads of an ioredis command: its name and its outcome, never its arguments. */
-interface RedisCommand {
-  readonly name: string;
-  readonly promise: Promise<unknown>;
-}
-
-/** Commands with a span already: a cluster's redirection or a reconnect sends one again. */
-const tracedCommands = new WeakSet<RedisCommand>();
-
-/**
- * `redis` (a connection from the factories in redis.ts) with Redis spans: one CLIENT span per
- * command sent under a recorded span, named by the command (`EVALSHA`, `ZREM`, …), ended when its
- * reply (or failure) arrives. Its arguments (keys, values, script arguments) are never read.
- * Every command ioredis sends goes through the connection's `sendCommand` (scripts, pipelines,
- * MULTI, a cluster's routing), which is wrapped here on this one object: with tracing off nothing
- * is wrapped, and with it on a command outside a recorded span costs one test of the active
- * context. (ioredis' own `ioredis:command` tracing channel would do the same for every
- * connection of the process, but once subscribed it builds a message, stringifies the arguments
- * and wraps the reply promise for every command: about 1 µs per credential on the issuer's slot
- * script, measured; docs/tracing.md, Cost.)
- */
-export function traceRedis<R extends object>(redis: R): R {
-  if (!tracer) return redis;
-  const target = redis as unknown as TracedRedis;
-  const send = target.sendCommand;
-  target.sendCommand = function tracedSendCommand(this: TracedRedis, command, stream, node) {
-    // The cheap test first: outside a recorded span (almost every command) nothing else runs.
-    if (!isRecording() || tracedCommands.has(command)) return send.call(this, command, stream, node);
-    const name = typeof command.name === 'string' ? command.name.toUpperCase() : 'OTHER';
-    const span = startChildSpan(name, SpanKind.CLIENT);
-    if (!span) return send.call(this, command, stream, node); // not reached after isRecording(): for the type
-    tracedCommands.add(command);
-    span.setAttribute('db.system.name', 'redis');
-    span.setAttribute('db.operation.name', name);
-    // A cluster routes each command to a node only as it sends it: no server or database here.
-    if (!this.isCluster && this.options) {
-      span.setAttribute('db.namespace', String(this.options.db ?? 0));
-      if (typeof this.options.host === 'string') span.setAttribute('server.address', this.options.host);
-      if (typeof this.options.port === 'number') span.setAttribute('server.port', this.options.port);
-    }
-    let sent: unknown;
-    try {
-      sent = send.call(this, command, stream, node);
-    } catch (err) {
-      endSpan(span, err);
-      throw err;
-    }
-    command.promise.then(
-      () => endSpan(span),
-      (err: unknown) => endSpan(span, err),
-    );
-    return sent;
-  };
-  return redis;
 }
 
 /**
@@ -298,7 +235,7 @@ export async function withTracing<S extends Runnable & { readonly logger?: Logge
 // Spans
 
 /** The active span if it is recorded (a child made now would be too); else undefined. */
-function recordingSpan(ctx: Context): Span | undefined {
+export function recordingSpan(ctx: Context): Span | undefined {
   const span = trace.getSpan(ctx);
   return span?.isRecording() ? span : undefined;
 }
@@ -478,141 +415,6 @@ export function continueTrace<T>(
   const span = tracer.startSpan(name, { kind: SpanKind.SERVER }, parent);
   attributes?.(span);
   return runEnding(span, trace.setSpan(parent, span), fn);
-}
-
-// ---------------------------------------------------------------------------------------------
-// gRPC (wired in by rpc.ts: client and server hooks, whatever the transport)
-
-const metadataSetter: TextMapSetter<grpc.Metadata> = {
-  set(carrier, key, value) {
-    carrier.set(key, value);
-  },
-};
-
-const metadataGetter: TextMapGetter<grpc.Metadata> = {
-  get(carrier, key) {
-    const values = carrier.get(key);
-    if (values.length === 0) return undefined;
-    return values.length === 1 ? String(values[0]) : values.map(String);
-  },
-  keys(carrier) {
-    return Object.keys(carrier.getMap());
-  },
-};
-
-/** One traced gRPC client call; `end` with the gRPC status number it ended with. */
-export interface RpcClientSpan {
-  end(code: number): void;
-}
-
-/**
- * The client side of a gRPC call made while a recorded span is active: a CLIENT span
- * `<package.Service>/<Method>` whose context is injected into `metadata` (W3C `traceparent`, by
- * the propagators OTEL_PROPAGATORS chooses). Undefined, and `metadata` untouched, otherwise.
- */
-export function startRpcClientSpan(
-  service: string,
-  method: string,
-  metadata: grpc.Metadata,
-): RpcClientSpan | undefined {
-  if (!tracer) return undefined;
-  const parent = context.active();
-  if (!recordingSpan(parent)) return undefined;
-  const span = tracer.startSpan(
-    `${service}/${method}`,
-    {
-      kind: SpanKind.CLIENT,
-      attributes: { 'rpc.system': 'grpc', 'rpc.service': service, 'rpc.method': method },
-    },
-    parent,
-  );
-  propagation.inject(trace.setSpan(parent, span), metadata, metadataSetter);
-  return {
-    end(code) {
-      span.setAttribute('rpc.grpc.status_code', code);
-      if (code !== 0) span.setStatus({ code: SpanStatusCode.ERROR });
-      span.end();
-    },
-  };
-}
-
-/**
- * Runs a gRPC server handler (`run`) in a SERVER span continuing the trace the call's `metadata`
- * carries; a call that carries none (a probe, a caller not traced) runs as it is. `statusOf`
- * gives the gRPC status number a failure answers.
- */
-export function traceRpcServer<T>(
-  service: string,
-  method: string,
-  metadata: grpc.Metadata,
-  run: () => Promise<T>,
-  statusOf: (err: unknown) => number,
-): Promise<T> {
-  if (!tracer || metadata.get('traceparent').length === 0) return run();
-  const parent = propagation.extract(ROOT_CONTEXT, metadata, metadataGetter);
-  if (!trace.getSpan(parent)) return run();
-  const span = tracer.startSpan(
-    `${service}/${method}`,
-    {
-      kind: SpanKind.SERVER,
-      attributes: { 'rpc.system': 'grpc', 'rpc.service': service, 'rpc.method': method },
-    },
-    parent,
-  );
-  const end = (code: number) => {
-    span.setAttribute('rpc.grpc.status_code', code);
-    if (code !== 0) span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
-  };
-  return context.with(trace.setSpan(parent, span), run).then(
-    (value) => {
-      end(0);
-      return value;
-    },
-    (err: unknown) => {
-      end(statusOf(err));
-      throw err;
-    },
-  );
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP (the gateway's Fastify hooks)
-
-/**
- * A SERVER span for an HTTP request, continuing the W3C `traceparent` among `headers`, if any,
- * and the context to run the request in when the span is recorded. An unsampled request gets a
- * non-recording span (its ids, for the request's log lines) and no context: nothing it calls
- * would make a span or propagate one (storage, signing, batch and gRPC spans are made under
- * recorded spans only), so it runs as it would with tracing off (docs/tracing.md, Cost).
- */
-export function startHttpServerSpan(
-  method: string,
-  route: string | undefined,
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-): { span: Span; context: Context | undefined } | undefined {
-  if (!tracer) return undefined;
-  const parent = propagation.extract(ROOT_CONTEXT, headers);
-  const span = tracer.startSpan(route ? `${method} ${route}` : method, { kind: SpanKind.SERVER }, parent);
-  if (!span.isRecording()) return { span, context: undefined };
-  span.setAttribute('http.request.method', method);
-  if (route) span.setAttribute('http.route', route);
-  return { span, context: trace.setSpan(parent, span) };
-}
-
-/** `trace_id` and `span_id` of `span`, as log lines carry them. */
-export function spanLogFields(span: Span): { trace_id: string; span_id: string } {
-  const { traceId, spanId } = span.spanContext();
-  return { trace_id: traceId, span_id: spanId };
-}
-
-/** Ends an HTTP server span with the answer's status (5xx: failed). */
-export function endHttpServerSpan(span: Span, status: number): void {
-  if (span.isRecording()) {
-    span.setAttribute('http.response.status_code', status);
-    if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-  }
-  span.end();
 }
 
 /** Runs `fn` in `ctx` (a span's context from this module). */

@@ -18,15 +18,8 @@
  * async-context frame and a context object per request, for a span nothing records): its
  * request logger is bound to the span's ids instead, so its lines name the trace all the same.
  */
-import {
-  type Context,
-  endHttpServerSpan,
-  isTracingEnabled,
-  runInContext,
-  type Span,
-  spanLogFields,
-  startHttpServerSpan,
-} from '@relayplane/shared/tracing';
+import { type Context, isTracingEnabled, runInContext, type Span } from '@relayplane/shared/tracing';
+import { endHttpServerSpan, spanLogFields, startHttpServerSpan } from '@relayplane/shared/tracing-http';
 import { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { withBindings } from '../lazy-logger.ts';
 

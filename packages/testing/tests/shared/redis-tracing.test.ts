@@ -9,15 +9,8 @@ import {
   duplicateConnection,
   waitReady,
 } from '@relayplane/shared/redis';
-import {
-  endHttpServerSpan,
-  runInContext,
-  type SpanContext,
-  SpanKind,
-  startHttpServerSpan,
-  startTracing,
-  type Tracing,
-} from '@relayplane/shared/tracing';
+import { runInContext, type SpanContext, SpanKind, startTracing, type Tracing } from '@relayplane/shared/tracing';
+import { endHttpServerSpan, startHttpServerSpan } from '@relayplane/shared/tracing-http';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testLogger } from '../../src/logger.ts';

@@ -31,6 +31,12 @@ export interface RotationPolicy {
   maxCredentialTtlSeconds: number;
 }
 
+/** The signing keys' configuration: the rotation policy and how often maintenance runs. */
+export interface IssuerKeysConfig extends RotationPolicy {
+  /** How often the maintenance tick runs (scheduled rotation, next-key creation, removal). */
+  maintenanceIntervalSeconds: number;
+}
+
 export function keyState(key: KeyTimeline): KeyState {
   if (key.removedAt) return 'removed';
   if (key.deactivatedAt) return 'previous';

@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { AdminService, ensureAuditKeyFile, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
 import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
-import { DEMO_RELAYS, IssuerService, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
+import { DEMO_RELAYS, IssuerApp, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
 import { DeferredAuditAdmin } from '@relayplane/shared/audit-outbox';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { EnvReader, LOG_LEVELS } from '@relayplane/shared/config';
@@ -85,7 +85,7 @@ export class Embedded {
     const started: { destroy(): Promise<void> }[] = [];
     try {
       const issuerLogger = createLogger({ level: logLevel, service: SERVICES.issuer });
-      const issuer = await IssuerService.create(
+      const issuer = await IssuerApp.create(
         readIssuerConfig(env, {
           listen: address(SERVICES.issuer),
           database: { kind: 'pglite', dataDir: join(dataDir, SERVICES.issuer, 'db') },

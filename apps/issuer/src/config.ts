@@ -17,14 +17,9 @@ import { SERVICES } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
-import { JWKS_MAX_AGE_SECONDS, type RotationPolicy } from './domain/key-lifecycle.ts';
+import { type IssuerKeysConfig, JWKS_MAX_AGE_SECONDS } from './keys/key-lifecycle.ts';
 import { KEK_BYTES } from './keys/key-material.ts';
 import { type RelayConfig, readRelayConfig } from './relays/relay-config.ts';
-
-export interface IssuerKeysConfig extends RotationPolicy {
-  /** How often the maintenance tick runs (scheduled rotation, next-key creation, removal). */
-  maintenanceIntervalSeconds: number;
-}
 
 /** What relay credentials say about who issued them and for whom (docs/credentials.md). */
 export interface CredentialsConfig {

@@ -1,3 +1,3 @@
 export { type IssuerConfig, loadOrCreateKek, readIssuerConfig } from './config.ts';
 export { DEMO_RELAYS } from './relays/relay-config.ts';
-export { type IssuerOverrides, IssuerService } from './service.ts';
+export { IssuerApp, type IssuerOverrides } from './service.ts';

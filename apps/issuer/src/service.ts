@@ -1,5 +1,5 @@
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
-import { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
+import { IssuerService } from '@relayplane/proto/issuer';
 import {
   type AuditAdminClient,
   AuditOutbox,
@@ -22,23 +22,29 @@ import { Serving } from '@relayplane/shared/serving';
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { IssuerConfig } from './config.ts';
-import { Credentials } from './credentials/credentials.ts';
-import type { signCredential } from './credentials/jwt.ts';
 import { migrations } from './db/migrations/index.ts';
 import type { IssuerDatabase } from './db/schema.ts';
 import { issuerHandlers } from './grpc/issuer-handlers.ts';
-import { CredentialRetention, scheduleCredentialRetention } from './jobs/credential-retention.ts';
-import { scheduleKeyMaintenance } from './jobs/key-maintenance.ts';
+import { CredentialList } from './issuance/credential-list.ts';
+import { CredentialRetention, scheduleCredentialRetention } from './issuance/credential-retention.ts';
+import { CredentialStore } from './issuance/credential-store.ts';
+import { CredentialWriter } from './issuance/credential-writer.ts';
+import { Introspection } from './issuance/introspection.ts';
+import { Issuance } from './issuance/issuance.ts';
+import { RedisSlotStore } from './issuance/redis-slot-store.ts';
+import { MemorySlotStore, type SlotStore } from './issuance/slot-store.ts';
+import { UsageSummaryStore } from './issuance/usage-summary.ts';
+import type { signCredential } from './keys/jwt.ts';
+import { scheduleKeyMaintenance } from './keys/key-maintenance.ts';
 import { SigningKeys } from './keys/signing-keys.ts';
 import { IssuerMetrics } from './metrics.ts';
 import { type RedisKeys, redisKeys } from './redis/keys.ts';
 import { RelayDirectory } from './relays/relay-directory.ts';
-import { CredentialWriter } from './stores/credential-writer.ts';
-import { CredentialStore } from './stores/credentials.ts';
-import { RedisSlotStore } from './stores/redis-slot-store.ts';
-import { RedisRevocationMarks } from './stores/revocation-marks.ts';
-import { MemorySlotStore, type SlotStore } from './stores/slot-store.ts';
-import { UsageSummaryStore } from './stores/usage-summary.ts';
+import { RevocationFeed } from './revocation/revocation-feed.ts';
+import { RedisRevocationMarks } from './revocation/revocation-marks.ts';
+import { RevocationStore } from './revocation/revocation-store.ts';
+import { Revocations } from './revocation/revocations.ts';
+import { SigningKeyRevocation } from './revocation/signing-key-revocation.ts';
 
 /** The issuers' bullmq queue of maintenance jobs (key maintenance, credential retention). */
 export const MAINTENANCE_QUEUE = 'issuer-maintenance';
@@ -48,7 +54,7 @@ export const MAINTENANCE_QUEUE = 'issuer-maintenance';
  * reserve slots because its Redis connection is not ready, although the service itself (JWKS,
  * revocation feed, relays) is. For operators and probes; docs/ARCHITECTURE.md, Start-up.
  */
-const ISSUANCE_HEALTH_SERVICE = `${IssuerRpc.typeName}/issuance`;
+const ISSUANCE_HEALTH_SERVICE = `${IssuerService.typeName}/issuance`;
 
 export interface IssuerOverrides {
   logger?: Logger;
@@ -75,7 +81,7 @@ interface RedisSetup {
 }
 
 /** The issuer service: signing keys and the JWKS, relay credentials, the relay registry, usage. */
-export class IssuerService {
+export class IssuerApp {
   readonly config: IssuerConfig;
   readonly logger: Logger;
   readonly database: Database<IssuerDatabase>;
@@ -88,7 +94,10 @@ export class IssuerService {
   /** Connection slots: Redis in distributed mode, in memory in embedded mode. */
   readonly slots: SlotStore;
   readonly credentialWriter: CredentialWriter;
-  readonly credentials: Credentials;
+  readonly issuance: Issuance;
+  readonly revocations: Revocations;
+  /** The revocation feed's long-polls (wake on this replica's revocations and on the bus). */
+  readonly revocationFeed: RevocationFeed;
   readonly relays: RelayDirectory;
   /** Deletes credentials expired longer than the retention window (a maintenance job). */
   readonly retention: CredentialRetention;
@@ -168,21 +177,38 @@ export class IssuerService {
       logger,
       audit: this.audit,
     });
-    this.credentials = new Credentials({
+    const maxTtlSeconds = config.keys.maxCredentialTtlSeconds;
+    this.issuance = new Issuance({
       config: config.credentials,
-      maxTtlSeconds: config.keys.maxCredentialTtlSeconds,
+      maxTtlSeconds,
       clock,
       logger,
-      bus: this.bus,
       slots: this.slots,
-      marks: redis ? new RedisRevocationMarks(redis.requestPath, redis.keys) : null,
       writer: this.credentialWriter,
       store: credentialStore,
       keys: this.keys.ring,
       relays: this.relays,
       sign: deps.sign,
       metrics,
+    });
+    const revocationStore = new RevocationStore(database.db, database.schema);
+    this.revocationFeed = new RevocationFeed({
+      bus: this.bus,
+      clock,
+      store: revocationStore,
+      maxTtlSeconds,
+      metrics,
+    });
+    this.revocations = new Revocations({
+      clock,
+      logger,
+      bus: this.bus,
+      store: revocationStore,
+      marks: redis ? new RedisRevocationMarks(redis.requestPath, redis.keys) : null,
+      slots: this.slots,
+      feed: this.revocationFeed,
       audit: this.audit,
+      metrics,
     });
     this.rpc = new RpcServer(logger, {
       maxConnectionAgeMs: config.maxConnectionAgeMs,
@@ -192,7 +218,7 @@ export class IssuerService {
     });
     this.#serving = new Serving({
       rpc: this.rpc,
-      serviceName: IssuerRpc.typeName,
+      serviceName: IssuerService.typeName,
       database,
       listen: config.listen,
       metrics: this.metrics,
@@ -202,22 +228,42 @@ export class IssuerService {
     });
     serviceHealthMetrics(this.metrics, {
       health: this.rpc.health,
-      services: [IssuerRpc.typeName, ISSUANCE_HEALTH_SERVICE],
+      services: [IssuerService.typeName, ISSUANCE_HEALTH_SERVICE],
       database,
       redis: redis?.requestPath,
     });
     const handlers = issuerHandlers({
       keys: this.keys,
-      credentials: this.credentials,
+      keyRevocation: new SigningKeyRevocation({
+        clock,
+        logger,
+        bus: this.bus,
+        store: revocationStore.signingKeys,
+        maxTtlSeconds,
+        keys: this.keys,
+        feed: this.revocationFeed,
+        audit: this.audit,
+      }),
+      issuance: this.issuance,
+      introspection: new Introspection({
+        config: config.credentials,
+        clock,
+        keys: this.keys.ring,
+        revocations: this.revocations,
+        relays: this.relays,
+      }),
+      credentialList: new CredentialList({ store: credentialStore, clock }),
+      revocations: this.revocations,
+      feed: this.revocationFeed,
       relays: this.relays,
       usage: new UsageSummaryStore(database.db),
       logger,
       metrics,
     });
-    this.rpc.add(IssuerRpc, this.#serving.guard(IssuerRpc, handlers));
+    this.rpc.add(IssuerService, this.#serving.guard(IssuerService, handlers));
   }
 
-  static async create(config: IssuerConfig, overrides: IssuerOverrides = {}): Promise<IssuerService> {
+  static async create(config: IssuerConfig, overrides: IssuerOverrides = {}): Promise<IssuerApp> {
     const logger = overrides.logger ?? createLogger({ level: config.logLevel, service: SERVICES.issuer });
     let redis: RedisSetup | undefined;
     let bus = overrides.bus;
@@ -246,7 +292,7 @@ export class IssuerService {
       redis = { keys, requestPath, connections: [requestPath, ...shared.connections] };
     }
     const database = await createDatabase<IssuerDatabase>(config.database, SERVICES.issuer, logger);
-    return new IssuerService({
+    return new IssuerApp({
       config,
       logger,
       clock: overrides.clock ?? systemClock,
@@ -281,7 +327,7 @@ export class IssuerService {
     this.audit.start();
     await serving.step('signing keys', () => startOrUndo(this.keys));
     await serving.step('relay registry', () => startOrUndo(this.relays));
-    await serving.step('revocation feed', () => startOrUndo(this.credentials));
+    await serving.step('revocation feed', () => startOrUndo(this.revocationFeed));
     scheduleKeyMaintenance(this.scheduler, this.keys, this.config.keys.maintenanceIntervalSeconds * 1000);
     scheduleCredentialRetention(this.scheduler, this.retention);
     await this.scheduler.start();
@@ -316,7 +362,7 @@ export class IssuerService {
     await this.keys.stop();
     await this.scheduler.close();
     // Long-polls answer at once, so draining the server does not wait out their wait_ms.
-    await this.credentials.stop();
+    await this.revocationFeed.stop();
     await this.rpc.close();
     await this.credentialWriter.flushed();
     await this.relays.stop();

@@ -7,10 +7,11 @@ import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IssuerConfigOverrides } from '../src/config.ts';
-import { CREDENTIAL_RETENTION_JOB, CredentialRetention } from '../src/jobs/credential-retention.ts';
+import { CREDENTIAL_RETENTION_JOB, CredentialRetention } from '../src/issuance/credential-retention.ts';
+import { CredentialStore } from '../src/issuance/credential-store.ts';
 import { redisKeys } from '../src/redis/keys.ts';
+import { RevocationStore } from '../src/revocation/revocation-store.ts';
 import { MAINTENANCE_QUEUE } from '../src/service.ts';
-import { CredentialStore } from '../src/stores/credentials.ts';
 import {
   type CredentialRowInit,
   eventually,
@@ -72,6 +73,7 @@ describe('credential retention (controlled clock, PostgreSQL)', () => {
     return sampleValue(text, 'relayplane_issuer_credentials_deleted_total');
   };
   const store = () => new CredentialStore(issuer.service.database.db, issuer.service.database.schema);
+  const revocations = () => new RevocationStore(issuer.service.database.db, issuer.service.database.schema);
   const summarize = async (day: string) =>
     (await issuer.client.summarizeUsage({ day })).summaries.map((s) => ({
       tenantId: s.tenantId,
@@ -110,8 +112,8 @@ describe('credential retention (controlled clock, PostgreSQL)', () => {
       { project: projectId, issued: '2026-03-19T09:00:00Z', expires: '2026-03-19T10:00:00Z' },
     ]);
     // Revocations of the past, each with its feed entry (written at the instant it happened).
-    await store().revoke(tenantId, oldRevoked ?? '', new Date('2026-03-12T09:30:00Z'));
-    await store().revoke(tenantId, recentRevoked ?? '', new Date('2026-03-19T09:30:00Z'));
+    await revocations().revoke(tenantId, oldRevoked ?? '', new Date('2026-03-12T09:30:00Z'));
+    await revocations().revoke(tenantId, recentRevoked ?? '', new Date('2026-03-19T09:30:00Z'));
     // Live credentials through the real issuance path; one of them revoked now.
     const request = issueRequest({ tenantId, projectId, apiKeyId });
     const live = await issuer.client.issueCredential(request);
@@ -222,7 +224,7 @@ describe('credential retention (controlled clock, PostgreSQL)', () => {
       { project: projectId, issued: '2026-03-19T09:00:00Z', expires: '2026-03-19T10:00:00Z' },
     ]);
     for (const jti of jtis.slice(0, 10))
-      await store().revoke(tenantId, jti, new Date('2026-03-01T00:30:00Z'));
+      await revocations().revoke(tenantId, jti, new Date('2026-03-01T00:30:00Z'));
     const replica = () =>
       new CredentialRetention({
         store: store(),

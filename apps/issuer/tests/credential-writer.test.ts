@@ -3,8 +3,8 @@ import { newId } from '@relayplane/shared/ids';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { newJti } from '../src/credentials/jwt.ts';
-import { type CredentialRow, CredentialWriter } from '../src/stores/credential-writer.ts';
+import { type CredentialRow, CredentialWriter } from '../src/issuance/credential-writer.ts';
+import { newJti } from '../src/keys/jwt.ts';
 import { newKek, type RunningIssuer, startIssuer } from './support/harness.ts';
 
 describe('CredentialWriter (micro-batched jti recording, PostgreSQL)', () => {

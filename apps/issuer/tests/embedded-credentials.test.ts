@@ -5,8 +5,8 @@ import { ManualClock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemorySlotStore } from '../src/issuance/slot-store.ts';
 import { DEMO_RELAYS } from '../src/relays/relay-config.ts';
-import { MemorySlotStore } from '../src/stores/slot-store.ts';
 import { newKek, type RunningIssuer, startIssuer } from './support/harness.ts';
 
 /** Embedded mode: PGlite, no Redis (in-memory slot store, in-process bus), demo relays. */

@@ -4,7 +4,7 @@ import { ConfigError } from '@relayplane/shared/config';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
+import { JWKS_MAX_AGE_SECONDS } from '../src/keys/key-lifecycle.ts';
 import { KeyDecryptionError, openPrivateKey } from '../src/keys/key-material.ts';
 import {
   newKek,

@@ -8,8 +8,8 @@ import { createTestDatabase, createTestRedis, type TestDatabase } from '@relaypl
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RedisSlotStore } from '../src/issuance/redis-slot-store.ts';
 import { redisKeys } from '../src/redis/keys.ts';
-import { RedisSlotStore } from '../src/stores/redis-slot-store.ts';
 import {
   credentialJtis,
   eventually,

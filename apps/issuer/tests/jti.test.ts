@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isJti, newJti } from '../src/credentials/jwt.ts';
+import { isJti, newJti } from '../src/keys/jwt.ts';
 
 describe('newJti', () => {
   it('answers crd_ + 20 base32 characters, never the same twice across many pool refills', () => {

@@ -1,11 +1,11 @@
 import { createHash, createPublicKey, sign, verify } from 'node:crypto';
-import { IssuerService as IssuerRpc, KeyState } from '@relayplane/proto/issuer';
+import { IssuerService, KeyState } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { connect } from '@relayplane/shared/rpc';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
+import { JWKS_MAX_AGE_SECONDS } from '../src/keys/key-lifecycle.ts';
 import { newKek, type RunningIssuer, rfc7638Thumbprint, seconds, startIssuer } from './support/harness.ts';
 
 const JWK_FIELDS = ['alg', 'crv', 'kid', 'kty', 'use', 'x'];
@@ -94,7 +94,7 @@ describe('JWKS of a freshly started issuer (real gRPC, real PostgreSQL)', () => 
   it('reports SERVING on the standard health service while its database answers', async () => {
     const health = connect(HealthService, `127.0.0.1:${issuer.service.port}`);
     try {
-      const res = await health.check({ service: IssuerRpc.typeName });
+      const res = await health.check({ service: IssuerService.typeName });
       expect(res.status).toBe(ServingStatus.SERVING);
     } finally {
       health.close();

@@ -18,10 +18,10 @@ import { createTestDatabase, type TestDatabase } from '@relayplane/testing/stora
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readIssuerConfig } from '../src/config.ts';
-import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
+import { JWKS_MAX_AGE_SECONDS } from '../src/keys/key-lifecycle.ts';
+import { SigningKeyStore } from '../src/keys/signing-key-store.ts';
 import { DEMO_RELAYS } from '../src/relays/relay-config.ts';
-import { IssuerService } from '../src/service.ts';
-import { SigningKeyStore } from '../src/stores/signing-keys.ts';
+import { IssuerApp } from '../src/service.ts';
 import {
   issueRequest,
   newKek,
@@ -50,14 +50,14 @@ function rawOpen(row: RawKeyRow, kek: Buffer): Buffer {
 }
 
 /** A gauge or counter of `service`'s registry; fails when the metric is not registered. */
-async function metric(service: IssuerService, name: string, type: 'gauge' | 'counter'): Promise<number> {
+async function metric(service: IssuerApp, name: string, type: 'gauge' | 'counter'): Promise<number> {
   const text = await service.metrics.metrics();
   expect(hasMetric(text, name, type), `${name} is registered`).toBe(true);
   return sampleValue(text, name);
 }
 
 /** Puts rows back as they were (sealed bytes and fingerprint), with a raw query. */
-async function restoreRows(service: IssuerService, rows: RawKeyRow[]): Promise<void> {
+async function restoreRows(service: IssuerApp, rows: RawKeyRow[]): Promise<void> {
   for (const row of rows) {
     await sql`update issuer.signing_keys set kek_fingerprint = ${row.kek_fingerprint}, private_iv = ${row.private_iv},
       private_ciphertext = ${row.private_ciphertext}, private_tag = ${row.private_tag} where kid = ${row.kid}`.execute(
@@ -130,10 +130,10 @@ describe('KEK rotation on PostgreSQL', () => {
   /** Each key's PKCS#8 DER, opened from `sealedByOld` with plain AES under the old KEK. */
   const ders = new Map<string, Buffer>();
   let activeKid: string;
-  const open: IssuerService[] = [];
+  const open: IssuerApp[] = [];
 
   /** An issuer built through the real config reader and not started (no tick has run). */
-  async function unstarted(kek: Buffer, previous: Buffer[] = []): Promise<IssuerService> {
+  async function unstarted(kek: Buffer, previous: Buffer[] = []): Promise<IssuerApp> {
     const config = readIssuerConfig(
       {
         ISSUER_DATABASE_URL: database.url,
@@ -143,7 +143,7 @@ describe('KEK rotation on PostgreSQL', () => {
       },
       { redis: undefined },
     );
-    const service = await IssuerService.create(config, { logger: testLogger('issuer'), clock });
+    const service = await IssuerApp.create(config, { logger: testLogger('issuer'), clock });
     open.push(service);
     return service;
   }
@@ -240,7 +240,7 @@ describe('KEK rotation on PostgreSQL', () => {
   });
 
   it('writes with compare-and-set on the fingerprint: a second re-encryption from the old KEK changes nothing', async () => {
-    const service = open[0] as IssuerService;
+    const service = open[0] as IssuerApp;
     await restoreRows(service, sealedByOld);
     const store = new SigningKeyStore(service.database.db);
     const row = sealedByOld[0] as RawKeyRow;
@@ -264,7 +264,7 @@ describe('KEK rotation on PostgreSQL', () => {
   });
 
   it('two issuers starting at once with KEK=new, KEK_PREVIOUS=old: one re-encryption per key, the same keys sign', async () => {
-    const service = open[0] as IssuerService;
+    const service = open[0] as IssuerApp;
     await restoreRows(service, sealedByOld);
     const [a, b] = await Promise.all([start(NEW, [OLD]), start(NEW, [OLD])]);
     try {
@@ -310,7 +310,7 @@ describe('KEK rotation on PostgreSQL', () => {
           open[0]?.database.db as never,
         )
       ).rows[0]?.n;
-    const rows = await rawKeyRows(open[0] as IssuerService);
+    const rows = await rawKeyRows(open[0] as IssuerApp);
     expect(rows.every((r) => r.kek_fingerprint === fingerprint(NEW))).toBe(true);
     // The old KEK, now that the keys are sealed by the new one; then a stranger with a stranger.
     const cases: [Buffer, Buffer[], string][] = [
@@ -325,12 +325,12 @@ describe('KEK rotation on PostgreSQL', () => {
       );
       await expect(attempt).rejects.not.toThrow(b64(kek));
       expect(await count()).toBe('3');
-      expect(await rawKeyRows(open[0] as IssuerService)).toEqual(rows);
+      expect(await rawKeyRows(open[0] as IssuerApp)).toEqual(rows);
     }
   });
 
   it('refuses a mix where one stored key’s KEK is missing, naming only that fingerprint', async () => {
-    const service = open[0] as IssuerService;
+    const service = open[0] as IssuerApp;
     const rows = await rawKeyRows(service);
     // One key back under the old KEK: with KEK=new alone, that one cannot open.
     await restoreRows(service, [sealedByOld[2] as RawKeyRow]);

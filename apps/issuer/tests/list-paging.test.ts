@@ -5,8 +5,8 @@ import { KeyState } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
-import { CURSOR_MESSAGE } from '../src/domain/list-paging.ts';
+import { CURSOR_MESSAGE } from '../src/common/list-paging.ts';
+import { JWKS_MAX_AGE_SECONDS } from '../src/keys/key-lifecycle.ts';
 import { newKek, type RunningIssuer, rejection, startIssuer } from './support/harness.ts';
 
 const STATIC = [

@@ -2,7 +2,7 @@ import { ManualClock } from '@relayplane/shared/clock';
 import { BullmqScheduler } from '@relayplane/shared/scheduler';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
+import { JWKS_MAX_AGE_SECONDS } from '../src/keys/key-lifecycle.ts';
 import type { KeysReloadedEvent } from '../src/keys/signing-keys.ts';
 import { eventually, newKek, type RunningIssuer, seconds, startIssuer } from './support/harness.ts';
 

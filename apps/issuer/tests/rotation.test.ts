@@ -3,7 +3,7 @@ import { KeyState } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLOCK_SKEW_LEEWAY_SECONDS, JWKS_MAX_AGE_SECONDS } from '../src/domain/key-lifecycle.ts';
+import { CLOCK_SKEW_LEEWAY_SECONDS, JWKS_MAX_AGE_SECONDS } from '../src/keys/key-lifecycle.ts';
 import { newKek, type RunningIssuer, rawKeyRows, seconds, startIssuer } from './support/harness.ts';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');

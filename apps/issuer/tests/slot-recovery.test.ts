@@ -10,8 +10,8 @@ import { createTestDatabase, createTestRedis, type TestDatabase } from '@relaypl
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { RedisSlotStore } from '../src/issuance/redis-slot-store.ts';
 import { redisKeys } from '../src/redis/keys.ts';
-import type { RedisSlotStore } from '../src/stores/redis-slot-store.ts';
 import { issueRequest, newKek, type RunningIssuer, rejection, startIssuer } from './support/harness.ts';
 
 describe('issuance after Redis lost the slots (two replicas, PostgreSQL, Redis)', () => {

@@ -5,19 +5,20 @@ import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newJti } from '../src/credentials/jwt.ts';
 import { migrations } from '../src/db/migrations/index.ts';
 import type { IssuerDatabase } from '../src/db/schema.ts';
-import { redisKeys } from '../src/redis/keys.ts';
-import { CredentialWriter } from '../src/stores/credential-writer.ts';
-import { CredentialStore } from '../src/stores/credentials.ts';
-import { RedisSlotStore } from '../src/stores/redis-slot-store.ts';
+import { CredentialStore } from '../src/issuance/credential-store.ts';
+import { CredentialWriter } from '../src/issuance/credential-writer.ts';
+import { RedisSlotStore } from '../src/issuance/redis-slot-store.ts';
 import {
   MemorySlotStore,
   type SlotLedger,
   SlotLedgerUnavailableError,
   type SlotStore,
-} from '../src/stores/slot-store.ts';
+} from '../src/issuance/slot-store.ts';
+import { newJti } from '../src/keys/jwt.ts';
+import { redisKeys } from '../src/redis/keys.ts';
+import { RevocationStore } from '../src/revocation/revocation-store.ts';
 
 /** One implementation under test plus the ways to make its leases expire and to lose them. */
 interface Harness {
@@ -39,6 +40,7 @@ const keys = redisKeys(testRedis.prefix);
 let database: TestDatabase;
 let issuerDb: Database<IssuerDatabase>;
 let credentials: CredentialStore;
+let revocations: RevocationStore;
 let writer: CredentialWriter;
 /** The credentials table, as issuance records it: what a lost slot set is rebuilt from. */
 const ledger: SlotLedger = { liveLeases: (tenant, limit) => credentials.liveLeases(tenant, limit) };
@@ -52,6 +54,7 @@ beforeAll(async () => {
   );
   await issuerDb.migrate(migrations);
   credentials = new CredentialStore(issuerDb.db);
+  revocations = new RevocationStore(issuerDb.db);
   writer = new CredentialWriter(issuerDb);
 });
 
@@ -231,7 +234,7 @@ describe.each(implementations)('slot store conformance: %s', (_name, make) => {
 
     // A credential revoked in the record holds no slot in the next rebuild.
     const [revoked, ...kept] = jtis as [string, ...string[]];
-    await credentials.revoke(tenant, revoked, new Date());
+    await revocations.revoke(tenant, revoked, new Date());
     const again = await harness.lose(tenant);
     const fresh = newJti();
     expect(await again.reserve(tenant, fresh, ttl, 3)).toEqual({ granted: true, inUse: 3 });
@@ -482,7 +485,7 @@ describe('RedisSlotStore after Redis lost its data', () => {
     // Neither a revoked nor an expired credential holds a slot.
     const revoked = newJti();
     await recorded(tenant, [revoked], now + 400_000);
-    await credentials.revoke(tenant, revoked, new Date());
+    await revocations.revoke(tenant, revoked, new Date());
     await recorded(tenant, [newJti()], now - 1_000);
 
     const calls = store.calls;

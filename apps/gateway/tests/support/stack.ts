@@ -5,7 +5,7 @@
  */
 import { AdminService, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
-import { IssuerService, readIssuerConfig } from '@relayplane/issuer';
+import { IssuerApp, readIssuerConfig } from '@relayplane/issuer';
 import { RedisBus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
@@ -27,7 +27,7 @@ export interface Stack {
   clients: GatewayClients;
   billing: BillingService;
   admin: AdminService;
-  issuer: IssuerService;
+  issuer: IssuerApp;
   /** The gateway app's metrics registry (HTTP request metrics). */
   metrics: Registry;
   /** Logs in and returns a bearer header for the bootstrap owner (a platform admin). */
@@ -69,12 +69,9 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
   const metricsAddress = options.serveMetrics ? '127.0.0.1:0' : undefined;
   const closers: (() => Promise<void>)[] = [];
   try {
-    const issuer = await IssuerService.create(
-      readIssuerConfig(env, { listen: '127.0.0.1:0', metricsAddress }),
-      {
-        logger: testLogger('issuer'),
-      },
-    );
+    const issuer = await IssuerApp.create(readIssuerConfig(env, { listen: '127.0.0.1:0', metricsAddress }), {
+      logger: testLogger('issuer'),
+    });
     await issuer.start();
     closers.push(() => issuer.destroy());
 

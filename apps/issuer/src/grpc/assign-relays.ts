@@ -5,10 +5,10 @@ import { relayMessage } from './messages.ts';
 
 /** AssignRelays: fresh relays for the holder of a valid credential. */
 export function assignRelays({
-  credentials,
-}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['assignRelays'] {
+  introspection,
+}: Pick<IssuerDeps, 'introspection'>): ServiceImpl<typeof IssuerService>['assignRelays'] {
   return async (req) => {
-    const { relays, fallback } = await credentials.assign(req.token, req.region);
+    const { relays, fallback } = await introspection.assign(req.token, req.region);
     return { relays: relays.map(relayMessage), fallback };
   };
 }

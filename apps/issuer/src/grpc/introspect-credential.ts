@@ -4,10 +4,10 @@ import type { IssuerDeps } from './deps.ts';
 
 /** IntrospectCredential (RFC 7662 shape): inactive for anything not valid, unexpired and unrevoked. */
 export function introspectCredential({
-  credentials,
-}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['introspectCredential'] {
+  introspection,
+}: Pick<IssuerDeps, 'introspection'>): ServiceImpl<typeof IssuerService>['introspectCredential'] {
   return async (req) => {
-    const claims = await credentials.verify(req.token);
+    const claims = await introspection.verify(req.token);
     if (!claims) return { active: false };
     return {
       active: true,

@@ -26,7 +26,7 @@ const MAX_IN_FLIGHT_PER_STREAM = 256;
 /** Answers of one batch stream, at most this many per message. */
 const MAX_ANSWERS_PER_MESSAGE = 256;
 
-type StreamDeps = Pick<IssuerDeps, 'credentials' | 'logger' | 'metrics'>;
+type StreamDeps = Pick<IssuerDeps, 'issuance' | 'logger' | 'metrics'>;
 type StreamAnswer = MessageInitShape<typeof IssueCredentialsResponseSchema>;
 
 /** IssueCredentials: one request per message, one answer per message. */
@@ -84,7 +84,7 @@ export function issueCredentialBatches(
 
 /** Works off the requests of one stream; `answer` delivers one answer (it may hold it back). */
 async function serve(
-  { credentials, logger, metrics }: StreamDeps,
+  { issuance, logger, metrics }: StreamDeps,
   messages: AsyncIterable<readonly IssueCredentialsRequest[]>,
   answer: (res: StreamAnswer) => Promise<void>,
   call: CallInfo,
@@ -98,9 +98,9 @@ async function serve(
     let res: StreamAnswer;
     try {
       if (!req) throw new AppError('invalid_request', 'request is required');
-      const issued = await credentials.issue(issueInput(req), call.signal);
+      const issued = await issuance.issue(issueInput(req), call.signal);
       if (call.signal.aborted) {
-        await credentials.abandon(issued.claims.tid, issued.jti);
+        await issuance.abandon(issued.claims.tid, issued.jti);
         return;
       }
       res = { requestId, result: { case: 'credential', value: issueResponse(issued) } };

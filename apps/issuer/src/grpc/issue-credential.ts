@@ -5,7 +5,7 @@ import { issueInput, issueResponse } from './messages.ts';
 
 /** IssueCredential: one credential per call (the gateway uses the streams on its hot path). */
 export function issueCredential({
-  credentials,
-}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['issueCredential'] {
-  return async (req, call) => issueResponse(await credentials.issue(issueInput(req), call.signal));
+  issuance,
+}: Pick<IssuerDeps, 'issuance'>): ServiceImpl<typeof IssuerService>['issueCredential'] {
+  return async (req, call) => issueResponse(await issuance.issue(issueInput(req), call.signal));
 }

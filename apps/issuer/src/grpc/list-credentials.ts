@@ -5,10 +5,10 @@ import type { IssuerDeps } from './deps.ts';
 
 /** ListCredentials: a project's credentials, newest first, with an opaque cursor (never a token). */
 export function listCredentials({
-  credentials,
-}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['listCredentials'] {
+  credentialList,
+}: Pick<IssuerDeps, 'credentialList'>): ServiceImpl<typeof IssuerService>['listCredentials'] {
   return async (req) => {
-    const page = await credentials.list({
+    const page = await credentialList.list({
       tenantId: req.tenantId,
       projectId: req.projectId,
       apiKeyId: req.apiKeyId,

@@ -5,10 +5,10 @@ import type { IssuerDeps } from './deps.ts';
 
 /** ListRevocations: the revocation feed after a cursor, long-polling up to `wait_ms`. */
 export function listRevocations({
-  credentials,
-}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['listRevocations'] {
+  feed,
+}: Pick<IssuerDeps, 'feed'>): ServiceImpl<typeof IssuerService>['listRevocations'] {
   return async (req, call) => {
-    const page = await credentials.listRevocations(req.cursor, req.limit, req.waitMs, call.signal);
+    const page = await feed.list(req.cursor, req.limit, req.waitMs, call.signal);
     return {
       revocations: page.revocations.map((r) => ({
         sequence: r.sequence,

@@ -9,12 +9,12 @@ import {
   type RelaySchema,
   type SigningKeySchema,
 } from '@relayplane/proto/issuer';
-import type { IssuedCredential } from '../credentials/credentials.ts';
-import type { IssueInput } from '../domain/credential-request.ts';
-import { eligibleAt, keyState, type KeyState as LifecycleState } from '../domain/key-lifecycle.ts';
+import type { IssueInput } from '../issuance/credential-request.ts';
+import type { IssuedCredential } from '../issuance/issuance.ts';
+import { eligibleAt, keyState, type KeyState as LifecycleState } from '../keys/key-lifecycle.ts';
+import type { StoredKey } from '../keys/signing-key-store.ts';
 import type { SigningKeyListing } from '../keys/signing-keys.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
-import type { StoredKey } from '../stores/signing-keys.ts';
 
 const timestamp = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 

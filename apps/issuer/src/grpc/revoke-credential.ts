@@ -5,10 +5,10 @@ import type { IssuerDeps } from './deps.ts';
 
 /** RevokeCredential: idempotent; a repeat answers the first revocation's time. */
 export function revokeCredential({
-  credentials,
-}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['revokeCredential'] {
+  revocations,
+}: Pick<IssuerDeps, 'revocations'>): ServiceImpl<typeof IssuerService>['revokeCredential'] {
   return async (req) => {
-    const revoked = await credentials.revoke(req.tenantId, req.jti);
+    const revoked = await revocations.revoke(req.tenantId, req.jti);
     return { jti: revoked.jti, revokedAt: timestampFromDate(revoked.revokedAt) };
   };
 }

@@ -9,10 +9,10 @@ import type { IssuerDeps } from './deps.ts';
  * revokes nothing more and answers 0.
  */
 export function revokeCredentials({
-  credentials,
-}: Pick<IssuerDeps, 'credentials'>): ServiceImpl<typeof IssuerService>['revokeCredentials'] {
+  revocations,
+}: Pick<IssuerDeps, 'revocations'>): ServiceImpl<typeof IssuerService>['revokeCredentials'] {
   return async (req) => {
-    const revoked = await credentials.revokeMany({
+    const revoked = await revocations.revokeMany({
       tenantId: req.tenantId,
       projectId: req.projectId,
       apiKeyId: req.apiKeyId,

@@ -2,8 +2,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { IssuerService } from '@relayplane/proto/issuer';
 import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { revokeSigningKey as revoke } from '../keys/revoke.ts';
-import type { StoredKey } from '../stores/signing-keys.ts';
+import type { StoredKey } from '../keys/signing-key-store.ts';
 import type { IssuerDeps } from './deps.ts';
 import { signingKeysMessage } from './messages.ts';
 
@@ -15,22 +14,18 @@ function keyMessage(key: StoredKey) {
 }
 
 /**
- * RevokeSigningKey: revokes a compromised signing key at once (keys/revoke.ts) and answers it
+ * RevokeSigningKey: revokes a compromised signing key at once (revocation/signing-key-revocation.ts) and answers it
  * (with `revoked_at`) and the key that signs now. A repeat answers `already_revoked`.
  */
 export function revokeSigningKey({
-  keys,
-  credentials,
-}: Pick<IssuerDeps, 'keys' | 'credentials'>): ServiceImpl<typeof IssuerService>['revokeSigningKey'] {
+  keyRevocation,
+}: Pick<IssuerDeps, 'keyRevocation'>): ServiceImpl<typeof IssuerService>['revokeSigningKey'] {
   return async (req) => {
     const requestedBy = req.requestedBy.trim();
     if (requestedBy.length > MAX_REQUESTED_BY) {
       throw new AppError('invalid_request', `requested_by must be at most ${MAX_REQUESTED_BY} characters`);
     }
-    const result = await revoke(
-      { keys, credentials },
-      { kid: req.kid, requestedBy: requestedBy || 'unspecified' },
-    );
+    const result = await keyRevocation.revoke({ kid: req.kid, requestedBy: requestedBy || 'unspecified' });
     return {
       revoked: { ...keyMessage(result.revoked), revokedAt: timestampFromDate(result.revokedAt) },
       active: result.active && keyMessage(result.active),

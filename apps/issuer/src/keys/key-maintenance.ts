@@ -1,13 +1,14 @@
 import { type AuditRecorder, systemActor } from '@relayplane/shared/audit-outbox';
 import type { Logger } from '@relayplane/shared/logger';
+import type { Scheduler } from '@relayplane/shared/scheduler';
 import {
   type MaintenancePlan,
   planMaintenance,
   type RotationPolicy,
   removeAfterFor,
-} from '../domain/key-lifecycle.ts';
-import type { SigningKeyStore, StoredKey } from '../stores/signing-keys.ts';
+} from './key-lifecycle.ts';
 import { generateSigningKey, type KekSet } from './key-material.ts';
+import type { SigningKeyStore, StoredKey } from './signing-key-store.ts';
 
 /** The scheduler's job id of the maintenance tick, and the audit actor of what a tick does. */
 export const KEY_MAINTENANCE_JOB = 'issuer-key-maintenance';
@@ -216,4 +217,19 @@ export class KeyMaintenance {
     }
     return resealed;
   }
+}
+
+/**
+ * Registers the maintenance tick (scheduled rotation, next-key creation, removal) every
+ * `intervalMs`; with bullmq one replica runs each occurrence, and every replica learns the
+ * result from the bus.
+ */
+export function scheduleKeyMaintenance(
+  scheduler: Scheduler,
+  keys: { tick(): Promise<unknown> },
+  intervalMs: number,
+): void {
+  scheduler.every(KEY_MAINTENANCE_JOB, intervalMs, async () => {
+    await keys.tick();
+  });
 }

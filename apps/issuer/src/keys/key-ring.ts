@@ -1,8 +1,8 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
-import { encodedHeader } from '../credentials/jwt.ts';
-import { keyState, publishedKeys } from '../domain/key-lifecycle.ts';
-import type { StoredKey } from '../stores/signing-keys.ts';
+import { encodedHeader } from './jwt.ts';
+import { keyState, publishedKeys } from './key-lifecycle.ts';
 import { openPrivateKey, type PublicJwk, publicJwk } from './key-material.ts';
+import type { StoredKey } from './signing-key-store.ts';
 
 export interface JwksDocument {
   /** Active key first, then the next key, then previous keys. */

@@ -21,15 +21,14 @@ import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
 import { type Counter, counter, type Gauge, gauge, type Registry } from '@relayplane/shared/metrics';
 import type { Kysely } from 'kysely';
-import type { IssuerKeysConfig } from '../config.ts';
+import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../common/list-paging.ts';
 import type { IssuerDatabase } from '../db/schema.ts';
-import { compareKeys, keyState, STATE_ORDER } from '../domain/key-lifecycle.ts';
-import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../domain/list-paging.ts';
 import { type SigningKeyStateMetrics, signingKeyStateMetrics } from '../metrics.ts';
-import { type KeyListPosition, SigningKeyStore, type StoredKey } from '../stores/signing-keys.ts';
+import { compareKeys, type IssuerKeysConfig, keyState, STATE_ORDER } from './key-lifecycle.ts';
 import { KeyMaintenance, type MaintenanceResult } from './key-maintenance.ts';
 import { KekSet } from './key-material.ts';
 import { type ActiveSigningKey, type JwksDocument, KeyRing } from './key-ring.ts';
+import { type KeyListPosition, SigningKeyStore, type StoredKey } from './signing-key-store.ts';
 
 export type KeysReloadReason = 'tick' | 'bus' | 'refresh';
 

@@ -1,6 +1,6 @@
 /** Relay configuration: health window, assignment size, and the static relays file. */
 import { type EnvReader, readYamlFile } from '@relayplane/shared/config';
-import { hostPort, isPort, isRegion, normalizeHost, parseHostPort } from '../domain/relay-fields.ts';
+import { hostPort, isPort, isRegion, normalizeHost, parseHostPort } from './relay-fields.ts';
 
 export interface StaticRelay {
   id: string;

@@ -13,19 +13,12 @@ import { isId, newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import { hashToken, newToken, parseToken } from '@relayplane/shared/tokens';
 import type { Kysely } from 'kysely';
+import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../common/list-paging.ts';
 import type { IssuerDatabase } from '../db/schema.ts';
-import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../domain/list-paging.ts';
-import { assignRelays, isHealthy } from '../domain/relay-assignment.ts';
-import {
-  hostPort,
-  isPort,
-  isRegion,
-  MAX_HOST_LENGTH,
-  normalizeHost,
-  relayUrl,
-} from '../domain/relay-fields.ts';
-import { type RelayRecord, RelayStore } from '../stores/relays.ts';
+import { assignRelays, isHealthy } from './relay-assignment.ts';
 import type { RelayConfig, StaticRelay } from './relay-config.ts';
+import { hostPort, isPort, isRegion, MAX_HOST_LENGTH, normalizeHost, relayUrl } from './relay-fields.ts';
+import { type RelayRecord, RelayStore } from './relay-store.ts';
 
 /** Bus channel announcing a change to one relay (message: its id) or to all (`*`). */
 export const STATIC_RELAY_MESSAGE = 'static relays are configured in RELAYPLANE_RELAYS_FILE';

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { type IssueCredentialRequest, IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
+import { type IssueCredentialRequest, IssuerService } from '@relayplane/proto/issuer';
 import type { Clock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
@@ -9,11 +9,11 @@ import type { TestRedis } from '@relayplane/testing/storage';
 import { sql } from 'kysely';
 import { expect } from 'vitest';
 import { type IssuerConfigOverrides, readIssuerConfig } from '../../src/config.ts';
-import { type IssuerOverrides, IssuerService } from '../../src/service.ts';
+import { IssuerApp, type IssuerOverrides } from '../../src/service.ts';
 
 export interface RunningIssuer {
-  service: IssuerService;
-  client: ServiceClient<typeof IssuerRpc>;
+  service: IssuerApp;
+  client: ServiceClient<typeof IssuerService>;
   stop(): Promise<void>;
 }
 
@@ -43,7 +43,7 @@ export async function startIssuer(options: {
     ...options.env,
   };
   const config = readIssuerConfig(env, { ...(options.redis ? {} : { redis: undefined }), ...options.config });
-  const service = await IssuerService.create(config, {
+  const service = await IssuerApp.create(config, {
     logger: testLogger('issuer'),
     clock: options.clock,
     ...options.overrides,
@@ -55,7 +55,7 @@ export async function startIssuer(options: {
     throw err;
   }
   // No channel retries: these tests look at the issuer's own answers, failures included.
-  const client = connect(IssuerRpc, `127.0.0.1:${service.port}`, { retries: false });
+  const client = connect(IssuerService, `127.0.0.1:${service.port}`, { retries: false });
   return {
     service,
     client,
@@ -81,7 +81,7 @@ export interface RawKeyRow {
 }
 
 /** Every row of the keys table, read with a raw query (no store code involved). */
-export async function rawKeyRows(service: IssuerService): Promise<RawKeyRow[]> {
+export async function rawKeyRows(service: IssuerApp): Promise<RawKeyRow[]> {
   const result = await sql<RawKeyRow>`select * from issuer.signing_keys order by created_at, kid`.execute(
     service.database.db,
   );
@@ -122,7 +122,7 @@ export async function rejection(promise: Promise<unknown>): Promise<AppError> {
 }
 
 /** The jtis of `tenantId`'s credential rows, read with a raw query (no store code involved). */
-export async function credentialJtis(service: IssuerService, tenantId: string): Promise<string[]> {
+export async function credentialJtis(service: IssuerApp, tenantId: string): Promise<string[]> {
   const result = await sql<{
     jti: string;
   }>`select jti from issuer.credentials where tenant_id = ${tenantId}`.execute(service.database.db);
@@ -138,7 +138,7 @@ export interface CredentialRowInit {
 }
 
 /** Inserts credential rows directly: exact instants, no issuance path involved. */
-export async function insertCredentials(service: IssuerService, rows: CredentialRowInit[]): Promise<void> {
+export async function insertCredentials(service: IssuerApp, rows: CredentialRowInit[]): Promise<void> {
   const kid = service.keys.activeSigningKey().kid;
   await service.database.db
     .insertInto('credentials')

@@ -1521,7 +1521,12 @@ export declare const IssuerService: GenService<{
    * signs the JWT with the active key, records the jti durably and only then answers.
    * Cap reached: FAILED_PRECONDITION with code payment_required. Redis unreachable: UNAVAILABLE.
    *
+   * Deprecated: replaced by IssueCredentialBatches (same request, same answers, batched over one
+   * stream). No gateway of this release calls it. Removal: in 2.0, together with
+   * IssueCredentials; until then it answers as before.
+   *
    * @generated from rpc relayplane.issuer.v1.IssuerService.IssueCredential
+   * @deprecated
    */
   issueCredential: {
     methodKind: "unary";
@@ -1532,7 +1537,13 @@ export declare const IssuerService: GenService<{
    * IssueCredentials is the same over one long-lived stream: the gateway multiplexes requests
    * (matched by request_id) to avoid one unary round trip per credential.
    *
+   * Deprecated: replaced by IssueCredentialBatches. The gateway of this release calls it only
+   * when an issuer answers IssueCredentialBatches with UNIMPLEMENTED (an issuer older than it).
+   * Removal: in 2.0, with that fallback: upgrade every issuer to a 1.x release that serves
+   * IssueCredentialBatches before the gateways move to 2.0.
+   *
    * @generated from rpc relayplane.issuer.v1.IssuerService.IssueCredentials
+   * @deprecated
    */
   issueCredentials: {
     methodKind: "bidi_streaming";

@@ -1,7 +1,7 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { Bytes, IssuerDatabase, SigningKeysTable } from '../db/schema.ts';
-import { type KeyTimeline, STATE_ORDER } from '../domain/key-lifecycle.ts';
-import type { SealedPrivateKey } from '../keys/key-material.ts';
+import { type KeyTimeline, STATE_ORDER } from './key-lifecycle.ts';
+import type { SealedPrivateKey } from './key-material.ts';
 
 export interface StoredKey extends KeyTimeline {
   x: string;

@@ -31,6 +31,12 @@ export interface RotationPolicy {
   maxCredentialTtlSeconds: number;
 }
 
+/** The signing keys' configuration: the rotation policy and how often maintenance runs. */
+export interface IssuerKeysConfig extends RotationPolicy {
+  /** How often the maintenance tick runs (scheduled rotation, next-key creation, removal). */
+  maintenanceIntervalSeconds: number;
+}
+
 export function keyState(key: KeyTimeline): KeyState {
   if (key.removedAt) return 'removed';
   if (key.deactivatedAt) return 'previous';
@@ -56,7 +62,7 @@ function rotationDueAt(active: KeyTimeline, policy: RotationPolicy): Date {
   return new Date(since.getTime() + policy.rotationIntervalSeconds * 1000);
 }
 
-/** Listing order of the states (also the keys table's paged listing, stores/signing-keys.ts). */
+/** Listing order of the states (also the keys table's paged listing, signing-key-store.ts). */
 export const STATE_ORDER: Record<KeyState, number> = { active: 0, next: 1, previous: 2, removed: 3 };
 
 /** JWKS and listing order: active, next, then previous and removed keys, newest first. */

@@ -27,7 +27,7 @@ import type { Database } from '@relayplane/shared/db';
 import { inBatchSpan, type SpanContext, sampledSpanContext } from '@relayplane/shared/tracing';
 import { type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
-import type { RevocationDatabase } from './signing-key-revocations.ts';
+import type { RevocationDatabase } from '../revocation/signing-key-revocation-store.ts';
 
 export interface CredentialRow {
   jti: string;

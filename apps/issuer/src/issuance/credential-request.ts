@@ -14,7 +14,7 @@ import {
 } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
 import { isId } from '@relayplane/shared/ids';
-import { isRegion, REGION_MESSAGE } from './relay-fields.ts';
+import { isRegion, REGION_MESSAGE } from '../relays/relay-fields.ts';
 
 export interface IssueInput {
   tenantId: string;

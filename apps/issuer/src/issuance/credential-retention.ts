@@ -16,8 +16,8 @@ import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import { type Counter, counter, type Registry } from '@relayplane/shared/metrics';
 import type { Scheduler } from '@relayplane/shared/scheduler';
-import { retentionCutoff } from '../domain/retention.ts';
-import type { CredentialStore } from '../stores/credentials.ts';
+import type { CredentialStore } from './credential-store.ts';
+import { retentionCutoff } from './retention-cutoff.ts';
 
 /** Scheduler job id (bullmq job scheduler id on the issuers' maintenance queue). */
 export const CREDENTIAL_RETENTION_JOB = 'issuer-credential-retention';

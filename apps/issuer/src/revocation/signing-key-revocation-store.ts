@@ -4,9 +4,9 @@
  */
 import { type ColumnType, type Kysely, sql } from 'kysely';
 import type { IssuerDatabase } from '../db/schema.ts';
-import { type KeyState, keyState } from '../domain/key-lifecycle.ts';
+import { type KeyState, keyState } from '../keys/key-lifecycle.ts';
+import { SigningKeyStore, type StoredKey } from '../keys/signing-key-store.ts';
 import { REVOCATION_FEED_LOCK } from './revocation-feed-lock.ts';
-import { SigningKeyStore, type StoredKey } from './signing-keys.ts';
 
 export interface RevokedSigningKeysTable {
   kid: string;

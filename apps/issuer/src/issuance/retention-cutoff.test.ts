@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { retentionCutoff } from './retention.ts';
+import { retentionCutoff } from './retention-cutoff.ts';
 
 describe('retentionCutoff', () => {
   it('keeps credentials for the retention window after their expiry', () => {

@@ -1,20 +1,18 @@
+import { type EntitlementsAnswer, entitlementOf, type GateLimit } from '@relayplane/shared/entitlements';
+import { type IssuancePolicy, issuancePolicyOf } from '@relayplane/shared/issuance-policy';
 import { setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { BillingClient } from './clients.ts';
 import { TtlCache } from './ttl-cache.ts';
 
+/** What the issuance route needs of a tenant's plan, all of it as billing decided and worded it. */
 export interface Entitlements {
-  planName: string;
-  maxConcurrentConnections: number;
-  maxCredentialTtlSeconds: number;
-  /** Billing's answer when the connection cap is reached (names the limit and the plan). */
-  connectionsExceeded: string;
+  /** Decides each request (decideIssuance) here and, as the authority, in the issuer. */
+  policy: IssuancePolicy;
   /**
-   * `max_issuance_per_second_per_key`: credential requests per API key per second; undefined
-   * when billing answered none (a billing from before the limit): not rate-limited.
+   * `max_issuance_per_second_per_key`: credential requests per API key per second (429 with
+   * billing's message when over it); undefined when billing answered none or 0: not limited.
    */
-  maxIssuancePerSecondPerKey: number | undefined;
-  /** Billing's answer (429) when a key is over that rate (names the limit and the plan). */
-  issuanceRateExceeded: string;
+  issuanceRate: GateLimit | undefined;
 }
 
 /** A tenant's plan limits, cached briefly (plan changes also invalidate through the bus). */
@@ -36,29 +34,21 @@ export class EntitlementCache {
   }
 
   get(tenantId: string): Promise<Entitlements> {
-    return this.#cache.get(tenantId, async () => {
-      // Billing decides limits and the messages that go with them (GetEntitlements).
-      const res = await this.#billing.getEntitlements({ tenantId });
-      const find = (limit: string) => res.entitlements.find((e) => e.limit === limit);
-      const connections = find('max_concurrent_connections');
-      const ttl = find('max_credential_ttl_seconds');
-      const rate = find('max_issuance_per_second_per_key');
-      return {
-        planName: res.planName,
-        maxConcurrentConnections: connections?.value ?? 0,
-        maxCredentialTtlSeconds: ttl?.value ?? 60,
-        connectionsExceeded:
-          connections?.exceededMessage ||
-          `concurrent connection limit reached on the ${res.planId} plan; upgrade the plan for more`,
-        maxIssuancePerSecondPerKey: rate && rate.value > 0 ? rate.value : undefined,
-        issuanceRateExceeded:
-          rate?.exceededMessage ||
-          `rate limit exceeded: max_issuance_per_second_per_key is ${rate?.value} for the ${res.planId} plan`,
-      };
-    });
+    return this.#cache.get(tenantId, async () =>
+      entitlementsOf(await this.#billing.getEntitlements({ tenantId })),
+    );
   }
 
   invalidate(tenantId: string): void {
     this.#cache.delete(tenantId);
   }
+}
+
+/** A GetEntitlements answer as the issuance route reads it; a limit missing from it: 500. */
+export function entitlementsOf(answer: EntitlementsAnswer): Entitlements {
+  // A billing from before the per-key rate answers none: that key is not limited (not a made-up limit).
+  const rate = answer.entitlements.some((e) => e.limit === 'max_issuance_per_second_per_key')
+    ? entitlementOf(answer, 'max_issuance_per_second_per_key')
+    : undefined;
+  return { policy: issuancePolicyOf(answer), issuanceRate: rate && rate.value > 0 ? rate : undefined };
 }

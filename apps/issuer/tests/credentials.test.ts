@@ -181,6 +181,63 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     expect(await rowsOf(tenantId)).toEqual([]);
   });
 
+  describe('with the policy billing worded (IssueCredentialRequest.policy)', () => {
+    const policy = (cap: number, maxTtl: number) => ({
+      planId: 'free',
+      maxConcurrentConnections: {
+        value: cap,
+        exceededMessage: `the free plan allows at most ${cap} connections`,
+      },
+      maxCredentialTtlSeconds: { value: maxTtl, exceededMessage: `ttl over the free plan's ${maxTtl}` },
+    });
+
+    it("counts against the policy's cap (not the deprecated field) and refuses at it in the policy's words", async () => {
+      const tenantId = newId('tenant');
+      // The deprecated field says 100: only the policy counts when both are sent.
+      const over = { policy: policy(2, 900), maxConcurrentConnections: 100 };
+      const results = await Promise.allSettled(
+        Array.from({ length: 5 }, (_, i) => (i % 2 ? a : b).client.issueCredential(request(tenantId, over))),
+      );
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(2);
+      for (const r of results.filter((r) => r.status === 'rejected')) {
+        const err = (r as PromiseRejectedResult).reason as AppError;
+        expect(err.code).toBe('payment_required');
+        expect(err.message).toBe('the free plan allows at most 2 connections');
+      }
+      expect(await slotsOf(tenantId)).toHaveLength(2);
+    });
+
+    it("decides the lifetime by the plan's maximum: the default lowered to it, more refused in its words", async () => {
+      const tenantId = newId('tenant');
+      const short = await a.client.issueCredential(
+        request(tenantId, { ttlSeconds: 0, policy: policy(5, 300) }),
+      );
+      const claims = JSON.parse(Buffer.from(short.token.split('.')[1] ?? '', 'base64url').toString());
+      expect(claims.exp - claims.iat).toBe(300);
+      const err = await rejection(
+        a.client.issueCredential(request(tenantId, { ttlSeconds: 301, policy: policy(5, 300) })),
+      );
+      expect(err.code).toBe('invalid_request');
+      expect(err.message).toBe("ttl over the free plan's 300");
+      expect(await slotsOf(tenantId)).toHaveLength(1);
+    });
+
+    it('refuses a policy without a limit or its message, taking no slot', async () => {
+      const tenantId = newId('tenant');
+      const silent = { ...policy(5, 600), maxConcurrentConnections: { value: 5, exceededMessage: '' } };
+      const missing = { planId: 'free', maxCredentialTtlSeconds: { value: 600, exceededMessage: 'x' } };
+      for (const [p, message] of [
+        [silent, 'policy.max_concurrent_connections needs its exceeded message'],
+        [missing, 'policy.max_concurrent_connections must be a whole number, 0 or more'],
+      ] as const) {
+        const err = await rejection(a.client.issueCredential(request(tenantId, { policy: p })));
+        expect(err.code).toBe('invalid_request');
+        expect(err.message).toBe(message);
+      }
+      expect(await slotsOf(tenantId)).toEqual([]);
+    });
+  });
+
   it('never exceeds the cap: 25 concurrent calls over two replicas, cap 5, twenty rounds', async () => {
     for (let round = 0; round < 20; round++) {
       const tenantId = newId('tenant');

@@ -59,6 +59,9 @@ describe('entitlements', () => {
     expect(byLimit.get('max_concurrent_connections')).toBe(
       'the free plan allows at most 10 concurrent connections (max_concurrent_connections); upgrade the plan to open more',
     );
+    expect(byLimit.get('max_credential_ttl_seconds')).toBe(
+      "ttl_seconds exceeds the free plan's maximum of 900 (max_credential_ttl_seconds); ask for a shorter ttl_seconds or upgrade the plan",
+    );
     expect(byLimit.get('max_issuance_per_second_per_key')).toBe(
       'rate limit exceeded: the free plan allows at most 20 credential requests per second per API key, refused ones included (max_issuance_per_second_per_key); retry after the Retry-After delay',
     );

@@ -104,7 +104,7 @@ export function entitlementsOf(plan: Plan): Entitlements {
     limit: 'max_credential_ttl_seconds',
     value: ttl,
     exceededCode: 'invalid_request',
-    exceededMessage: `the ${plan.id} plan allows credentials of at most ${ttl} seconds (max_credential_ttl_seconds); ask for a shorter ttl_seconds or upgrade the plan`,
+    exceededMessage: `ttl_seconds exceeds the ${plan.id} plan's maximum of ${ttl} (max_credential_ttl_seconds); ask for a shorter ttl_seconds or upgrade the plan`,
   });
   const rate = plan.limits.maxIssuancePerSecondPerKey;
   entitlements.push({

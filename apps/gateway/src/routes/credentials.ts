@@ -4,8 +4,8 @@ import {
   DEFAULT_CREDENTIAL_SCOPES,
 } from '@relayplane/shared/contract';
 import { AppError } from '@relayplane/shared/errors';
+import { decideIssuance } from '@relayplane/shared/issuance-policy';
 import type { FastifyInstance } from 'fastify';
-import { credentialScopes, credentialTtl } from '../domain/credential-request.ts';
 import { untilGone } from '../long-poll.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, isoSecond, presentIntrospection, presentRelay, presentRevocation } from '../present.ts';
@@ -74,37 +74,33 @@ export function registerCredentials(
       const plan = entitlements.peek(auth.apiKey.tenantId) ?? (await entitlements.get(auth.apiKey.tenantId));
       // The per-key rate counts every request the key makes, the ones refused below included.
       // Decided from this gateway's lease without a round trip while the lease lasts.
-      if (plan.maxIssuancePerSecondPerKey !== undefined) {
-        let refusal = issuanceRate.admit(auth.apiKey.id, plan.maxIssuancePerSecondPerKey);
+      if (plan.issuanceRate) {
+        let refusal = issuanceRate.admit(auth.apiKey.id, plan.issuanceRate.value);
         if (refusal instanceof Promise) refusal = await refusal;
         if (refusal) {
-          throw new AppError('rate_limited', plan.issuanceRateExceeded, {
+          throw plan.issuanceRate.exceeded({
             retryAfterSeconds: Math.max(1, Math.ceil(refusal.retryAfterMs / 1000)),
           });
         }
       }
-      const scopes = credentialScopes(body.scopes, auth.apiKey.scopes);
-      if (!scopes.ok) throw new AppError(scopes.code, scopes.message);
-      const ttl = credentialTtl(body.ttl_seconds, plan);
-      if (!ttl.ok) throw new AppError(ttl.code, ttl.message);
-      const res = await issuance
-        .issue({
-          tenantId: auth.apiKey.tenantId,
-          projectId: auth.apiKey.projectId,
-          apiKeyId: auth.apiKey.id,
-          mode: auth.apiKey.mode,
-          scopes: scopes.value,
-          ttlSeconds: ttl.value,
-          region: body.region ?? '',
-          maxConcurrentConnections: plan.maxConcurrentConnections,
-        })
-        .catch((err: unknown) => {
-          // The issuer counts; billing words the refusal (limit and plan named).
-          if (err instanceof AppError && err.code === 'payment_required') {
-            throw new AppError('payment_required', plan.connectionsExceeded);
-          }
-          throw err;
-        });
+      // Refused here early (400/403); the issuer decides again with the same policy, as the authority.
+      const decision = decideIssuance(
+        { scopes: body.scopes, ttlSeconds: body.ttl_seconds, grantedScopes: auth.apiKey.scopes },
+        plan.policy,
+      );
+      if (!decision.ok) throw new AppError(decision.code, decision.message);
+      const res = await issuance.issue({
+        tenantId: auth.apiKey.tenantId,
+        projectId: auth.apiKey.projectId,
+        apiKeyId: auth.apiKey.id,
+        mode: auth.apiKey.mode,
+        scopes: decision.grant.scopes,
+        ttlSeconds: decision.grant.ttlSeconds,
+        region: body.region ?? '',
+        policy: plan.policy,
+        // For an issuer from before `policy` (a rolling upgrade); the issuer reads it only without one.
+        maxConcurrentConnections: decision.grant.cap,
+      });
       return reply.code(201).send({
         token: res.token,
         expires_at: isoSecond(res.expiresAt),

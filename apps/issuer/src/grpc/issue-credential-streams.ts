@@ -17,7 +17,7 @@ import type { Logger } from '@relayplane/shared/logger';
 import { reportFailure, type ServiceImpl } from '@relayplane/shared/rpc';
 import { continueTrace, setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { IssuerDeps } from './deps.ts';
-import { issueInput, issueResponse } from './messages.ts';
+import { issueResponse } from './messages.ts';
 
 /** The span of one request's issuance (continuing the gateway request's trace). */
 const ISSUE_SPAN = 'issue credential';
@@ -98,7 +98,7 @@ async function serve(
     let res: StreamAnswer;
     try {
       if (!req) throw new AppError('invalid_request', 'request is required');
-      const issued = await issuance.issue(issueInput(req), call.signal);
+      const issued = await issuance.issue(req, call.signal);
       if (call.signal.aborted) {
         await issuance.abandon(issued.claims.tid, issued.jti);
         return;

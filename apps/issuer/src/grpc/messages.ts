@@ -9,7 +9,6 @@ import {
   type RelaySchema,
   type SigningKeySchema,
 } from '@relayplane/proto/issuer';
-import type { IssueInput } from '../issuance/credential-request.ts';
 import type { IssuedCredential } from '../issuance/issuance.ts';
 import { eligibleAt, keyState, type KeyState as LifecycleState } from '../keys/key-lifecycle.ts';
 import type { StoredKey } from '../keys/signing-key-store.ts';
@@ -62,19 +61,6 @@ export function relayMessage(relay: RelayView): MessageInitShape<typeof RelaySch
     static: relay.static,
     lastHeartbeatAt: timestamp(relay.lastHeartbeatAt),
     createdAt: timestamp(relay.createdAt),
-  };
-}
-
-export function issueInput(req: IssueCredentialRequest): IssueInput {
-  return {
-    tenantId: req.tenantId,
-    projectId: req.projectId,
-    apiKeyId: req.apiKeyId,
-    mode: req.mode,
-    scopes: req.scopes,
-    ttlSeconds: req.ttlSeconds,
-    region: req.region,
-    maxConcurrentConnections: req.maxConcurrentConnections,
   };
 }
 

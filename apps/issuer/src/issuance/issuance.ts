@@ -138,7 +138,7 @@ export class Issuance {
       this.#releaseQuietly(req.tenantId, jti, 'reserve failed');
       throw slotsUnavailable(err);
     }
-    if (!granted) throw capReached(req.cap);
+    if (!granted) throw req.capReached();
 
     const iat = Math.floor(this.#d.clock.now().getTime() / 1000);
     const claims: CredentialClaims = {
@@ -201,7 +201,7 @@ export class Issuance {
     if (!confirmed) {
       // Granted by slot state Redis lost before this row committed, and no longer fits.
       await this.#withdraw(req.tenantId, jti, 'over the cap after a slot rebuild');
-      throw capReached(req.cap);
+      throw req.capReached();
     }
     if (signal?.aborted) {
       // Nobody will receive it: do not let it hold a slot until it expires.
@@ -254,14 +254,6 @@ function revokedKeyUnavailable(cause: SigningKeyRevokedError): AppError {
     retryAfterSeconds: 1,
     cause,
   });
-}
-
-/** The refusal of a tenant at its cap, whether decided at reservation or at confirmation. */
-function capReached(cap: number): AppError {
-  return new AppError(
-    'payment_required',
-    `concurrent connection limit reached (${cap}); upgrade the plan for more`,
-  );
 }
 
 /** The slot store could not decide: Redis is away, or PostgreSQL while a slot set is rebuilt. */

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { type IssueCredentialRequest, IssuerService } from '@relayplane/proto/issuer';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { type IssueCredentialRequestSchema, IssuerService } from '@relayplane/proto/issuer';
 import type { Clock } from '@relayplane/shared/clock';
 import { AppError } from '@relayplane/shared/errors';
 import { newId } from '@relayplane/shared/ids';
@@ -159,7 +160,7 @@ export async function insertCredentials(service: IssuerApp, rows: CredentialRowI
     .execute();
 }
 
-export type IssueInit = Partial<Omit<IssueCredentialRequest, '$typeName'>>;
+export type IssueInit = Omit<MessageInitShape<typeof IssueCredentialRequestSchema>, '$typeName'>;
 
 /** A valid live request of a project's API key (the session scope, 600 s, cap 5); `over` replaces fields. */
 export function issueRequest(

@@ -1,7 +1,8 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { healthImpl, ServingStatus } from '@relayplane/shared/health';
-import { createRegistry, serviceHealthMetrics } from '@relayplane/shared/metrics';
+import { createRegistry } from '@relayplane/shared/metrics';
+import { serviceHealthMetrics } from '@relayplane/shared/metrics-health';
 import { createRedis } from '@relayplane/shared/redis';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

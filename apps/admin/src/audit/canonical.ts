@@ -35,6 +35,14 @@ export interface ChainedEvent {
   prevHash: string;
 }
 
+/** An event as stored and listed: chained, with its hash. */
+export interface StoredAuditEvent extends ChainedEvent {
+  hash: string;
+}
+
+/** An event before it joins its chain (no seq, no previous hash yet). */
+export type Unchained = Omit<ChainedEvent, 'seq' | 'prevHash'>;
+
 /**
  * JSON with object keys sorted (by UTF-16 code units, as `Array.prototype.sort`), no
  * whitespace, strings and numbers as `JSON.stringify` writes them.

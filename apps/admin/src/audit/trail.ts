@@ -12,25 +12,26 @@
  * - Pruning deletes a prefix of a chain (by seq) and keeps the last pruned event's hash as the
  *   head's anchor; verification starts from it.
  */
-import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { AuditEvent } from '@relayplane/proto/admin';
-import { auditEventProblem, isAuditEventId } from '@relayplane/shared/audit-event';
+import { auditEventProblem } from '@relayplane/shared/audit-event';
 import type { Clock } from '@relayplane/shared/clock';
 import type { AuditAction, AuditActorType, AuditOutcome } from '@relayplane/shared/contract';
 import { AppError, errorSummary } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import { currentRequestContext } from '@relayplane/shared/request-context';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import {
-  type ChainedEvent,
-  chainKeyOf,
   eventHash,
   GENESIS_HASH,
   type JsonValue,
   newEventId,
   PLATFORM_CHAIN,
+  type StoredAuditEvent,
+  type Unchained,
 } from './canonical.ts';
+import { append } from './chain-append.ts';
+import { deliveredEvent } from './delivered-event.ts';
 
 export type AdminTransaction = Transaction<AdminDatabase>;
 
@@ -53,10 +54,7 @@ export interface AuditEventInput {
   details?: { [key: string]: JsonValue };
 }
 
-/** An event as listed. */
-export interface StoredAuditEvent extends ChainedEvent {
-  hash: string;
-}
+export type { StoredAuditEvent } from './canonical.ts';
 
 export const AUDIT_UNAVAILABLE_MESSAGE = 'the audit trail cannot record this change; retry shortly';
 
@@ -152,7 +150,6 @@ function toEvent(row: EventRow): StoredAuditEvent {
 }
 
 /** An event before it is chained: no seq, no prev_hash yet. */
-type Unchained = Omit<ChainedEvent, 'seq' | 'prevHash'>;
 
 export class AuditTrail {
   readonly #db: Kysely<AdminDatabase>;
@@ -404,105 +401,6 @@ export class AuditTrail {
       details,
     };
   }
-}
-
-/** An event from an outbox, checked: invalid_request naming what is wrong. */
-function deliveredEvent(event: AuditEvent): Unchained {
-  const bad = (what: string) => new AppError('invalid_request', `event ${event.id || '(no id)'}: ${what}`);
-  if (!isAuditEventId(event.id)) throw bad('id must be a lowercase UUID');
-  if (!event.occurredAt) throw bad('occurred_at is required');
-  if (!event.actor) throw bad('actor.type is not an actor type');
-  if (!event.target) throw bad('target.type is required');
-  let details: unknown;
-  try {
-    details = event.detailsJson === '' ? {} : JSON.parse(event.detailsJson);
-  } catch {
-    throw bad('details_json is not JSON');
-  }
-  // The same checks as enqueueAuditEvent made before the outbox row was written.
-  const problem = auditEventProblem({
-    action: event.action,
-    actor: event.actor,
-    target: event.target,
-    outcome: event.outcome,
-    details,
-  });
-  if (problem) throw bad(problem);
-  // The canonical form has millisecond precision (as PostgreSQL hands it back to JavaScript).
-  const occurredAt = new Date(Math.floor(timestampDate(event.occurredAt).getTime()));
-  if (Number.isNaN(occurredAt.getTime())) throw bad('occurred_at is not a time');
-  return {
-    id: event.id,
-    occurredAt,
-    tenantId: event.tenantId === '' ? null : event.tenantId,
-    actor: { type: event.actor.type, id: event.actor.id },
-    action: event.action,
-    target: { type: event.target.type, id: event.target.id },
-    outcome: event.outcome,
-    ip: event.ip === '' ? null : event.ip,
-    userAgent: event.userAgent === '' ? null : event.userAgent,
-    requestId: event.requestId === '' ? null : event.requestId,
-    details: details as { [key: string]: JsonValue },
-  };
-}
-
-/**
- * Locks the chain's head, then (for delivered events, once the lock is held so a concurrent
- * delivery of the same id has committed or rolled back) skips an id already recorded, then
- * inserts the event and moves the head.
- */
-async function append(
-  trx: AdminTransaction,
-  event: Unchained,
-  source: string,
-  dedupe: boolean,
-): Promise<StoredAuditEvent | 'duplicate'> {
-  const chainKey = chainKeyOf(event.tenantId);
-  const head = await trx
-    .insertInto('audit_chain_heads')
-    .values({ chain_key: chainKey, seq: '0', hash: GENESIS_HASH })
-    .onConflict((oc) => oc.column('chain_key').doUpdateSet({ chain_key: sql`excluded.chain_key` }))
-    .returning(['seq', 'hash'])
-    .executeTakeFirstOrThrow();
-  if (dedupe) {
-    const existing = await trx
-      .selectFrom('audit_events')
-      .select('id')
-      .where('id', '=', event.id)
-      .executeTakeFirst();
-    if (existing) return 'duplicate';
-  }
-  const chained: ChainedEvent = { ...event, seq: num(head.seq) + 1, prevHash: head.hash };
-  const hash = eventHash(chained);
-  await trx
-    .insertInto('audit_events')
-    .values({
-      id: chained.id,
-      chain_key: chainKey,
-      seq: String(chained.seq),
-      occurred_at: chained.occurredAt,
-      tenant_id: chained.tenantId,
-      actor_type: chained.actor.type,
-      actor_id: chained.actor.id,
-      action: chained.action,
-      target_type: chained.target.type,
-      target_id: chained.target.id,
-      outcome: chained.outcome,
-      ip: chained.ip,
-      user_agent: chained.userAgent,
-      request_id: chained.requestId,
-      details: JSON.stringify(chained.details),
-      prev_hash: chained.prevHash,
-      hash,
-      source,
-    })
-    .execute();
-  await trx
-    .updateTable('audit_chain_heads')
-    .set({ seq: String(chained.seq), hash })
-    .where('chain_key', '=', chainKey)
-    .execute();
-  return { ...chained, hash };
 }
 
 /**

@@ -30,6 +30,7 @@ import {
   slowClientServerOptions,
 } from './plugins/slow-clients.ts';
 import { registerTracing, tracingLogController } from './plugins/tracing.ts';
+import { redisKeys } from './redis/keys.ts';
 import { registerAllowlist } from './routes/allowlist.ts';
 import { registerApiKeys } from './routes/api-keys.ts';
 import { registerAudit } from './routes/audit.ts';
@@ -260,7 +261,7 @@ export async function buildApp(deps: AppDeps): Promise<GatewayApp> {
     });
   const issuanceRate = createLeasedRateLimiter(
     rateRedis && deps.config.redis
-      ? { connection: rateRedis, prefix: `${deps.config.redis.prefix}issuance-rate:` }
+      ? { connection: rateRedis, prefix: redisKeys(deps.config.redis.prefix).issuanceRate }
       : undefined,
     { windowMs: 1_000 },
     deps.logger,

@@ -19,7 +19,11 @@ afterAll(async () => {
 describe('Lua scripts on Redis', () => {
   it('runs a script Redis does not know yet, then by EVALSHA alone', async () => {
     // A comment of its own: no other run has put this script in Redis's cache.
-    const script = scriptOf('incr-by', 1, `-- ${randomUUID()}\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])`);
+    const script = scriptOf(
+      'incr-by',
+      1,
+      `-- ${randomUUID()}\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])`,
+    );
     expect(await redis.script('EXISTS', script.sha)).toEqual([0]);
     const key = `${testRedis.prefix}counter`;
     expect(await script.run(redis, [key], [2])).toBe(2);

@@ -21,6 +21,7 @@ import { EntitlementCache } from './entitlements.ts';
 import { IssuanceClient } from './issuance-client.ts';
 import { JwksCache } from './jwks-cache.ts';
 import type { ApiKeyAuth } from './plugins/auth.ts';
+import { redisKeys } from './redis/keys.ts';
 import { TtlCache } from './ttl-cache.ts';
 
 /** Bound on one issuance-rate lease command before the per-process count answers instead. */
@@ -158,7 +159,7 @@ function connectBus(config: ContextConfig, logger: Logger, lifecycle: Lifecycle)
   if (!config.redis) return undefined;
   const coordination = connectCoordination(config.redis, logger, {
     name: SERVICES.gateway,
-    busPrefix: config.redis.prefix,
+    busPrefix: redisKeys(config.redis.prefix).bus,
   });
   lifecycle.onClose('redis (bus)', () => {
     for (const connection of coordination.connections) connection.disconnect();

@@ -1,393 +1,42 @@
 /**
- * Fixed-window rate limiting: a hit counter per key that resets when its window ends.
+ * Rate limiting, one import for every service (`@relayplane/shared/rate-limit`):
  *
- * Two implementations of one port: Redis (shared by every replica) and in-memory (per
- * process, driven by a clock). `FallbackRateLimiter` uses Redis and falls back to memory
- * while Redis fails, so a dead Redis never means "no limit".
+ * - fixed windows (rate-limit-fixed-window.ts): a hit counter per key, one Redis script call per
+ *   hit, for the throttles (login, sign-up, device flow, checkout);
+ * - leased windows (below, with the stores in rate-limit-leases.ts): a per-key limit counted in
+ *   Redis across replicas without a round trip per request, for the gateway's
+ *   max_issuance_per_second_per_key.
+ *
+ * Both count in Redis and in per-process memory while Redis fails (never "no limit"), and in
+ * memory alone without Redis. Why these and not rate-limiter-flexible: docs/performance.md,
+ * "The per-key issuance rate" (measured by tests/bench/rate-limit.ts).
  */
-import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { Clock } from './clock.ts';
 import type { Logger } from './logger.ts';
+import {
+  FallbackLeaseStore,
+  type LeaseStore,
+  MemoryLeaseStore,
+  RedisLeaseStore,
+  type RefusedReport,
+} from './rate-limit-leases.ts';
 
-/** One counted hit: how many hits the key has in its window, and when the window ends. */
-export interface WindowHit {
-  count: number;
-  /** Milliseconds until the window (and so the count) ends; at least 1. */
-  resetInMs: number;
-}
-
-export interface RateLimiter {
-  /** Counts one hit against `key`; the first hit of a window starts it. */
-  hit(key: string): Promise<WindowHit>;
-  /** Forgets the hits of `key` (e.g. a successful login clears its account). */
-  clear(key: string): Promise<void>;
-  /** The hits of `key` in its current window, without counting one (0 when none). */
-  peek(key: string): Promise<number>;
-}
-
-/** INCR; PEXPIRE on the window's first hit (or when a key somehow lost its TTL); answers {count, PTTL}. */
-export const FIXED_WINDOW_SCRIPT = `
-local count = redis.call('INCR', KEYS[1])
-if count == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  return {count, tonumber(ARGV[1])}
-end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  ttl = tonumber(ARGV[1])
-end
-return {count, ttl}
-`;
-
-const SCRIPT_SHA = createHash('sha1').update(FIXED_WINDOW_SCRIPT).digest('hex');
-
-export class RedisRateLimiter implements RateLimiter {
-  readonly #redis: Redis;
-  readonly #prefix: string;
-  readonly #windowMs: number;
-
-  /** `prefix` is prepended to every key (the deployment's Redis prefix plus a namespace). */
-  constructor(redis: Redis, prefix: string, windowMs: number) {
-    this.#redis = redis;
-    this.#prefix = prefix;
-    this.#windowMs = windowMs;
-  }
-
-  async hit(key: string): Promise<WindowHit> {
-    const full = this.#prefix + key;
-    let reply: unknown;
-    try {
-      reply = await this.#redis.evalsha(SCRIPT_SHA, 1, full, this.#windowMs);
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      reply = await this.#redis.eval(FIXED_WINDOW_SCRIPT, 1, full, this.#windowMs);
-    }
-    if (!Array.isArray(reply) || reply.length !== 2) throw new Error('unexpected rate limiter reply');
-    return { count: Number(reply[0]), resetInMs: Math.max(1, Number(reply[1])) };
-  }
-
-  async clear(key: string): Promise<void> {
-    await this.#redis.del(this.#prefix + key);
-  }
-
-  async peek(key: string): Promise<number> {
-    // A key without a TTL is one the script has not finished: its count is still the window's.
-    const value = await this.#redis.get(this.#prefix + key);
-    return value === null ? 0 : Number(value);
-  }
-}
-
-export class MemoryRateLimiter implements RateLimiter {
-  readonly #clock: Clock;
-  readonly #windowMs: number;
-  readonly #windows = new Map<string, { count: number; endsAt: number }>();
-  #nextSweep = 0;
-
-  constructor(clock: Clock, windowMs: number) {
-    this.#clock = clock;
-    this.#windowMs = windowMs;
-  }
-
-  async hit(key: string): Promise<WindowHit> {
-    const now = this.#clock.now().getTime();
-    this.#sweep(now);
-    let window = this.#windows.get(key);
-    if (!window || window.endsAt <= now) {
-      window = { count: 0, endsAt: now + this.#windowMs };
-      this.#windows.set(key, window);
-    }
-    window.count += 1;
-    return { count: window.count, resetInMs: Math.max(1, window.endsAt - now) };
-  }
-
-  async clear(key: string): Promise<void> {
-    this.#windows.delete(key);
-  }
-
-  async peek(key: string): Promise<number> {
-    const window = this.#windows.get(key);
-    return window && window.endsAt > this.#clock.now().getTime() ? window.count : 0;
-  }
-
-  /** How many keys are held (tests check that expired windows are dropped). */
-  get size(): number {
-    return this.#windows.size;
-  }
-
-  /** Drops expired windows, at most once per window length, so the map cannot grow without bound. */
-  #sweep(now: number): void {
-    if (now < this.#nextSweep) return;
-    this.#nextSweep = now + this.#windowMs;
-    for (const [key, window] of this.#windows) if (window.endsAt <= now) this.#windows.delete(key);
-  }
-}
-
-/**
- * Redis first; on a Redis error the in-memory limiter answers instead (one warning per
- * outage), and Redis is used again as soon as it answers.
- */
-export class FallbackRateLimiter implements RateLimiter {
-  readonly #primary: RateLimiter;
-  readonly #fallback: RateLimiter;
-  readonly #logger: Logger;
-  readonly #name: string;
-  #degraded = false;
-
-  constructor(primary: RateLimiter, fallback: RateLimiter, logger: Logger, name: string) {
-    this.#primary = primary;
-    this.#fallback = fallback;
-    this.#logger = logger;
-    this.#name = name;
-  }
-
-  /** True while the in-memory limiter is answering. */
-  get degraded(): boolean {
-    return this.#degraded;
-  }
-
-  async hit(key: string): Promise<WindowHit> {
-    try {
-      const hit = await this.#primary.hit(key);
-      this.#recovered();
-      return hit;
-    } catch (err) {
-      this.#failed(err);
-      return this.#fallback.hit(key);
-    }
-  }
-
-  async clear(key: string): Promise<void> {
-    await this.#fallback.clear(key);
-    try {
-      await this.#primary.clear(key);
-      this.#recovered();
-    } catch (err) {
-      this.#failed(err);
-    }
-  }
-
-  async peek(key: string): Promise<number> {
-    try {
-      const count = await this.#primary.peek(key);
-      this.#recovered();
-      return count;
-    } catch (err) {
-      this.#failed(err);
-      return this.#fallback.peek(key);
-    }
-  }
-
-  #failed(err: unknown): void {
-    if (this.#degraded) return;
-    this.#degraded = true;
-    const message = err instanceof Error ? err.message : String(err);
-    this.#logger.warn({ err: { message } }, `${this.#name} falling back to in-memory limits`);
-  }
-
-  #recovered(): void {
-    if (!this.#degraded) return;
-    this.#degraded = false;
-    this.#logger.info(`${this.#name} back on redis`);
-  }
-}
-
-/**
- * The limiter a service throttles with: with Redis, counted in Redis (shared by every replica)
- * and in per-process memory while Redis fails, never "no limit"; without Redis, memory alone.
- * `prefix` is prepended to every key (the deployment's prefix plus a namespace); `name` is how
- * the fallback's warnings call it (e.g. "login throttle").
- */
-export function createRateLimiter(
-  redis: { connection: Redis; prefix: string } | undefined,
-  windowMs: number,
-  clock: Clock,
-  logger: Logger,
-  name: string,
-): RateLimiter {
-  const memory = new MemoryRateLimiter(clock, windowMs);
-  if (!redis) return memory;
-  return new FallbackRateLimiter(
-    new RedisRateLimiter(redis.connection, redis.prefix, windowMs),
-    memory,
-    logger,
-    name,
-  );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Leased windows: a limit counted in Redis across replicas without a round trip per request.
-// ---------------------------------------------------------------------------------------------
-
-/** What a lease store answers: tokens of `key`'s current window granted to the caller. */
-export interface Lease {
-  /** Tokens granted (0 ≤ granted ≤ want): each admits one attempt until the window ends. */
-  granted: number;
-  /** The window's index: the store's time in ms divided by the window length. */
-  window: number;
-  /** Milliseconds until that window ends, on the store's clock; at least 1. */
-  resetInMs: number;
-}
-
-/** Attempts refused locally in `window`, to be added to the shared count. */
-export interface RefusedReport {
-  window: number;
-  count: number;
-}
-
-/**
- * The shared count of a leased limit. `take` adds `refused` (if its window is the current or
- * the previous one), then grants up to `want` tokens while the current window's count (tokens
- * granted plus attempts refused) is below `limit`, and counts what it granted.
- */
-export interface LeaseStore {
-  take(key: string, limit: number, want: number, refused: RefusedReport | undefined): Promise<Lease>;
-}
-
-/**
- * One hash per key: `w` the window, `n` its count (granted tokens + reported refusals), `p` the
- * previous window's final count (late refusal reports land there). The window comes from Redis's
- * clock (TIME), so every replica agrees on it whatever its own clock says.
- * KEYS[1] the key; ARGV: windowMs, limit, want, refused window, refused count.
- * Answers {granted, window, ms left in the window, count}.
- */
-export const LEASE_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local windowMs = tonumber(ARGV[1])
-local window = math.floor(now / windowMs)
-local left = windowMs - (now % windowMs)
-local v = redis.call('HMGET', KEYS[1], 'w', 'n', 'p')
-local w = tonumber(v[1]) or -1
-local n, p = 0, 0
-if w == window then
-  n = tonumber(v[2]) or 0
-  p = tonumber(v[3]) or 0
-elseif w == window - 1 then
-  p = tonumber(v[2]) or 0
-end
-local rc = tonumber(ARGV[5])
-if rc > 0 then
-  local rw = tonumber(ARGV[4])
-  if rw == window then n = n + rc elseif rw == window - 1 then p = p + rc end
-end
-local limit = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
-local granted = 0
-if want > 0 and n < limit then granted = math.min(want, limit - n) end
-n = n + granted
-redis.call('HSET', KEYS[1], 'w', window, 'n', n, 'p', p)
-redis.call('PEXPIRE', KEYS[1], 2 * windowMs)
-return {granted, window, left, n}
-`;
-
-const LEASE_SCRIPT_SHA = createHash('sha1').update(LEASE_SCRIPT).digest('hex');
-
-export class RedisLeaseStore implements LeaseStore {
-  readonly #redis: Redis;
-  readonly #prefix: string;
-  readonly #windowMs: number;
-
-  /** `prefix` is prepended to every key (the deployment's Redis prefix plus a namespace). */
-  constructor(redis: Redis, prefix: string, windowMs: number) {
-    this.#redis = redis;
-    this.#prefix = prefix;
-    this.#windowMs = windowMs;
-  }
-
-  async take(key: string, limit: number, want: number, refused: RefusedReport | undefined): Promise<Lease> {
-    const args = [this.#windowMs, limit, want, refused?.window ?? -1, refused?.count ?? 0];
-    const full = this.#prefix + key;
-    let reply: unknown;
-    try {
-      reply = await this.#redis.evalsha(LEASE_SCRIPT_SHA, 1, full, ...args);
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      reply = await this.#redis.eval(LEASE_SCRIPT, 1, full, ...args);
-    }
-    if (!Array.isArray(reply) || reply.length !== 4) throw new Error('unexpected lease reply');
-    return {
-      granted: Number(reply[0]),
-      window: Number(reply[1]),
-      resetInMs: Math.max(1, Number(reply[2])),
-    };
-  }
-}
-
-/** The same windows on this process's clock: the fallback while Redis fails, and the embedded mode. */
-export class MemoryLeaseStore implements LeaseStore {
-  readonly #windowMs: number;
-  readonly #now: () => number;
-  readonly #counts = new Map<string, { window: number; count: number }>();
-  #nextSweep = 0;
-
-  constructor(windowMs: number, now: () => number = Date.now) {
-    this.#windowMs = windowMs;
-    this.#now = now;
-  }
-
-  async take(key: string, limit: number, want: number, refused: RefusedReport | undefined): Promise<Lease> {
-    const now = this.#now();
-    const window = Math.floor(now / this.#windowMs);
-    if (now >= this.#nextSweep) {
-      this.#nextSweep = now + this.#windowMs;
-      for (const [k, c] of this.#counts) if (c.window < window) this.#counts.delete(k);
-    }
-    let entry = this.#counts.get(key);
-    if (!entry || entry.window !== window) {
-      entry = { window, count: 0 };
-      this.#counts.set(key, entry);
-    }
-    if (refused && refused.window === window) entry.count += refused.count;
-    const granted = want > 0 && entry.count < limit ? Math.min(want, limit - entry.count) : 0;
-    entry.count += granted;
-    return { granted, window, resetInMs: Math.max(1, this.#windowMs - (now % this.#windowMs)) };
-  }
-
-  /** Keys held (tests check that past windows are dropped). */
-  get size(): number {
-    return this.#counts.size;
-  }
-}
-
-/** Redis first; while it fails, the in-memory store (one warning per outage), as FallbackRateLimiter. */
-export class FallbackLeaseStore implements LeaseStore {
-  readonly #primary: LeaseStore;
-  readonly #fallback: LeaseStore;
-  readonly #logger: Logger;
-  readonly #name: string;
-  #degraded = false;
-
-  constructor(primary: LeaseStore, fallback: LeaseStore, logger: Logger, name: string) {
-    this.#primary = primary;
-    this.#fallback = fallback;
-    this.#logger = logger;
-    this.#name = name;
-  }
-
-  get degraded(): boolean {
-    return this.#degraded;
-  }
-
-  async take(key: string, limit: number, want: number, refused: RefusedReport | undefined): Promise<Lease> {
-    try {
-      const lease = await this.#primary.take(key, limit, want, refused);
-      if (this.#degraded) {
-        this.#degraded = false;
-        this.#logger.info(`${this.#name} back on redis`);
-      }
-      return lease;
-    } catch (err) {
-      if (!this.#degraded) {
-        this.#degraded = true;
-        const message = err instanceof Error ? err.message : String(err);
-        this.#logger.warn({ err: { message } }, `${this.#name} falling back to in-memory limits`);
-      }
-      return this.#fallback.take(key, limit, want, refused);
-    }
-  }
-}
+export {
+  createRateLimiter,
+  FallbackRateLimiter,
+  MemoryRateLimiter,
+  type RateLimiter,
+  RedisRateLimiter,
+  type WindowHit,
+} from './rate-limit-fixed-window.ts';
+export {
+  FallbackLeaseStore,
+  type Lease,
+  type LeaseStore,
+  MemoryLeaseStore,
+  RedisLeaseStore,
+  type RefusedReport,
+} from './rate-limit-leases.ts';
 
 /** The answer for an attempt over the limit: when the window ends. */
 export interface Refusal {

@@ -10,27 +10,13 @@
  * In Redis, where the throttle counts: one script, so replicas agree on which refusal records.
  * Without Redis, or while it fails, every refusal is recorded on its own, as before.
  */
-import { createHash } from 'node:crypto';
 import type { Logger } from '@relayplane/shared/logger';
+import { loadScript } from '@relayplane/shared/redis-scripts';
 import type { Redis } from 'ioredis';
 import { throttleKeys } from '../redis/keys.ts';
 
-/**
- * KEYS[1] the unrecorded refusals of the key, KEYS[2] this window's "recorded" marker.
- * ARGV[1] ms left in the throttle window (the marker's life), ARGV[2] how long unrecorded
- * refusals wait for the next recorded one. Answers the refusals the event to record stands
- * for, or 0 when this window's event is already recorded.
- */
-export const CLAIM_REFUSAL_SCRIPT = `
-local n = redis.call('INCR', KEYS[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
-  redis.call('DEL', KEYS[1])
-  return n
-end
-return 0
-`;
-const CLAIM_SHA = createHash('sha1').update(CLAIM_REFUSAL_SCRIPT).digest('hex');
+/** Counts a refusal and claims its window's recording: claim-refusal-2.lua. */
+const CLAIM_REFUSAL = loadScript(new URL('./claim-refusal-2.lua', import.meta.url));
 
 /** Unrecorded refusals are kept this long for the key's next recorded refusal. */
 export const UNRECORDED_REFUSALS_TTL_MS = 24 * 60 * 60 * 1000;
@@ -62,13 +48,7 @@ export class RedisThrottledRefusals implements ThrottledRefusals {
     const keys = this.#keys(throttleKey);
     const args = [Math.max(1, Math.ceil(windowLeftMs)), UNRECORDED_REFUSALS_TTL_MS];
     try {
-      let reply: unknown;
-      try {
-        reply = await this.#redis.evalsha(CLAIM_SHA, 2, keys.pending, keys.recorded, ...args);
-      } catch (err) {
-        if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-        reply = await this.#redis.eval(CLAIM_REFUSAL_SCRIPT, 2, keys.pending, keys.recorded, ...args);
-      }
+      const reply = await CLAIM_REFUSAL.run(this.#redis, [keys.pending, keys.recorded], args);
       if (this.#failing) {
         this.#failing = false;
         this.#logger.info('throttled login refusals aggregated again (Redis answers)');

@@ -189,7 +189,7 @@ function issuanceRateLimiter(config: ContextConfig, logger: Logger, lifecycle: L
     'issuance rate limiter',
     createLeasedRateLimiter(
       redis && config.redis
-        ? { connection: redis, prefix: `${config.redis.prefix}issuance-rate:` }
+        ? { connection: redis, prefix: redisKeys(config.redis.prefix).issuanceRate }
         : undefined,
       { windowMs: 1_000 },
       logger,

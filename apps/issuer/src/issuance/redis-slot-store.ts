@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { loadScript } from '@relayplane/shared/redis-scripts';
 import { inBatchSpan, type SpanContext, sampledSpanContext } from '@relayplane/shared/tracing';
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.ts';
@@ -10,16 +10,11 @@ import {
   type SlotStore,
 } from './slot-store.ts';
 
-const RESERVE_SLOTS_LUA = readFileSync(new URL('./reserve-slots.lua', import.meta.url), 'utf8');
-
-interface WithReserveSlots {
-  /**
-   * EVALSHA of reserve-slots.lua (EVAL once when Redis does not know the script yet): keys =
-   * slot set, marker; `args` = cap, seed coverage, seed size, seed leases, then jti and lifetime
-   * in ms of each lease. Answers 0 (rebuild needed), or 1 then granted and in-use per lease.
-   */
-  reserveSlots(slots: string, marker: string, ...args: (string | number)[]): Promise<number[]>;
-}
+/**
+ * keys = slot set, marker; args = cap, seed coverage, seed size, seed leases, then jti and
+ * lifetime in ms of each lease. Answers 0 (rebuild needed), or 1 then granted and in-use per lease.
+ */
+const RESERVE_SLOTS = loadScript(new URL('./reserve-slots-2.lua', import.meta.url));
 
 /** At most this many leases go in one script call (its run time blocks Redis). */
 const MAX_SLOT_BATCH = 256;
@@ -71,7 +66,7 @@ interface TenantQueue {
  * pays one per batch.
  */
 export class RedisSlotStore implements SlotStore {
-  readonly #redis: Redis & WithReserveSlots;
+  readonly #redis: Redis;
   readonly #keys: RedisKeys;
   readonly #ownsConnection: boolean;
   readonly #tenants = new Map<string, TenantQueue>();
@@ -82,8 +77,7 @@ export class RedisSlotStore implements SlotStore {
   rebuilds = 0;
 
   constructor(redis: Redis, keys: RedisKeys, options: { ownsConnection?: boolean } = {}) {
-    redis.defineCommand('reserveSlots', { numberOfKeys: 2, lua: RESERVE_SLOTS_LUA });
-    this.#redis = redis as Redis & WithReserveSlots;
+    this.#redis = redis;
     this.#keys = keys;
     this.#ownsConnection = options.ownsConnection ?? false;
   }
@@ -182,13 +176,11 @@ export class RedisSlotStore implements SlotStore {
     leases: (string | number)[],
   ): Promise<number[]> {
     this.calls++;
-    return this.#redis.reserveSlots(
-      this.#keys.slots(tenantId),
-      this.#keys.slotsMarker(tenantId),
-      cap,
-      ...seed,
-      ...leases,
-    );
+    return RESERVE_SLOTS.run(
+      this.#redis,
+      [this.#keys.slots(tenantId), this.#keys.slotsMarker(tenantId)],
+      [cap, ...seed, ...leases],
+    ) as Promise<number[]>;
   }
 
   async #readLedger(tenantId: string, cap: number): Promise<DurableLease[]> {

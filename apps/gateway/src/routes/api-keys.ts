@@ -1,5 +1,4 @@
 import { CREDENTIAL_SCOPES, DEFAULT_KEY_MODE, KEY_MODE_NAMES } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
@@ -17,6 +16,7 @@ import {
   ref,
   SHARED_SCHEMAS,
 } from '../schemas.ts';
+import { revokeApiKeyAndCredentials } from '../workflows/api-keys.ts';
 import type { RouteDeps } from './deps.ts';
 
 /** The `ApiKey` schema's fields: the revoke answer is the key plus `revoked_credentials`. */
@@ -140,37 +140,14 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
       },
     },
     async (request) => {
-      const keyId = request.params.key_id;
-      // The project (404 for another tenant's) and the key must exist before the issuer records
-      // anything: it refuses credentials of whatever key id it is told is revoked.
-      const { apiKeys } = await clients.admin.listApiKeys({ ...inProject(request), keyId });
-      if (!apiKeys.some((k) => k.id === keyId)) throw new AppError('not_found', 'API key not found');
-      // First its credentials, and no new one of the key from then on (the issuer records it as
-      // revoked): when the key's revocation below fails, the leak is contained all the same.
-      const revoked = await clients.issuer.revokeCredentials({
+      const { apiKey, revokedCredentials } = await revokeApiKeyAndCredentials(clients, {
+        ...inProject(request),
         tenantId: principalOf(request).tenantId,
-        projectId: request.params.project_id,
-        apiKeyId: keyId,
-        apiKeyRevoked: true,
+        keyId: request.params.key_id,
       });
-      let res: Awaited<ReturnType<typeof clients.admin.revokeApiKey>>;
-      try {
-        res = await clients.admin.revokeApiKey({ ...inProject(request), keyId });
-      } catch (err) {
-        if (err instanceof AppError && err.code === 'unavailable') {
-          throw new AppError(
-            'unavailable',
-            `the key's credentials were revoked (${revoked.revoked} by this call) and it can obtain no new ones, ` +
-              'but the key itself could not be revoked yet; retry the call',
-            { retryAfterSeconds: err.retryAfterSeconds, cause: err },
-          );
-        }
-        throw err;
-      }
-      const apiKey = required(res.apiKey, 'revokeApiKey.api_key');
       // At once on this replica, whatever the bus message's timing; others within a second.
       forgetApiKey(apiKey.id);
-      return { ...presentApiKey(apiKey), revoked_credentials: revoked.revoked };
+      return { ...presentApiKey(apiKey), revoked_credentials: revokedCredentials };
     },
   );
 }

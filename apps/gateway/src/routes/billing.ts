@@ -11,6 +11,7 @@ import { principalOf } from '../plugins/auth.ts';
 import { iso, presentCheckoutSession, presentPlan, presentUsageDay, required } from '../present.ts';
 import { publicBaseUrl } from '../public-url.ts';
 import { BODY_ERRORS, errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
+import { setTenantPlan } from '../workflows/tenant-plan.ts';
 import type { RouteDeps } from './deps.ts';
 
 const DAY = '^\\d{4}-\\d{2}-\\d{2}$';
@@ -162,8 +163,8 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
       },
     },
     async (request) => {
-      await clients.admin.getTenant({ principal: principalOf(request), tenantId: request.params.tenant_id });
-      const res = await clients.billing.setPlan({
+      const res = await setTenantPlan(clients, {
+        principal: principalOf(request),
         tenantId: request.params.tenant_id,
         planId: request.body.plan,
       });

@@ -2,12 +2,12 @@
  * Containment of a leaked API key (docs/credentials.md, "Containment"): revoking a project's
  * credentials in bulk, by API key and/or issue time, and listing them.
  */
-import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { AppError } from '@relayplane/shared/errors';
 import type { FastifyInstance } from 'fastify';
 import { inProject, principalOf } from '../plugins/auth.ts';
-import { iso, parseRfc3339 } from '../present.ts';
+import { iso } from '../present.ts';
 import { errorResponse, object, pathParams } from '../schemas.ts';
+import { listProjectCredentials, revokeProjectCredentials } from '../workflows/credentials.ts';
 import type { RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse(
@@ -17,16 +17,6 @@ const dateTime = { type: 'string', format: 'date-time' } as const;
 const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as const;
 
 export function registerCredentialContainment(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  /** The project's API key ids; 404 unless the project is the caller's (admin's project access). */
-  /**
-   * The project's API keys with id `keyId` (none or one; empty `keyId`: the first one): answers
-   * 404 for another tenant's project either way. Looked up by id, not by paging the list.
-   */
-  const keysOf = async (request: Parameters<typeof inProject>[0], keyId = ''): Promise<Set<string>> => {
-    const { apiKeys } = await clients.admin.listApiKeys({ ...inProject(request), keyId, limit: 1 });
-    return new Set(apiKeys.map((k) => k.id));
-  };
-
   app.post<{ Params: { project_id: string }; Body: { api_key_id?: string; issued_before?: string } }>(
     '/admin/v1/projects/:project_id/credentials/revoke',
     {
@@ -83,22 +73,13 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
           'missing required field: give api_key_id, issued_before or both',
         );
       }
-      // One look-up answers both the project (404 for another tenant's, whatever else the body says) and the key.
-      const keys = await keysOf(request, body.api_key_id ?? '');
-      const issuedBefore = body.issued_before === undefined ? undefined : parseRfc3339(body.issued_before);
-      if (body.issued_before !== undefined && issuedBefore === undefined) {
-        throw new AppError('invalid_request', 'issued_before must be an RFC 3339 date-time');
-      }
-      if (body.api_key_id !== undefined && !keys.has(body.api_key_id)) {
-        throw new AppError('not_found', 'API key not found');
-      }
-      const res = await clients.issuer.revokeCredentials({
+      const revoked = await revokeProjectCredentials(clients, {
+        ...inProject(request),
         tenantId: principalOf(request).tenantId,
-        projectId: request.params.project_id,
-        apiKeyId: body.api_key_id ?? '',
-        issuedBefore: issuedBefore === undefined ? undefined : timestampFromMs(issuedBefore),
+        apiKeyId: body.api_key_id,
+        issuedBefore: body.issued_before,
       });
-      return { revoked: res.revoked };
+      return { revoked };
     },
   );
 
@@ -153,10 +134,9 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
     },
     async (request) => {
       const query = request.query;
-      await keysOf(request);
-      const res = await clients.issuer.listCredentials({
+      const res = await listProjectCredentials(clients, {
+        ...inProject(request),
         tenantId: principalOf(request).tenantId,
-        projectId: request.params.project_id,
         apiKeyId: query.api_key_id ?? '',
         active: query.active === 'true',
         limit: Number(query.limit ?? 0),

@@ -24,6 +24,7 @@ import {
 import { iso, required } from '../present.ts';
 import { publicBaseUrl } from '../public-url.ts';
 import { htmlResponse } from '../schemas.ts';
+import { loginWithOptionalCode } from '../workflows/login.ts';
 import type { RouteDeps } from './deps.ts';
 
 /** The login form, with a fresh login CSRF token (cookie and hidden field). */
@@ -252,23 +253,20 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
       const deviceToken = deviceCookieOf(request) ?? '';
       let login: { token: string; expiresAt: string | undefined; deviceToken: string };
       try {
-        const first = await clients.admin.login({ email, password, clientIp: request.ip, deviceToken });
-        let res: { token: string; session?: Session | undefined; deviceToken: string } = first;
+        const res = await loginWithOptionalCode(clients.admin, {
+          email,
+          password,
+          code: mfaCode,
+          clientIp: request.ip,
+          deviceToken,
+        });
         // A user with a second factor: the page's code field is the second step.
-        if (first.mfaRequired) {
-          if (mfaCode.trim() === '') {
-            return loginPage(request, reply, 401, {
-              userCode,
-              email,
-              message:
-                'This account has two-factor authentication: enter the password and the code from your authenticator app.',
-            });
-          }
-          res = await clients.admin.loginMfa({
-            mfaToken: first.mfaToken,
-            code: mfaCode,
-            clientIp: request.ip,
-            deviceToken,
+        if (!res.signedIn) {
+          return loginPage(request, reply, 401, {
+            userCode,
+            email,
+            message:
+              'This account has two-factor authentication: enter the password and the code from your authenticator app.',
           });
         }
         login = { token: res.token, expiresAt: iso(res.session?.expiresAt), deviceToken: res.deviceToken };

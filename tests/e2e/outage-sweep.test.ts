@@ -37,7 +37,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEPENDENCY_UNAVAILABLE_MESSAGE } from '@relayplane/shared/errors';
+import { DEPENDENCY_UNAVAILABLE_MESSAGE } from '@relayplane/contract/errors';
 import {
   createTestDatabase,
   createTestRedis,

@@ -9,12 +9,12 @@
  * opens a fresh channel, so what is measured is the app, not the test client's reconnect backoff.
  */
 
+import { DEFAULT_KEY_MODE } from '@relayplane/contract/contract';
+import { newId } from '@relayplane/contract/ids';
 import { AdminService } from '@relayplane/proto/admin';
 import { BillingService } from '@relayplane/proto/billing';
 import { IssuerService } from '@relayplane/proto/issuer';
-import { DEFAULT_KEY_MODE } from '@relayplane/shared/contract';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
-import { newId } from '@relayplane/shared/ids';
 import { connect } from '@relayplane/shared/rpc';
 import {
   createTestDatabase,

@@ -23,7 +23,7 @@
  * with Retry-After (a moment's unavailability, which the contract allows).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CREDENTIAL_TTL_SECONDS } from '@relayplane/shared/contract';
+import { CREDENTIAL_TTL_SECONDS } from '@relayplane/contract/contract';
 import autocannon from 'autocannon';
 import { paced } from '../bench/paced.ts';
 import type { Api, ApiResponse } from '../support/api.ts';

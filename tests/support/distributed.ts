@@ -20,10 +20,10 @@
  * (`SystemTls`); the readiness probes then check health over mTLS too, as the gateway does.
  */
 import { connect as dial } from 'node:net';
+import type { ServiceName } from '@relayplane/contract/contract';
 import { AdminService } from '@relayplane/proto/admin';
 import { BillingService } from '@relayplane/proto/billing';
 import { IssuerService } from '@relayplane/proto/issuer';
-import type { ServiceName } from '@relayplane/shared/contract';
 import type { GrpcTls } from '@relayplane/shared/grpc-tls';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';

@@ -2,7 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { SERVICES } from '@relayplane/shared/contract';
+import { SERVICES } from '@relayplane/contract/contract';
 import { auditChildOutput } from '@relayplane/testing/audit';
 
 export const ROOT = join(import.meta.dirname, '..', '..');

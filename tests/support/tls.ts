@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ServiceName } from '@relayplane/shared/contract';
+import type { ServiceName } from '@relayplane/contract/contract';
 import { DEFAULT_TRUST_DOMAIN, GrpcTls, spiffeId } from '@relayplane/shared/grpc-tls';
 import { createLogger } from '@relayplane/shared/logger';
 import { type KeyPair, MountedTls, TestCa } from '@relayplane/testing/test-ca';

@@ -1,3 +1,10 @@
+import {
+  DEFAULT_AUDIT_RETENTION_DAYS,
+  PLAN_IDS,
+  PLANS,
+  type PlanId,
+  SERVICES,
+} from '@relayplane/contract/contract';
 import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
@@ -11,13 +18,6 @@ import {
   readPreviousKeks,
   readRedis,
 } from '@relayplane/shared/config';
-import {
-  DEFAULT_AUDIT_RETENTION_DAYS,
-  PLAN_IDS,
-  PLANS,
-  type PlanId,
-  SERVICES,
-} from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';

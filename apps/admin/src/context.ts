@@ -4,11 +4,12 @@
  * gRPC server and handlers) and their closers registered, in build order, on one Lifecycle.
  * `AdminService` only starts and stops.
  */
+
+import { SERVICES } from '@relayplane/contract/contract';
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
-import { SERVICES } from '@relayplane/shared/contract';
 import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { grpcTls } from '@relayplane/shared/grpc-tls';

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { BillingService } from '@relayplane/billing';
+import { INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
+import { newToken } from '@relayplane/contract/tokens';
 import { AdminService as AdminRpc, type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
-import { newId } from '@relayplane/shared/ids';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
-import { newToken } from '@relayplane/shared/tokens';
 import type { TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
+import type { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import type { AdminService as AdminRpc, Principal } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import type { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { BillingService } from '@relayplane/billing';
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
+import { INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import { AdminService as AdminRpc, type ApiKey, type Principal } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { MemoryBus, RedisBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
-import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { createRedis } from '@relayplane/shared/redis';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';

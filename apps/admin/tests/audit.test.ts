@@ -1,10 +1,10 @@
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { SERVICES } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import { type AuditEvent, AuditEventSchema, type Principal, TenantRole } from '@relayplane/proto/admin';
 import { ManualClock } from '@relayplane/shared/clock';
-import { SERVICES } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
-import { AppError } from '@relayplane/shared/errors';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestRedis } from '@relayplane/testing/storage';

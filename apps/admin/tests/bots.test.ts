@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import type { RoleName } from '@relayplane/contract/contract';
+import { INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { newToken } from '@relayplane/contract/tokens';
 import {
   type AdminService as AdminRpc,
   type Principal,
@@ -7,10 +10,7 @@ import {
 } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import type { RoleName } from '@relayplane/shared/contract';
-import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceClient } from '@relayplane/shared/rpc';
-import { newToken } from '@relayplane/shared/tokens';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { BillingService } from '@relayplane/billing';
+import { AppError } from '@relayplane/contract/errors';
+import { parseToken } from '@relayplane/contract/tokens';
 import { AdminService as AdminRpc, type Principal } from '@relayplane/proto/admin';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
-import { parseToken } from '@relayplane/shared/tokens';
 import { auditSecretsIn } from '@relayplane/testing/audit';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';

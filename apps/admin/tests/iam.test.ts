@@ -1,3 +1,4 @@
+import { AppError } from '@relayplane/contract/errors';
 import {
   type AdminService as AdminRpc,
   type Principal,
@@ -5,7 +6,6 @@ import {
   TenantRole,
 } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
-import { AppError } from '@relayplane/shared/errors';
 import { can, deniedMessage, PERMISSIONS, type Permission, type Subject } from '@relayplane/shared/iam';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

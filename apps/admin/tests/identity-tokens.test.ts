@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import type { RoleName } from '@relayplane/contract/contract';
+import { INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { parseToken } from '@relayplane/contract/tokens';
 import {
   type AdminService as AdminRpc,
   type Principal,
@@ -8,10 +11,7 @@ import {
 } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import type { RoleName } from '@relayplane/shared/contract';
-import { INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceClient } from '@relayplane/shared/rpc';
-import { parseToken } from '@relayplane/shared/tokens';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';

@@ -1,6 +1,6 @@
 import type { BillingService } from '@relayplane/billing';
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
 import { AdminService as AdminRpc, type Principal, TenantRole } from '@relayplane/proto/admin';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

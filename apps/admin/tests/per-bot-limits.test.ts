@@ -1,8 +1,8 @@
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { newId } from '@relayplane/contract/ids';
 import type { AdminService as AdminRpc, Principal } from '@relayplane/proto/admin';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ManualClock } from '@relayplane/shared/clock';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botKeyLimitMessage } from '../src/grpc/create-bot-key.ts';

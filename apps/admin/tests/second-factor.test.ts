@@ -6,9 +6,9 @@
  * enforces it on its own (no gateway in front). The clock is driven: a new TOTP step is 30 s on it.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/contract/errors';
 import { AdminService as AdminRpc, type Principal, TenantRole } from '@relayplane/proto/admin';
 import { ManualClock } from '@relayplane/shared/clock';
-import { MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/shared/errors';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { auditSecretsIn } from '@relayplane/testing/audit';
 import { sql } from 'kysely';

@@ -3,9 +3,9 @@
  * it in `x-client-ip`) in its own window; what counts; shared across replicas through Redis.
  */
 import type { BillingService } from '@relayplane/billing';
+import { AppError } from '@relayplane/contract/errors';
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';

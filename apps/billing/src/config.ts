@@ -1,3 +1,4 @@
+import { type PlanId, SERVICES } from '@relayplane/contract/contract';
 import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
@@ -10,7 +11,6 @@ import {
   readRedis,
   readYamlFile,
 } from '@relayplane/shared/config';
-import { type PlanId, SERVICES } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';

@@ -1,4 +1,4 @@
-import { SERVICES } from '@relayplane/shared/contract';
+import { SERVICES } from '@relayplane/contract/contract';
 import { warnIfPlaintext } from '@relayplane/shared/grpc-tls';
 import { runMain } from '@relayplane/shared/process';
 import { withTracing } from '@relayplane/shared/tracing';

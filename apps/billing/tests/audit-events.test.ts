@@ -5,9 +5,9 @@
  * Stripe's webhooks are signed with Stripe's own signer; nothing else is faked.
  */
 
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import { sampleValue } from '@relayplane/testing/metrics';
 import {

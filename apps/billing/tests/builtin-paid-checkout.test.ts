@@ -4,7 +4,7 @@
  * checkout of a paid plan, and records each refusal in the audit trail. Real gRPC, real
  * PostgreSQL, and a real RecordAuditEvents server for the outbox.
  */
-import { newId } from '@relayplane/shared/ids';
+import { newId } from '@relayplane/contract/ids';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import {
   type RecordedEvent,

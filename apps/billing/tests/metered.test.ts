@@ -4,8 +4,9 @@
  * the counts, PostgreSQL real. The customer comes from a signed webhook; each completed UTC day
  * is sent once, today never, a failed call is retried by the next aggregation.
  */
+
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
-import { newId } from '@relayplane/shared/ids';
 import { MemoryScheduler } from '@relayplane/shared/scheduler';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';

@@ -1,6 +1,6 @@
+import { newId } from '@relayplane/contract/ids';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { ConfigError } from '@relayplane/shared/config';
-import { newId } from '@relayplane/shared/ids';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import { hasMetric, sampleValue, scrape } from '@relayplane/testing/metrics';

@@ -1,7 +1,7 @@
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import type { FallbackRateLimiter } from '@relayplane/shared/rate-limit';
 import { MemoryScheduler } from '@relayplane/shared/scheduler';
 import { testLogger } from '@relayplane/testing/logger';

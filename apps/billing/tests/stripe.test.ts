@@ -3,8 +3,9 @@
  * official SDK pointed at it), and webhooks signed the way Stripe signs them. Stripe is the
  * only thing faked; PostgreSQL, Redis and the bus are real.
  */
+
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
-import { newId } from '@relayplane/shared/ids';
 import {
   createTestDatabase,
   createTestRedis,

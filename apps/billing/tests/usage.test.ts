@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { create } from '@bufbuild/protobuf';
+import { newId } from '@relayplane/contract/ids';
 import { GetUsageRequestSchema } from '@relayplane/proto/billing';
 import type { IssuerService as IssuerRpc } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { BullmqScheduler, MemoryScheduler } from '@relayplane/shared/scheduler';
 import { auditChildOutput } from '@relayplane/testing/audit';

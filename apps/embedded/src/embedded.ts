@@ -11,12 +11,12 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AdminService, ensureAuditKeyFile, readAdminConfig } from '@relayplane/admin';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
+import { SERVICES } from '@relayplane/contract/contract';
 import { GatewayService, readGatewayConfig } from '@relayplane/gateway';
 import { DEMO_RELAYS, IssuerApp, loadOrCreateKek, readIssuerConfig } from '@relayplane/issuer';
 import { DeferredAuditAdmin } from '@relayplane/shared/audit-outbox';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { EnvReader, LOG_LEVELS } from '@relayplane/shared/config';
-import { SERVICES } from '@relayplane/shared/contract';
 import { createLogger } from '@relayplane/shared/logger';
 import { MemoryScheduler } from '@relayplane/shared/scheduler';
 

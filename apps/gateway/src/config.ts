@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { SERVICES } from '@relayplane/contract/contract';
 import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
@@ -8,7 +9,6 @@ import {
   readMetricsAddress,
   readRedis,
 } from '@relayplane/shared/config';
-import { SERVICES } from '@relayplane/shared/contract';
 import { type GrpcTlsConfig, readGrpcTls } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
 

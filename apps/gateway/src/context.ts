@@ -4,10 +4,11 @@
  * closers registered, in build order, on one Lifecycle. `buildApp(ctx)` only registers plugins
  * and routes on what is here; `GatewayService` only starts and stops.
  */
+
+import { BUS_CHANNELS, SERVICES } from '@relayplane/contract/contract';
 import type { Relay } from '@relayplane/proto/issuer';
 import type { Bus } from '@relayplane/shared/bus';
 import { ConfigError } from '@relayplane/shared/config-error';
-import { BUS_CHANNELS, SERVICES } from '@relayplane/shared/contract';
 import { connectCoordination } from '@relayplane/shared/coordination';
 import { countRefusedReloads, type GrpcTls, grpcTls } from '@relayplane/shared/grpc-tls';
 import { Lifecycle } from '@relayplane/shared/lifecycle';

@@ -1,5 +1,5 @@
-import { type EntitlementsAnswer, entitlementOf, type GateLimit } from '@relayplane/shared/entitlements';
-import { type IssuancePolicy, issuancePolicyOf } from '@relayplane/shared/issuance-policy';
+import { type EntitlementsAnswer, entitlementOf, type GateLimit } from '@relayplane/contract/entitlements';
+import { type IssuancePolicy, issuancePolicyOf } from '@relayplane/contract/issuance-policy';
 import { setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { BillingClient } from './clients.ts';
 import { TtlCache } from './ttl-cache.ts';

@@ -28,6 +28,7 @@
  * credential's expiry: the cap errs on the side of fewer credentials, never more.
  */
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { AppError, isErrorCode } from '@relayplane/contract/errors';
 import { grpc } from '@relayplane/proto/grpc';
 import type {
   IssueCredentialRequestSchema,
@@ -35,7 +36,6 @@ import type {
   IssueCredentialsRequestSchema,
   IssueCredentialsResponse,
 } from '@relayplane/proto/issuer';
-import { AppError, isErrorCode } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import {
   inBatchSpan,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
 import type { Bus } from '@relayplane/shared/bus';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
 import type { IssuerClient } from './clients.ts';
 

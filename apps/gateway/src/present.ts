@@ -5,6 +5,8 @@
  */
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { type BotRoleName, isBotRoleName } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import {
   type AllowlistEntry,
   type ApiKey,
@@ -27,8 +29,6 @@ import {
   type Revocation,
   type SigningKey,
 } from '@relayplane/proto/issuer';
-import { type BotRoleName, isBotRoleName } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import { permissionsOf, roleName, subjectOf } from '@relayplane/shared/iam';
 import type { FastifyRequest } from 'fastify';
 import { csrfTokenFor, sessionCookieOf } from './plugins/csrf.ts';

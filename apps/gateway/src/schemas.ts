@@ -13,8 +13,8 @@ import {
   PLAN_IDS,
   PROJECT_ENVIRONMENTS,
   ROLE_NAMES,
-} from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
+} from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import { PERMISSIONS } from '@relayplane/shared/iam';
 
 const dateTime = { type: 'string', format: 'date-time' } as const;

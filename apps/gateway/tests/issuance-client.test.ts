@@ -7,6 +7,7 @@
  * the real issuer behind this stream is covered by the credential route tests and e2e.
  */
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { AppError } from '@relayplane/contract/errors';
 import type { ServerBidi } from '@relayplane/proto/grpc';
 import {
   type IssueCredentialBatchesRequest,
@@ -15,7 +16,6 @@ import {
   type IssueCredentialsResponseSchema,
   IssuerService,
 } from '@relayplane/proto/issuer';
-import { AppError } from '@relayplane/shared/errors';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -6,8 +6,8 @@
  * tests and tests/e2e/signing-key-revocation.test.ts run the real one.
  */
 import { createHash } from 'node:crypto';
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
 import { MemoryBus } from '@relayplane/shared/bus';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { testLogger } from '@relayplane/testing/logger';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { IssuerClient } from '../src/clients.ts';

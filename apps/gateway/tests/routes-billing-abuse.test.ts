@@ -3,7 +3,7 @@
  * provider answers 422 `{"error"}` to a checkout of a paid plan and will not confirm one on its
  * page, while the free plan and the platform admin's direct plan change keep working.
  */
-import { newId } from '@relayplane/shared/ids';
+import { newId } from '@relayplane/contract/ids';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
 import { tenant } from './support/tenant.ts';

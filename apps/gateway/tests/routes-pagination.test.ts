@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { newId } from '@relayplane/shared/ids';
+import { newId } from '@relayplane/contract/ids';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inProcessCli } from './support/cli.ts';
 import { type Stack, startStack } from './support/stack.ts';

@@ -1,4 +1,4 @@
-import { newToken } from '@relayplane/shared/tokens';
+import { newToken } from '@relayplane/contract/tokens';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROUTES } from './support/routes.ts';
 import { type Stack, startStack } from './support/stack.ts';

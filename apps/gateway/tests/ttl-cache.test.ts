@@ -1,5 +1,5 @@
 /** The gateway's read-through cache: single-flight loads, hard TTL, and the synchronous peek the hot path uses. */
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import { describe, expect, it } from 'vitest';
 import { TtlCache } from '../src/ttl-cache.ts';
 

@@ -5,8 +5,8 @@
  * the real services (routes-api-keys, routes-containment, routes-billing, routes-device tests).
  */
 import { create } from '@bufbuild/protobuf';
+import { AppError } from '@relayplane/contract/errors';
 import { ApiKeySchema, PrincipalSchema } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import { describe, expect, it } from 'vitest';
 import type { AdminClient, BillingClient, IssuerClient } from '../src/clients.ts';
 import { revokeApiKeyAndCredentials } from '../src/workflows/api-keys.ts';

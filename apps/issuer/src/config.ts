@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SERVICES } from '@relayplane/contract/contract';
 import {
   ConfigError,
   EnvReader,
@@ -13,7 +14,6 @@ import {
   readPreviousKeks,
   readRedis,
 } from '@relayplane/shared/config';
-import { SERVICES } from '@relayplane/shared/contract';
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';

@@ -4,6 +4,8 @@
  * and its feed, relays, the gRPC server and handlers) and their closers registered on one
  * Lifecycle, in the order they must close in reverse. `IssuerApp` only starts and stops.
  */
+
+import { SERVICES } from '@relayplane/contract/contract';
 import { AdminService } from '@relayplane/proto/admin';
 import { IssuerService } from '@relayplane/proto/issuer';
 import {
@@ -13,7 +15,6 @@ import {
 } from '@relayplane/shared/audit-outbox';
 import { type Bus, MemoryBus } from '@relayplane/shared/bus';
 import { type Clock, systemClock } from '@relayplane/shared/clock';
-import { SERVICES } from '@relayplane/shared/contract';
 import { connectCoordination } from '@relayplane/shared/coordination';
 import { createDatabase, type Database } from '@relayplane/shared/db';
 import { grpcTls } from '@relayplane/shared/grpc-tls';

@@ -1,5 +1,5 @@
 /** The issuer's own metrics (docs/metrics.md); gRPC call metrics come from the shared RpcServer. */
-import type { ErrorCode } from '@relayplane/shared/errors';
+import type { ErrorCode } from '@relayplane/contract/errors';
 import {
   type Counter,
   counter,

@@ -1,5 +1,5 @@
 /** `pnpm --filter @relayplane/issuer migrate`: applies the issuer schema's migrations and exits. */
-import { SERVICES } from '@relayplane/shared/contract';
+import { SERVICES } from '@relayplane/contract/contract';
 import { runMigrations } from '@relayplane/shared/db';
 import { readIssuerConfig } from './config.ts';
 import { migrations } from './db/migrations/index.ts';

@@ -3,9 +3,10 @@
  * delivered to admin's RecordAuditEvents — here a real gRPC server recording into PostgreSQL
  * (@relayplane/testing/recording-admin); tests/e2e/audit-outbox.test.ts runs them into admin.
  */
+
+import { newId } from '@relayplane/contract/ids';
 import { KeyState } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
-import { newId } from '@relayplane/shared/ids';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import {
   type RecordedEvent,

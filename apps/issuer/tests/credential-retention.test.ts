@@ -1,5 +1,5 @@
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
-import { newId } from '@relayplane/shared/ids';
 import { testLogger } from '@relayplane/testing/logger';
 import { hasMetric, sampleValue } from '@relayplane/testing/metrics';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';

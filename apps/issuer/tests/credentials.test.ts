@@ -1,9 +1,9 @@
 import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
+import type { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import type { IssueCredentialsResponse } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
-import type { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';

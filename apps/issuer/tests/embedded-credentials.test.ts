@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemorySlotStore } from '../src/issuance/slot-store.ts';
 import { DEMO_RELAYS } from '../src/relays/relay-config.ts';

@@ -1,7 +1,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
+import type { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
-import type { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { createRequestPathRedis } from '@relayplane/shared/redis';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';

@@ -9,9 +9,9 @@ import { createDecipheriv, createHash, createPublicKey, type KeyObject } from 'n
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
 import { ConfigError } from '@relayplane/shared/config';
-import { newId } from '@relayplane/shared/ids';
 import { testLogger } from '@relayplane/testing/logger';
 import { hasMetric, sampleValue } from '@relayplane/testing/metrics';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';

@@ -1,6 +1,6 @@
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
 import { ConfigError } from '@relayplane/shared/config';
-import { newId } from '@relayplane/shared/ids';
 import { hasMetric, sampleValue, scrape } from '@relayplane/testing/metrics';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
 import { create } from '@bufbuild/protobuf';
 import { TimestampSchema, timestampDate } from '@bufbuild/protobuf/wkt';
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
+import { type AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { newToken, parseToken } from '@relayplane/contract/tokens';
 import {
   AuthenticateRelayRequestSchema,
   DeleteRelayRequestSchema,
@@ -11,10 +14,7 @@ import {
 import { enqueueAuditEvent } from '@relayplane/shared/audit-outbox';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { createDatabase, type Database } from '@relayplane/shared/db';
-import { type AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
-import { newToken, parseToken } from '@relayplane/shared/tokens';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, type TestDatabase } from '@relayplane/testing/storage';
 import { sql } from 'kysely';

@@ -4,9 +4,9 @@
  * recording admin behind the audit outbox.
  */
 import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { newId } from '@relayplane/contract/ids';
 import { KeyState } from '@relayplane/proto/issuer';
 import { ManualClock } from '@relayplane/shared/clock';
-import { newId } from '@relayplane/shared/ids';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import { type RecordingAdmin, startRecordingAdmin } from '@relayplane/testing/recording-admin';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';

@@ -3,9 +3,10 @@
  * database and one Redis, whose slot keys the tests delete (what FLUSHALL, an empty restart or
  * a failover to an empty replica does to a tenant) at chosen instants.
  */
+
+import type { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import { systemClock } from '@relayplane/shared/clock';
-import type { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';

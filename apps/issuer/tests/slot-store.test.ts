@@ -1,6 +1,6 @@
+import { newId } from '@relayplane/contract/ids';
 import { ManualClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
-import { newId } from '@relayplane/shared/ids';
 import { testLogger } from '@relayplane/testing/logger';
 import { createTestDatabase, createTestRedis, type TestDatabase } from '@relayplane/testing/storage';
 import { Redis } from 'ioredis';

@@ -5,11 +5,15 @@
 import { randomBytes } from 'node:crypto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { auditEventProblem } from '@relayplane/contract/audit-event';
+import {
+  AUDIT_DELIVERY_MAX_SKEW_SECONDS,
+  type AuditAction,
+  type AuditOutcome,
+} from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import type { AuditEventSchema } from '@relayplane/proto/admin';
 import type { Kysely } from 'kysely';
-import { auditEventProblem } from './audit-event.ts';
-import { AUDIT_DELIVERY_MAX_SKEW_SECONDS, type AuditAction, type AuditOutcome } from './contract.ts';
-import { AppError } from './errors.ts';
 import { type AuditActorRef, currentRequestContext } from './request-context.ts';
 
 /** The `audit_outbox` table, as each service's migration creates it. */

@@ -9,7 +9,7 @@
  * - **Refuse.** `enqueue(trx, event)` inserts the row inside the caller's transaction. If it
  *   cannot (PostgreSQL refuses, a trigger raises), it throws `unavailable` (503 +
  *   Retry-After), so the caller's transaction rolls back and nothing changed. An event admin
- *   would refuse on delivery (`auditEventProblem`, @relayplane/shared/audit-event: the checks
+ *   would refuse on delivery (`auditEventProblem`, @relayplane/contract/audit-event: the checks
  *   admin applies) throws `internal` before anything is written: it fails its change instead of
  *   being set aside after the change committed, and a secret in it is written nowhere.
  * - **At least once.** A row is deleted only in the transaction that saw admin accept it;
@@ -50,6 +50,8 @@
  * sent as gRPC metadata); a scheduled job passes `actor: systemActor('<job name>')`.
  */
 import { createHash } from 'node:crypto';
+import type { AuditSource } from '@relayplane/contract/contract';
+import { AppError, type ErrorCode, errorSummary, toAppError } from '@relayplane/contract/errors';
 import { AdminService } from '@relayplane/proto/admin';
 import type { ServiceClient } from '@relayplane/proto/grpc';
 import { type Kysely, sql } from 'kysely';
@@ -61,8 +63,6 @@ import {
   enqueueAuditEvent,
   type OutboxTransaction,
 } from './audit-outbox-rows.ts';
-import type { AuditSource } from './contract.ts';
-import { AppError, type ErrorCode, errorSummary, toAppError } from './errors.ts';
 import type { Logger } from './logger.ts';
 import { type Counter, counter, type Gauge, gauge, type Registry } from './metrics.ts';
 import { connect } from './rpc.ts';

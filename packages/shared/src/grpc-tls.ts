@@ -26,9 +26,9 @@
  */
 import { readFileSync } from 'node:fs';
 import type { PeerCertificate } from 'node:tls';
+import type { ServiceName } from '@relayplane/contract/contract';
 import { grpc } from '@relayplane/proto/grpc';
 import { ConfigError, type EnvReader } from './config.ts';
-import type { ServiceName } from './contract.ts';
 import type { Logger } from './logger.ts';
 import { counter, type Registry } from './metrics.ts';
 import {

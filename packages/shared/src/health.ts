@@ -1,12 +1,12 @@
 /** The standard gRPC health service (grpc.health.v1), with Watch. */
 
+import { AppError } from '@relayplane/contract/errors';
 import type { ServiceImpl } from '@relayplane/proto/grpc';
 import {
   HealthCheckResponse_ServingStatus,
   Health as HealthService,
   type HealthCheckResponse_ServingStatus as ServingStatus,
 } from '@relayplane/proto/grpc-health';
-import { AppError } from './errors.ts';
 
 export { HealthCheckResponse_ServingStatus as ServingStatus, HealthService };
 

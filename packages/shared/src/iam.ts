@@ -7,10 +7,11 @@
  * Permissions are also the scopes of identity tokens: a token holds the scopes it was created
  * with, but never more than its identity (a bot) currently holds.
  */
-import { type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
-import { ROLES, type RoleName } from './contract.ts';
 
-export type { RoleName } from './contract.ts';
+import { ROLES, type RoleName } from '@relayplane/contract/contract';
+import { type Principal, PrincipalKind, TenantRole } from '@relayplane/proto/admin';
+
+export type { RoleName } from '@relayplane/contract/contract';
 
 export const PERMISSIONS = [
   'projects:read',

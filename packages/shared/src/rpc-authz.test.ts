@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DescService } from '@bufbuild/protobuf';
+import { SERVICES } from '@relayplane/contract/contract';
 import { describe, expect, it } from 'vitest';
-import { SERVICES } from './contract.ts';
 import { ANY_PEER, callersOf, methodName, RPC_CALLERS, renderRpcMatrix } from './rpc-authz.ts';
 
 const GEN = join(import.meta.dirname, '..', '..', 'proto', 'src', 'gen');

@@ -12,7 +12,7 @@
  * calls no RPC of another service but RecordAuditEvents.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
-import type { ServiceName } from './contract.ts';
+import type { ServiceName } from '@relayplane/contract/contract';
 
 /** Any peer whose certificate passed the handshake (chained to the CA): the health service. */
 export const ANY_PEER = 'any authenticated peer';

@@ -5,19 +5,19 @@
  */
 import type { DescMethod } from '@bufbuild/protobuf';
 import {
-  type CallInfo,
-  grpc,
-  IN_PROCESS_CALLER_METADATA_KEY,
-  type ServerHooks,
-} from '@relayplane/proto/grpc';
-import {
   AppError,
   dependencyFailure,
   ERROR_CODE_METADATA_KEY,
   errorSummary,
   RETRY_AFTER_METADATA_KEY,
   toAppError,
-} from './errors.ts';
+} from '@relayplane/contract/errors';
+import {
+  type CallInfo,
+  grpc,
+  IN_PROCESS_CALLER_METADATA_KEY,
+  type ServerHooks,
+} from '@relayplane/proto/grpc';
 import type { GrpcTls } from './grpc-tls.ts';
 import type { Logger } from './logger.ts';
 import {

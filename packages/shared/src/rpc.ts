@@ -6,6 +6,17 @@
  * matrix (`rpc-authz.ts`) lists for its method.
  */
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
+import type { ServiceName } from '@relayplane/contract/contract';
+import {
+  AppError,
+  DEFAULT_RETRY_AFTER_SECONDS,
+  ERROR_CODE_METADATA_KEY,
+  ERROR_CODES,
+  type ErrorCode,
+  INTERNAL_MESSAGE,
+  isErrorCode,
+  RETRY_AFTER_METADATA_KEY,
+} from '@relayplane/contract/errors';
 import {
   addService,
   type CallOptions,
@@ -19,17 +30,6 @@ import {
   type ServiceClient,
   type ServiceImpl,
 } from '@relayplane/proto/grpc';
-import type { ServiceName } from './contract.ts';
-import {
-  AppError,
-  DEFAULT_RETRY_AFTER_SECONDS,
-  ERROR_CODE_METADATA_KEY,
-  ERROR_CODES,
-  type ErrorCode,
-  INTERNAL_MESSAGE,
-  isErrorCode,
-  RETRY_AFTER_METADATA_KEY,
-} from './errors.ts';
 import { type ClientTls, countRefusedReloads, type GrpcTls } from './grpc-tls.ts';
 import { HealthService, healthImpl } from './health.ts';
 import type { Logger } from './logger.ts';

@@ -14,7 +14,7 @@
  * (start-up abandoned, the database no longer followed), the metrics listener last.
  */
 import type { DescService } from '@bufbuild/protobuf';
-import { AppError } from './errors.ts';
+import { AppError } from '@relayplane/contract/errors';
 import { ServingStatus } from './health.ts';
 import type { Logger } from './logger.ts';
 import { type MetricsServer, type Registry, serveMetrics } from './metrics.ts';

@@ -6,7 +6,7 @@
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
-import { SERVICES, type ServiceName } from './contract.ts';
+import { SERVICES, type ServiceName } from '@relayplane/contract/contract';
 
 /** Named in the chain problem: the file a peer's chain must end at. */
 const CA_VARIABLE = 'RELAYPLANE_GRPC_TLS_CA_FILE';

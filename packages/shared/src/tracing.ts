@@ -41,10 +41,10 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
+import type { ServiceName } from '@relayplane/contract/contract';
 // pino's type itself (logger.ts re-exports it): logger.ts imports this module, not the other way round.
 import type { Logger } from 'pino';
 import { ConfigError } from './config-error.ts';
-import type { ServiceName } from './contract.ts';
 import type { Runnable } from './process.ts';
 
 export type { Context, Span, SpanContext };

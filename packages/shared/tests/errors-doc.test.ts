@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { ERROR_CODES, type ErrorCode } from '@relayplane/contract/errors';
 import { grpc } from '@relayplane/proto/grpc';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES, type ErrorCode } from '../src/errors.ts';
 
 const DOC = fileURLToPath(new URL('../../../docs/errors.md', import.meta.url));
 

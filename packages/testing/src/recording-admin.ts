@@ -6,8 +6,8 @@
  */
 
 import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@relayplane/contract/errors';
 import { AdminService, type AuditEvent } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import { RpcServer, type ServiceImpl } from '@relayplane/shared/rpc';
 import pg from 'pg';
 import { testLogger } from './logger.ts';

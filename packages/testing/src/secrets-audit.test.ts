@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hashToken, newToken } from '@relayplane/shared/tokens';
+import { hashToken, newToken } from '@relayplane/contract/tokens';
 import { afterEach, describe, expect, it } from 'vitest';
 import { audit, type Minimums, passwordLiterals, report, scanText, testPasswords } from './secrets-audit.ts';
 

@@ -24,8 +24,8 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { CHECKPOINT_JWS_TYPE } from '@relayplane/shared/audit-checkpoint';
-import { parseToken } from '@relayplane/shared/tokens';
+import { CHECKPOINT_JWS_TYPE } from '@relayplane/contract/audit-checkpoint';
+import { parseToken } from '@relayplane/contract/tokens';
 
 export interface Finding {
   file: string;

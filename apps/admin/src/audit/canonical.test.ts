@@ -1,4 +1,4 @@
-import { isAuditEventId } from '@relayplane/shared/audit-event';
+import { isAuditEventId } from '@relayplane/contract/audit-event';
 import { describe, expect, it } from 'vitest';
 import { canonicalForm, eventHash, newEventId } from './canonical.ts';
 

@@ -24,7 +24,7 @@ import {
   CHECKPOINT_JWS_TYPE,
   type CheckpointPayload,
   openCheckpoint,
-} from '@relayplane/shared/audit-checkpoint';
+} from '@relayplane/contract/audit-checkpoint';
 import { ConfigError } from '@relayplane/shared/config';
 
 const HKDF_INFO = 'relayplane/audit-checkpoint-key/v1';

@@ -3,9 +3,9 @@
  * same rules enqueueAuditEvent applied before the outbox row was written.
  */
 import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { auditEventProblem, isAuditEventId } from '@relayplane/contract/audit-event';
+import { AppError } from '@relayplane/contract/errors';
 import type { AuditEvent } from '@relayplane/proto/admin';
-import { auditEventProblem, isAuditEventId } from '@relayplane/shared/audit-event';
-import { AppError } from '@relayplane/shared/errors';
 import type { JsonValue, Unchained } from './canonical.ts';
 
 /** An event from an outbox, checked: invalid_request naming what is wrong. */

@@ -12,11 +12,12 @@
  * - Pruning deletes a prefix of a chain (by seq) and keeps the last pruned event's hash as the
  *   head's anchor; verification starts from it.
  */
+
+import { auditEventProblem } from '@relayplane/contract/audit-event';
+import type { AuditAction, AuditActorType, AuditOutcome } from '@relayplane/contract/contract';
+import { AppError, errorSummary } from '@relayplane/contract/errors';
 import type { AuditEvent } from '@relayplane/proto/admin';
-import { auditEventProblem } from '@relayplane/shared/audit-event';
 import type { Clock } from '@relayplane/shared/clock';
-import type { AuditAction, AuditActorType, AuditOutcome } from '@relayplane/shared/contract';
-import { AppError, errorSummary } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { Kysely, Transaction } from 'kysely';
@@ -376,7 +377,7 @@ export class AuditTrail {
     const details = event.details ?? {};
     const actor = event.actor ?? context?.actor ?? { type: 'anonymous', id: '' };
     const outcome = event.outcome ?? 'success';
-    // The checks RecordAuditEvents applies (@relayplane/shared/audit-event). A failure is a
+    // The checks RecordAuditEvents applies (@relayplane/contract/audit-event). A failure is a
     // programming error, never a user's: the event is refused with the change.
     const problem = auditEventProblem({
       action: event.action,

@@ -14,8 +14,8 @@ import {
   isKeyMode,
   KEY_MODE_NAMES,
   type KeyMode,
-} from '@relayplane/shared/contract';
-import { hashToken } from '@relayplane/shared/tokens';
+} from '@relayplane/contract/contract';
+import { hashToken } from '@relayplane/contract/tokens';
 import { type Checked, fail, ok } from './validation.ts';
 
 const API_KEY_NAME_MAX_LENGTH = 64;

@@ -5,7 +5,7 @@ import {
   DEFAULT_BOT_ROLE,
   isBotRoleName,
   type RoleName,
-} from '@relayplane/shared/contract';
+} from '@relayplane/contract/contract';
 import { type Checked, fail, ok } from './validation.ts';
 
 const BOT_NAME_MAX_LENGTH = 64;

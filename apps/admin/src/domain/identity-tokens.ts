@@ -1,6 +1,7 @@
 /** Identity tokens: scopes and lifetime. Pure. */
+
+import type { RoleName } from '@relayplane/contract/contract';
 import { PrincipalKind } from '@relayplane/proto/admin';
-import type { RoleName } from '@relayplane/shared/contract';
 import { isPermission, PERMISSIONS, type Permission, permissionsOf } from '@relayplane/shared/iam';
 import { type Checked, fail, ok } from './validation.ts';
 

@@ -1,6 +1,7 @@
 /** Who may change which membership of a tenant. Pure. */
+
+import { ROLES, type RoleName } from '@relayplane/contract/contract';
 import { PrincipalKind } from '@relayplane/proto/admin';
-import { ROLES, type RoleName } from '@relayplane/shared/contract';
 import { can } from '@relayplane/shared/iam';
 
 /** What a change of membership would do, or why it may not. */

@@ -7,7 +7,7 @@ import {
   isProjectEnvironment,
   PROJECT_ENVIRONMENTS,
   type ProjectEnvironment,
-} from '@relayplane/shared/contract';
+} from '@relayplane/contract/contract';
 
 export type Checked<T> = { ok: true; value: T } | { ok: false; message: string };
 

@@ -1,14 +1,14 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { AdminService, AuditEventSchema, Principal } from '@relayplane/proto/admin';
 import {
   AUDIT_DELIVERY_MAX_SKEW_SECONDS,
   AUDIT_LIST_LIMIT,
   AUDIT_SOURCE_ACTIONS,
   AUDIT_SOURCES,
   type AuditSource,
-} from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
+} from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import type { AdminService, AuditEventSchema, Principal } from '@relayplane/proto/admin';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { canonicalJson, chainKeyOf, PLATFORM_CHAIN } from '../audit/canonical.ts';

@@ -1,7 +1,7 @@
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { hashToken, parseToken } from '@relayplane/contract/tokens';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { hashToken, parseToken } from '@relayplane/shared/tokens';
 import { effectiveScopes } from '../domain/identity-tokens.ts';
 import type { AdminDeps } from './deps.ts';
 import {

@@ -1,7 +1,7 @@
+import { entitlementOf } from '@relayplane/contract/entitlements';
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import type { AdminService } from '@relayplane/proto/admin';
-import { entitlementOf } from '@relayplane/shared/entitlements';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { auditActor } from '../audit/actor.ts';
 import { checkApiKeyMode, checkApiKeyName, checkApiKeyScopes, generateApiKey } from '../domain/api-keys.ts';

@@ -1,8 +1,8 @@
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
+import { hashToken, newToken } from '@relayplane/contract/tokens';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { auditActor } from '../audit/actor.ts';
 import { BOT_KEY_DISPLAY_PREFIX_LENGTH } from '../domain/bots.ts';
 import type { AdminDeps } from './deps.ts';

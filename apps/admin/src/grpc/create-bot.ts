@@ -1,8 +1,8 @@
+import { entitlementOf } from '@relayplane/contract/entitlements';
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import type { AdminService } from '@relayplane/proto/admin';
-import { entitlementOf } from '@relayplane/shared/entitlements';
-import { AppError } from '@relayplane/shared/errors';
 import { roleName } from '@relayplane/shared/iam';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { auditActor } from '../audit/actor.ts';
 import { checkBotName, checkBotRole } from '../domain/bots.ts';

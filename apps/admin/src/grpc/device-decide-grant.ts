@@ -1,5 +1,5 @@
+import { AppError } from '@relayplane/contract/errors';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { sessionActor } from '../audit/actor.ts';
 import { hashCode } from '../domain/device-codes.ts';

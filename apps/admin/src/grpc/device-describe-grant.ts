@@ -1,6 +1,6 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@relayplane/contract/errors';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { hashCode } from '../domain/device-codes.ts';
 import type { AdminDeps } from './deps.ts';

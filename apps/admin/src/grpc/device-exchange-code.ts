@@ -1,8 +1,8 @@
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
+import { hashToken, newToken } from '@relayplane/contract/tokens';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { decidePoll, hashCode, type PollOutcome } from '../domain/device-codes.ts';
 import type { AdminDeps } from './deps.ts';
 import { clientOrigin } from './sessions.ts';

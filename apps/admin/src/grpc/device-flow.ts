@@ -1,6 +1,7 @@
 /** What the four device-flow handlers share: who may approve, and the user-code entry throttle. */
+
+import { AppError } from '@relayplane/contract/errors';
 import type { Principal } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import { normaliseUserCode } from '../domain/device-codes.ts';
 import { throttleKeys } from '../redis/keys.ts';
 import type { SessionRecord } from '../stores/records.ts';

@@ -1,6 +1,6 @@
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { AdminDeps } from './deps.ts';
 import { tenantMessage } from './messages.ts';

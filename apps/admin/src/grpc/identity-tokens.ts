@@ -1,10 +1,10 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@relayplane/contract/errors';
+import { isId, newId } from '@relayplane/contract/ids';
+import { hashToken, newToken } from '@relayplane/contract/tokens';
 import { type AdminService, PrincipalKind } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import { PROJECT_PERMISSIONS, permissionsOf } from '@relayplane/shared/iam';
-import { isId, newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { auditActor } from '../audit/actor.ts';
 import {
   checkIdentityExpiry,

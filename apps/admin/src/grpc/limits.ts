@@ -1,5 +1,5 @@
+import { AppError } from '@relayplane/contract/errors';
 import { throttleClient } from '@relayplane/shared/client-address';
-import { AppError } from '@relayplane/shared/errors';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 
 export interface Limit {

@@ -5,8 +5,8 @@
  * answered (stores/paging.ts), base64url JSON; it is not signed: a forged one only moves where
  * the caller's own list starts.
  */
-import { AUDIT_LIST_LIMIT } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
+import { AUDIT_LIST_LIMIT } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import type { Page, PageRequest, Position } from '../stores/paging.ts';
 
 /** The page size's default and maximum, as for the audit trail. */

@@ -1,7 +1,7 @@
+import { AppError } from '@relayplane/contract/errors';
+import { hashToken, parseToken } from '@relayplane/contract/tokens';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { hashToken, parseToken } from '@relayplane/shared/tokens';
 import type { AdminDeps } from './deps.ts';
 import { admitGuess, clientLimit, countFailure, guessClient, openSession } from './login.ts';
 

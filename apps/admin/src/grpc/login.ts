@@ -1,9 +1,9 @@
+import type { RoleName } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
+import { hashToken, newToken } from '@relayplane/contract/tokens';
 import type { AdminService } from '@relayplane/proto/admin';
-import type { RoleName } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
-import { hashToken, newToken } from '@relayplane/shared/tokens';
 import { normaliseEmail } from '../domain/validation.ts';
 import { throttleKeys } from '../redis/keys.ts';
 import type { KnownDevice } from '../security/device-tokens.ts';

@@ -1,5 +1,5 @@
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
 import { type AdminService, PrincipalKind } from '@relayplane/proto/admin';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { AdminDeps } from './deps.ts';

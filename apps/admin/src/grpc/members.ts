@@ -1,8 +1,8 @@
+import { ROLE_NAMES, type RoleName } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { TenantRole } from '@relayplane/proto/admin';
-import { ROLE_NAMES, type RoleName } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import { roleName } from '@relayplane/shared/iam';
-import { isId } from '@relayplane/shared/ids';
 import { sessionActor } from '../audit/actor.ts';
 import { decideMemberChange, type MemberChange, type MemberDecision } from '../domain/memberships.ts';
 import type { MemberRecord, SessionRecord } from '../stores/records.ts';

@@ -5,9 +5,9 @@
  * or a CLI token); a bot or identity token is refused.
  */
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { ROLES } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import type { AdminService } from '@relayplane/proto/admin';
-import { ROLES } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { sessionActor } from '../audit/actor.ts';
 import { hashRecoveryCode, newRecoveryCode, RECOVERY_CODE_COUNT } from '../mfa/recovery-codes.ts';

@@ -1,6 +1,6 @@
+import type { RoleName } from '@relayplane/contract/contract';
+import { AppError, INVALID_TOKEN_MESSAGE, MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/contract/errors';
 import { type Principal, PrincipalKind } from '@relayplane/proto/admin';
-import type { RoleName } from '@relayplane/shared/contract';
-import { AppError, INVALID_TOKEN_MESSAGE, MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, type Subject } from '@relayplane/shared/iam';
 import { effectiveScopes } from '../domain/identity-tokens.ts';
 import type { SessionRecord } from '../stores/records.ts';

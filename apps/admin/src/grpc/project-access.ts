@@ -1,5 +1,5 @@
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { BotRecord, ProjectRecord } from '../stores/records.ts';
 import type { AdminDeps } from './deps.ts';
 import type { Actor } from './principal.ts';

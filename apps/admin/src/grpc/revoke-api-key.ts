@@ -1,7 +1,7 @@
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { AdminService } from '@relayplane/proto/admin';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { auditActor } from '../audit/actor.ts';
 import type { AdminDeps } from './deps.ts';

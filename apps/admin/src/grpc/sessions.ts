@@ -6,9 +6,9 @@
  * token answers 401 on every gateway from the next request on.
  */
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import { type AdminService, type Principal, PrincipalKind } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { sessionActor } from '../audit/actor.ts';

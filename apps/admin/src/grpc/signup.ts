@@ -1,6 +1,6 @@
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { checkEmail, checkPassword, checkTenantName } from '../domain/validation.ts';

@@ -1,6 +1,6 @@
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { sessionActor } from '../audit/actor.ts';
 import { SessionStore } from '../stores/sessions.ts';

@@ -1,4 +1,4 @@
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import type { Checked } from '../domain/validation.ts';
 
 /** The checked value, or an invalid_request carrying the domain's message. */

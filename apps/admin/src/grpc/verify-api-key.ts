@@ -1,5 +1,5 @@
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
 import type { AdminService } from '@relayplane/proto/admin';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { isKeyHash } from '../domain/api-keys.ts';
 import type { AdminDeps } from './deps.ts';

@@ -4,9 +4,10 @@
  * plan billing has not heard of. In distributed mode billing may start after admin: start-up
  * runs this as one of its steps, retried with backoff until billing (and PostgreSQL) answer.
  */
+
+import { newId } from '@relayplane/contract/ids';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import type { Clock } from '@relayplane/shared/clock';
-import { newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import type { ServiceClient } from '@relayplane/shared/rpc';
 import { systemActor } from '../audit/actor.ts';

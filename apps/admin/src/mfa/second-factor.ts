@@ -6,8 +6,8 @@
  * a wrong or replayed code is recorded (`user.mfa_failed`) and answered alike.
  */
 
+import { AppError } from '@relayplane/contract/errors';
 import type { Clock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import type { AuditTrail } from '../audit/trail.ts';

@@ -1,4 +1,4 @@
-import { isRoleName, ROLES, type RoleName } from '@relayplane/shared/contract';
+import { isRoleName, ROLES, type RoleName } from '@relayplane/contract/contract';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase } from '../db/schema.ts';

@@ -1,4 +1,4 @@
-import { DEFAULT_KEY_MODE, isKeyMode } from '@relayplane/shared/contract';
+import { DEFAULT_KEY_MODE, isKeyMode } from '@relayplane/contract/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, ApiKeysTable } from '../db/schema.ts';

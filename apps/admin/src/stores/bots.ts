@@ -1,4 +1,4 @@
-import { isBotRoleName, ROLES } from '@relayplane/shared/contract';
+import { isBotRoleName, ROLES } from '@relayplane/contract/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, BotKeysTable, BotsTable } from '../db/schema.ts';

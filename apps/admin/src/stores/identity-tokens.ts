@@ -1,4 +1,4 @@
-import { isBotRoleName, isRoleName, ROLES, type RoleName } from '@relayplane/shared/contract';
+import { isBotRoleName, isRoleName, ROLES, type RoleName } from '@relayplane/contract/contract';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AuditStep } from '../audit/trail.ts';
 import type { AdminDatabase, IdentityTokensTable } from '../db/schema.ts';

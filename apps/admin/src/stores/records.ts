@@ -1,4 +1,4 @@
-import type { BotRoleName, KeyMode, RoleName } from '@relayplane/shared/contract';
+import type { BotRoleName, KeyMode, RoleName } from '@relayplane/contract/contract';
 
 export interface TenantRecord {
   id: string;

@@ -1,4 +1,4 @@
-import { isRoleName } from '@relayplane/shared/contract';
+import { isRoleName } from '@relayplane/contract/contract';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { AdminDatabase } from '../db/schema.ts';
 import { after, type Page, type PageRequest, positionAt, toPage } from './paging.ts';

@@ -1,9 +1,9 @@
 /** Starts real billing and admin services for a test file. */
 import { Writable } from 'node:stream';
 import { BillingService, readBillingConfig } from '@relayplane/billing';
+import { AppError } from '@relayplane/contract/errors';
 import { AdminService as AdminRpc, type Principal } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
-import { AppError } from '@relayplane/shared/errors';
 import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { auditSink } from '@relayplane/testing/audit';

@@ -2,8 +2,8 @@
  * Checkout sessions, how a tenant changes plan: what a creation request may carry, when a
  * session counts as expired, and how a repeated Idempotency-Key is answered. Pure.
  */
-import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
+import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import { isPaidPlan, type Plan } from './plans.ts';
 
 export type CheckoutStatus = 'open' | 'completed' | 'expired';

@@ -1,4 +1,4 @@
-import { PLAN_IDS } from '@relayplane/shared/contract';
+import { PLAN_IDS } from '@relayplane/contract/contract';
 import { describe, expect, it } from 'vitest';
 import { entitlementsOf } from './entitlements.ts';
 import { DEFAULT_PLANS } from './plans.ts';

@@ -10,7 +10,7 @@
  *   Retry-After), because waiting is enough; the other limits never answer 429, which means
  *   "back off", not "upgrade".
  */
-import type { ErrorCode } from '@relayplane/shared/errors';
+import type { ErrorCode } from '@relayplane/contract/errors';
 import type { Plan, PlanLimits } from './plans.ts';
 
 export type LimitName =

@@ -1,5 +1,5 @@
 /** Plans and prices: the catalogue is configuration, validated here. Pure. */
-import { DEFAULT_PLAN, isPlanId, PLAN_IDS, PLANS, type PlanId } from '@relayplane/shared/contract';
+import { DEFAULT_PLAN, isPlanId, PLAN_IDS, PLANS, type PlanId } from '@relayplane/contract/contract';
 
 export interface PlanLimits {
   maxConcurrentConnections: number;

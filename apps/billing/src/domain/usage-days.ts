@@ -1,5 +1,5 @@
 /** The UTC days usage is counted by (YYYY-MM-DD), and the ranges GetUsage answers. Pure. */
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import { DAY_MS, parseDay } from '@relayplane/shared/usage-day';
 
 /** Longest range GetUsage answers, in days (inclusive of both ends: a leap year). */

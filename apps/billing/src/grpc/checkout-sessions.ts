@@ -1,5 +1,5 @@
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import { CHECKOUT_NOT_FOUND_MESSAGE, type CheckoutSession, sessionView } from '../domain/checkout.ts';
 import type { BillingDeps } from './deps.ts';
 

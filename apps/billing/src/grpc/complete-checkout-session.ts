@@ -1,6 +1,6 @@
+import { DEFAULT_PLAN, isPlanId } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import type { BillingService } from '@relayplane/proto/billing';
-import { DEFAULT_PLAN, isPlanId } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import {
   builtinCheckoutRefusal,

@@ -1,6 +1,6 @@
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import type { BillingService } from '@relayplane/proto/billing';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import {
   builtinCheckoutRefusal,

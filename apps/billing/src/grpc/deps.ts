@@ -1,6 +1,6 @@
+import type { PlanId } from '@relayplane/contract/contract';
 import type { AuditEventInput, AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Clock } from '@relayplane/shared/clock';
-import type { PlanId } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import type { CheckoutConfig } from '../config.ts';

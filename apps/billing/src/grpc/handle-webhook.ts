@@ -1,5 +1,5 @@
+import { AppError } from '@relayplane/contract/errors';
 import type { BillingService } from '@relayplane/proto/billing';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { BillingDeps } from './deps.ts';
 

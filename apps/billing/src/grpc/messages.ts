@@ -1,8 +1,8 @@
 /** The billing service's proto messages, built from plans, sessions and subscriptions. */
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { PLAN_IDS, type PlanId } from '@relayplane/contract/contract';
 import type { CheckoutSessionSchema, PlanSchema, SubscriptionSchema } from '@relayplane/proto/billing';
-import { PLAN_IDS, type PlanId } from '@relayplane/shared/contract';
 import type { CheckoutSession } from '../domain/checkout.ts';
 import type { Plan } from '../domain/plans.ts';
 import type { Subscription } from '../stores/subscriptions.ts';

@@ -22,8 +22,9 @@
  * days), so yesterday — aggregated by every job run — is covered, and a day missed during a
  * Stripe outage is caught up by the tenant's next aggregated day.
  */
+
+import { isPlanId, type PlanId } from '@relayplane/contract/contract';
 import type { Clock } from '@relayplane/shared/clock';
-import { isPlanId, type PlanId } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
 import { DAY_MS, formatDay } from '@relayplane/shared/usage-day';
 import { type Kysely, sql } from 'kysely';

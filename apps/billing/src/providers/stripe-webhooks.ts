@@ -18,11 +18,12 @@
  * `replay`), a bad signature on its own with outcome failure. An event that cannot be recorded
  * answers unavailable, so Stripe delivers it again.
  */
+
+import { DEFAULT_PLAN, isPlanId, type PlanId } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Clock } from '@relayplane/shared/clock';
-import { DEFAULT_PLAN, isPlanId, type PlanId } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { Kysely } from 'kysely';

@@ -1,7 +1,7 @@
+import { BUS_CHANNELS, DEFAULT_PLAN } from '@relayplane/contract/contract';
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
-import { BUS_CHANNELS, DEFAULT_PLAN } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
 import type { Kysely } from 'kysely';
 import type { BillingDatabase } from '../db/schema.ts';

@@ -1,7 +1,8 @@
 /** Starts a real billing service (PostgreSQL, Redis) for a test file, and listens on its bus. */
+
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import { RedisBus } from '@relayplane/shared/bus';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import { Redis } from 'ioredis';

@@ -1,5 +1,5 @@
 /** api-keys <project_id>, api-keys create, api-keys revoke. */
-import { CREDENTIAL_SCOPES, KEY_MODE_NAMES, KEY_MODES } from '@relayplane/shared/contract';
+import { CREDENTIAL_SCOPES, KEY_MODE_NAMES, KEY_MODES } from '@relayplane/contract/contract';
 import type { ApiKey } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';

@@ -5,7 +5,7 @@
  */
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { openCheckpoint } from '@relayplane/shared/audit-checkpoint';
+import { openCheckpoint } from '@relayplane/contract/audit-checkpoint';
 import type { Context } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { renderFields } from '../output.ts';

@@ -1,5 +1,5 @@
 /** audit list, audit verify: the active tenant's audit trail (owners and admins). */
-import { AUDIT_LIST_LIMIT } from '@relayplane/shared/contract';
+import { AUDIT_LIST_LIMIT } from '@relayplane/contract/contract';
 import type { CommandSpec } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { renderFields, renderTable } from '../output.ts';

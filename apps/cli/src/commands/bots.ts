@@ -1,5 +1,5 @@
 /** bots <project_id>, bots create, bots keys create. */
-import { BOT_ROLE_NAMES, DEFAULT_BOT_ROLE } from '@relayplane/shared/contract';
+import { BOT_ROLE_NAMES, DEFAULT_BOT_ROLE } from '@relayplane/contract/contract';
 import type { Bot, BotKey } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';

@@ -1,5 +1,5 @@
 /** credentials issue (with a project API key), credentials revoke. */
-import { CREDENTIAL_TTL_SECONDS, DEFAULT_CREDENTIAL_SCOPES } from '@relayplane/shared/contract';
+import { CREDENTIAL_TTL_SECONDS, DEFAULT_CREDENTIAL_SCOPES } from '@relayplane/contract/contract';
 import type { RelayCredential } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { UsageError } from '../errors.ts';

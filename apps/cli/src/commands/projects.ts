@@ -1,5 +1,5 @@
 /** projects, projects create. */
-import { PROJECT_ENVIRONMENTS } from '@relayplane/shared/contract';
+import { PROJECT_ENVIRONMENTS } from '@relayplane/contract/contract';
 import type { Project } from '../api-types.ts';
 import type { CommandSpec, Context } from '../command.ts';
 import { renderFields, renderTable } from '../output.ts';

@@ -1,5 +1,7 @@
 import { hash } from 'node:crypto';
 import { BlockList, isIPv4 } from 'node:net';
+import { AppError, INVALID_TOKEN_MESSAGE, MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/contract/errors';
+import { parseToken } from '@relayplane/contract/tokens';
 import {
   type ApiKey,
   type Bot,
@@ -9,10 +11,8 @@ import {
   type Session,
 } from '@relayplane/proto/admin';
 import type { Relay } from '@relayplane/proto/issuer';
-import { AppError, INVALID_TOKEN_MESSAGE, MFA_ENROLMENT_REQUIRED_MESSAGE } from '@relayplane/shared/errors';
 import { deny, type Permission, subjectOf } from '@relayplane/shared/iam';
 import { type AuditActorRef, currentRequestContext } from '@relayplane/shared/request-context';
-import { parseToken } from '@relayplane/shared/tokens';
 import { setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AdminClient, IssuerClient } from '../clients.ts';

@@ -1,5 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isHttps } from './security-headers.ts';
 

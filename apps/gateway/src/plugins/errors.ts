@@ -1,4 +1,4 @@
-import { AppError, errorSummary, toAppError } from '@relayplane/shared/errors';
+import { AppError, errorSummary, toAppError } from '@relayplane/contract/errors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 interface ValidationIssue {
@@ -77,7 +77,7 @@ export function refuseControlCharactersInUrl(app: FastifyInstance): void {
   });
 }
 
-/** Every error becomes `{"error": "..."}` with the status of the one table in @relayplane/shared/errors. */
+/** Every error becomes `{"error": "..."}` with the status of the one table in @relayplane/contract/errors. */
 export function registerErrorHandling(app: FastifyInstance, bodyLimitBytes: number): void {
   app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {

@@ -1,12 +1,12 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { AuditCheckpoint, AuditEvent } from '@relayplane/proto/admin';
 import {
   AUDIT_ACTOR_TYPES,
   AUDIT_LIST_LIMIT,
   AUDIT_OUTCOMES,
   DEFAULT_AUDIT_RETENTION_DAYS,
-} from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
+} from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import type { AuditCheckpoint, AuditEvent } from '@relayplane/proto/admin';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, parseRfc3339, required } from '../present.ts';

@@ -4,8 +4,8 @@
  * operator's direct plan change. Decisions (limits, throttling, idempotency, webhook
  * verification) are billing's (docs/billing.md); these routes authenticate, validate and present.
  */
-import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
+import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, presentCheckoutSession, presentPlan, presentUsageDay, required } from '../present.ts';

@@ -1,4 +1,4 @@
-import { BOT_ROLE_NAMES, type BotRoleName, DEFAULT_BOT_ROLE } from '@relayplane/shared/contract';
+import { BOT_ROLE_NAMES, type BotRoleName, DEFAULT_BOT_ROLE } from '@relayplane/contract/contract';
 import { tenantRole } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { inProject } from '../plugins/auth.ts';

@@ -3,7 +3,7 @@
  * session id of one tenant and one plan, valid until it expires (docs/billing.md). Registered in
  * the scope that parses form bodies (app.ts): the page's Confirm button posts a form.
  */
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import type { FastifyInstance } from 'fastify';
 import { CHECKOUT_PATH, checkoutPages, page } from '../html.ts';
 import { htmlResponse, pathParams } from '../schemas.ts';

@@ -2,7 +2,7 @@
  * Containment of a leaked API key (docs/credentials.md, "Containment"): revoking a project's
  * credentials in bulk, by API key and/or issue time, and listing them.
  */
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import type { FastifyInstance } from 'fastify';
 import { inProject, principalOf } from '../plugins/auth.ts';
 import { iso } from '../present.ts';

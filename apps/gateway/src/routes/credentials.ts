@@ -2,9 +2,9 @@ import {
   CREDENTIAL_SCOPES,
   CREDENTIAL_TTL_SECONDS,
   DEFAULT_CREDENTIAL_SCOPES,
-} from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
-import { decideIssuance } from '@relayplane/shared/issuance-policy';
+} from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import { decideIssuance } from '@relayplane/contract/issuance-policy';
 import type { FastifyInstance } from 'fastify';
 import { untilGone } from '../long-poll.ts';
 import { principalOf } from '../plugins/auth.ts';

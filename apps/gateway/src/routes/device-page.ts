@@ -6,9 +6,10 @@
  * gives it the user's access, with Approve and Deny. Form posts carry the session's CSRF token as a hidden field,
  * checked like `X-CSRF-Token`; posts from another origin are refused as well.
  */
+
+import { AppError } from '@relayplane/contract/errors';
+import { parseToken } from '@relayplane/contract/tokens';
 import { type Principal, PrincipalKind, type Session } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
-import { parseToken } from '@relayplane/shared/tokens';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { devicePages, page, VERIFICATION_LOGIN_PATH, VERIFICATION_PATH } from '../html.ts';
 import {

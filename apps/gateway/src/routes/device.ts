@@ -9,7 +9,7 @@
  * the gateway stays JSON only. Their errors are the OAuth ones, `{"error": "<code>"}` (RFC 6749
  * §5.2): the code is the message.
  */
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { VERIFICATION_PATH } from '../html.ts';
 import { principalOf } from '../plugins/auth.ts';

@@ -1,5 +1,5 @@
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import { PERMISSIONS } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { inProject } from '../plugins/auth.ts';

@@ -3,7 +3,7 @@
  * and `cursor` rule as every paged list (schemas.ts `pageParams`), the cursor naming the last
  * item answered.
  */
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 import { LIST_LIMIT, type PageQuery, pageParams } from '../schemas.ts';
 
 /** What a cursor this API did not answer gets (as the issuer words it for its lists). */

@@ -1,4 +1,4 @@
-import { ROLE_NAMES, type RoleName } from '@relayplane/shared/contract';
+import { ROLE_NAMES, type RoleName } from '@relayplane/contract/contract';
 import { tenantRole } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';

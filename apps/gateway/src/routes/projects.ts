@@ -1,4 +1,4 @@
-import { DEFAULT_PROJECT_ENVIRONMENT, PROJECT_ENVIRONMENTS } from '@relayplane/shared/contract';
+import { DEFAULT_PROJECT_ENVIRONMENT, PROJECT_ENVIRONMENTS } from '@relayplane/contract/contract';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { presentProject, required } from '../present.ts';

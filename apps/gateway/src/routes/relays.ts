@@ -1,4 +1,4 @@
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
 import type { FastifyInstance } from 'fastify';
 import { presentRegisteredRelay, presentRelay, required } from '../present.ts';
 import {

@@ -2,8 +2,9 @@
  * Revoking an API key and everything it obtained: the one use case of the API-key routes that
  * spans two services (docs/CONTRIBUTING.md, "Use cases across services").
  */
+
+import { AppError } from '@relayplane/contract/errors';
 import type { ApiKey, Principal } from '@relayplane/proto/admin';
-import { AppError } from '@relayplane/shared/errors';
 import type { AdminClient, IssuerClient } from '../clients.ts';
 import { required } from '../present.ts';
 

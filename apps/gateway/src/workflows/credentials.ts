@@ -4,9 +4,9 @@
  * the issuer is asked anything.
  */
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@relayplane/contract/errors';
 import type { Principal } from '@relayplane/proto/admin';
 import type { ListCredentialsResponse } from '@relayplane/proto/issuer';
-import { AppError } from '@relayplane/shared/errors';
 import type { AdminClient, IssuerClient } from '../clients.ts';
 import { parseRfc3339 } from '../present.ts';
 

@@ -3,7 +3,7 @@
  * opaque cursor, base64url JSON of where the previous page ended. The same words as
  * ListCredentials for the same mistakes. Pure.
  */
-import { AppError } from '@relayplane/shared/errors';
+import { AppError } from '@relayplane/contract/errors';
 
 export const LIST_LIMIT = { default: 50, max: 200 } as const;
 

@@ -1,5 +1,5 @@
+import type { KeyMode } from '@relayplane/contract/contract';
 import type { AuditOutboxTable } from '@relayplane/shared/audit-outbox';
-import type { KeyMode } from '@relayplane/shared/contract';
 import type { ColumnType, Generated } from 'kysely';
 
 /** Bytes as the pg driver (Buffer) or PGlite (Uint8Array) returns them. */

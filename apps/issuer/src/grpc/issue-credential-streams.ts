@@ -5,6 +5,7 @@
  * variant also packs the answers that complete together into one message.
  */
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { AppError } from '@relayplane/contract/errors';
 import type { CallInfo } from '@relayplane/proto/grpc';
 import type {
   IssueCredentialRequest,
@@ -12,7 +13,6 @@ import type {
   IssueCredentialsResponseSchema,
   IssuerService,
 } from '@relayplane/proto/issuer';
-import { AppError } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import { reportFailure, type ServiceImpl } from '@relayplane/shared/rpc';
 import { continueTrace, setActiveSpanAttribute } from '@relayplane/shared/tracing';

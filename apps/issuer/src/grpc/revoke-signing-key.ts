@@ -1,6 +1,6 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@relayplane/contract/errors';
 import type { IssuerService } from '@relayplane/proto/issuer';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { StoredKey } from '../keys/signing-key-store.ts';
 import type { IssuerDeps } from './deps.ts';

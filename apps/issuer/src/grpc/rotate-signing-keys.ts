@@ -1,5 +1,5 @@
+import { AppError } from '@relayplane/contract/errors';
 import type { IssuerService } from '@relayplane/proto/issuer';
-import { AppError } from '@relayplane/shared/errors';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import type { IssuerDeps } from './deps.ts';
 import { signingKeysMessage } from './messages.ts';

@@ -1,7 +1,8 @@
 /** ListCredentials: a project's credentials, newest first, in pages with an opaque cursor. */
+
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { Clock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import { isJti } from '../keys/jwt.ts';
 import type { CredentialListing, CredentialStore } from './credential-store.ts';
 

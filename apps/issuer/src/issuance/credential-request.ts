@@ -1,20 +1,25 @@
 /**
  * What an issuance request gets, decided before any slot is reserved or key touched. Pure. The
- * decision is `decideIssuance` (@relayplane/shared/issuance-policy), with the policy billing
+ * decision is `decideIssuance` (@relayplane/contract/issuance-policy), with the policy billing
  * worded and the gateway sent along: the gateway decided the same to refuse early, the issuer
  * decides as the authority whoever calls it, and adds its own invariants (ids, the key mode, the
  * key policy's longest credential lifetime).
  */
-import { CREDENTIAL_TTL_SECONDS, isKeyMode, KEY_MODE_NAMES, type KeyMode } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
+import {
+  CREDENTIAL_TTL_SECONDS,
+  isKeyMode,
+  KEY_MODE_NAMES,
+  type KeyMode,
+} from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import {
   capReached,
   checkPolicy,
   decideIssuance,
   type IssuancePolicy,
   type PolicyLimit,
-} from '@relayplane/shared/issuance-policy';
+} from '@relayplane/contract/issuance-policy';
 import { isRegion, REGION_MESSAGE } from '../relays/relay-fields.ts';
 
 /** An issuance request as the gateway sends it (structurally IssueCredentialRequest). */

@@ -22,7 +22,7 @@
  * revoked key; the issuance signs again with the key that replaced it). The revocation takes the
  * same table lock, so no credential signed by the key is stored after it commits.
  */
-import type { KeyMode } from '@relayplane/shared/contract';
+import type { KeyMode } from '@relayplane/contract/contract';
 import type { Database } from '@relayplane/shared/db';
 import { inBatchSpan, type SpanContext, sampledSpanContext } from '@relayplane/shared/tracing';
 import { type Kysely, sql } from 'kysely';

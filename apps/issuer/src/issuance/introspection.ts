@@ -1,7 +1,7 @@
 /** Verification of a presented credential: introspection, and fresh relays for its holder. */
 import type { KeyObject } from 'node:crypto';
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
 import type { Clock } from '@relayplane/shared/clock';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { CredentialsConfig } from '../config.ts';
 import { type CredentialClaims, verifyCredential } from '../keys/jwt.ts';
 import type { RelayView } from '../relays/relay-directory.ts';

@@ -12,8 +12,8 @@
  *   credential (revoked_at set, so no later rebuild counts it) and answers the cap's 402.
  */
 
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
 import type { Clock } from '@relayplane/shared/clock';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import type { CredentialsConfig } from '../config.ts';
 import { type CredentialClaims, newJti, signCredential } from '../keys/jwt.ts';

@@ -4,7 +4,7 @@
  * claims below, in this order.
  */
 import { type KeyObject, randomBytes, sign, verify } from 'node:crypto';
-import { isKeyMode, type KeyMode } from '@relayplane/shared/contract';
+import { isKeyMode, type KeyMode } from '@relayplane/contract/contract';
 import { inChildSpan, isTracingEnabled, type Span } from '@relayplane/shared/tracing';
 
 /**
@@ -32,7 +32,7 @@ export interface CredentialClaims {
   rgn?: string;
 }
 
-// Same alphabet as @relayplane/shared/ids (32 symbols, so every one is equally likely).
+// Same alphabet as @relayplane/contract/ids (32 symbols, so every one is equally likely).
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 const JTI_PATTERN = /^crd_[0-9a-z]{20}$/;
 const KID_PATTERN = /^[A-Za-z0-9_-]{43}$/;

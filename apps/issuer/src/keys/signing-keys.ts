@@ -13,11 +13,11 @@
  * re-encrypts them under the current one. A gauge counts the live keys not yet re-encrypted.
  */
 import type { KeyObject } from 'node:crypto';
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import { ConfigError } from '@relayplane/shared/config';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
 import type { Logger } from '@relayplane/shared/logger';
 import { type Counter, counter, type Gauge, gauge, type Registry } from '@relayplane/shared/metrics';
 import type { Kysely } from 'kysely';

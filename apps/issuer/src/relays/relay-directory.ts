@@ -4,14 +4,14 @@
  * periodic reload) so that assignment never waits on the database.
  */
 
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
+import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
+import { isId, newId } from '@relayplane/contract/ids';
+import { hashToken, newToken, parseToken } from '@relayplane/contract/tokens';
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
-import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/shared/errors';
-import { isId, newId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
-import { hashToken, newToken, parseToken } from '@relayplane/shared/tokens';
 import type { Kysely } from 'kysely';
 import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../common/list-paging.ts';
 import type { IssuerDatabase } from '../db/schema.ts';

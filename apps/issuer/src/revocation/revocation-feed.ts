@@ -3,10 +3,11 @@
  * after a cursor, oldest first, long-polled. Waiting calls wake on this replica's revocations
  * (`wake`) and on other replicas' (the bus), and re-read at least every FEED_RECHECK_MS.
  */
+
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import type { IssuerMetrics } from '../metrics.ts';
 import type { RevocationEntry, RevocationStore, WatermarkEntry } from './revocation-store.ts';
 import type { RevokedKeyEntry } from './signing-key-revocation-store.ts';

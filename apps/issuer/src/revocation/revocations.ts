@@ -8,12 +8,13 @@
  *   force: a retry repeats the Redis steps.
  * - A revoked credential's slot is released, so it no longer counts against its tenant's cap.
  */
+
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
+import { isId } from '@relayplane/contract/ids';
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
-import { isId } from '@relayplane/shared/ids';
 import type { Logger } from '@relayplane/shared/logger';
 import { isJti } from '../keys/jwt.ts';
 import type { IssuerMetrics } from '../metrics.ts';

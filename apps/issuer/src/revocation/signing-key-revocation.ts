@@ -5,11 +5,12 @@
  * gateways are told); then the key set is brought back to shape through the signing keys' own
  * maintenance.
  */
+
+import { BUS_CHANNELS } from '@relayplane/contract/contract';
+import { AppError } from '@relayplane/contract/errors';
 import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
-import { BUS_CHANNELS } from '@relayplane/shared/contract';
-import { AppError } from '@relayplane/shared/errors';
 import type { Logger } from '@relayplane/shared/logger';
 import { keyState } from '../keys/key-lifecycle.ts';
 import type { StoredKey } from '../keys/signing-key-store.ts';

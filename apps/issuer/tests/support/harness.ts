@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { AppError } from '@relayplane/contract/errors';
+import { newId } from '@relayplane/contract/ids';
 import { type IssueCredentialRequestSchema, IssuerService } from '@relayplane/proto/issuer';
 import type { Clock } from '@relayplane/shared/clock';
-import { AppError } from '@relayplane/shared/errors';
-import { newId } from '@relayplane/shared/ids';
 import { connect, type ServiceClient } from '@relayplane/shared/rpc';
 import { testLogger } from '@relayplane/testing/logger';
 import type { TestRedis } from '@relayplane/testing/storage';

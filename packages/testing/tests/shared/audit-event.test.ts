@@ -1,4 +1,4 @@
-import { auditEventProblem, isAuditEventId, secretIn } from '@relayplane/shared/audit-event';
+import { auditEventProblem, isAuditEventId, secretIn } from '@relayplane/contract/audit-event';
 import { newAuditEventId } from '@relayplane/shared/audit-outbox';
 import { describe, expect, it } from 'vitest';
 

@@ -1,4 +1,5 @@
 import { createServer } from 'node:net';
+import { AppError } from '@relayplane/contract/errors';
 import { AdminService } from '@relayplane/proto/admin';
 import {
   AUDIT_UNAVAILABLE_MESSAGE,
@@ -9,7 +10,6 @@ import {
   systemActor,
 } from '@relayplane/shared/audit-outbox';
 import { createDatabase, type Database } from '@relayplane/shared/db';
-import { AppError } from '@relayplane/shared/errors';
 import { createRegistry } from '@relayplane/shared/metrics';
 import { runWithRequestContext } from '@relayplane/shared/request-context';
 import { connect } from '@relayplane/shared/rpc';

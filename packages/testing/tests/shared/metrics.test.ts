@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer } from 'node:net';
+import { AppError } from '@relayplane/contract/errors';
 import { BillingService } from '@relayplane/proto/billing';
-import { AppError } from '@relayplane/shared/errors';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { createLogger } from '@relayplane/shared/logger';
 import {

@@ -9,7 +9,13 @@ import {
   duplicateConnection,
   waitReady,
 } from '@relayplane/shared/redis';
-import { runInContext, type SpanContext, SpanKind, startTracing, type Tracing } from '@relayplane/shared/tracing';
+import {
+  runInContext,
+  type SpanContext,
+  SpanKind,
+  startTracing,
+  type Tracing,
+} from '@relayplane/shared/tracing';
 import { endHttpServerSpan, startHttpServerSpan } from '@relayplane/shared/tracing-http';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

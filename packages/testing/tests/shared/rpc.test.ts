@@ -1,9 +1,9 @@
 import { createServer, connect as dial, type Socket } from 'node:net';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { AppError, ERROR_CODES, type ErrorCode } from '@relayplane/contract/errors';
 import { BillingService, type GetSubscriptionResponseSchema, PlanSchema } from '@relayplane/proto/billing';
 import type { CallInfo } from '@relayplane/proto/grpc';
-import { AppError, ERROR_CODES, type ErrorCode } from '@relayplane/shared/errors';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { createLogger } from '@relayplane/shared/logger';
 import { currentRequestContext, runWithRequestContext } from '@relayplane/shared/request-context';

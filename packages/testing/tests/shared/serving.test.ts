@@ -1,9 +1,9 @@
 /** Serving: how a gRPC service starts before its dependencies (listen first, steps retried, then ready). */
 import { create } from '@bufbuild/protobuf';
+import { AppError } from '@relayplane/contract/errors';
 import { BillingService } from '@relayplane/proto/billing';
 import { HealthCheckRequestSchema } from '@relayplane/proto/grpc-health';
 import { ConfigError } from '@relayplane/shared/config';
-import { AppError } from '@relayplane/shared/errors';
 import { HealthService, ServingStatus } from '@relayplane/shared/health';
 import { createRegistry } from '@relayplane/shared/metrics';
 import { connect, RpcServer, type ServiceImpl } from '@relayplane/shared/rpc';

@@ -1,4 +1,4 @@
-import { BOT_ROLE_NAMES } from '@relayplane/shared/contract';
+import { BOT_ROLE_NAMES } from '@relayplane/contract/contract';
 import { literalList } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
 

@@ -1,4 +1,4 @@
-import { KEY_MODE_NAMES } from '@relayplane/shared/contract';
+import { KEY_MODE_NAMES } from '@relayplane/contract/contract';
 import { literalList } from '@relayplane/shared/db';
 import { type Kysely, sql } from 'kysely';
 

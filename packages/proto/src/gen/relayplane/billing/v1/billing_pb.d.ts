@@ -736,7 +736,7 @@ export declare const BillingService: GenService<{
   },
   /**
    * SetPlan puts a tenant on a plan (platform admins, provider webhooks). Idempotent. Every
-   * change is announced on the bus (`BUS_CHANNELS.plansChanged` of @relayplane/shared/contract,
+   * change is announced on the bus (`BUS_CHANNELS.plansChanged` of @relayplane/contract/contract,
    * payload the tenant id).
    *
    * @generated from rpc relayplane.billing.v1.BillingService.SetPlan

@@ -378,7 +378,7 @@ export declare type IssueCredentialRequest = Message<"relayplane.issuer.v1.Issue
 
   /**
    * The tenant's issuance policy as billing decided and worded it (GetEntitlements): the issuer
-   * decides the request with it (packages/shared/src/issuance-policy.ts, decideIssuance) and
+   * decides the request with it (packages/contract/src/issuance-policy.ts, decideIssuance) and
    * refuses at the cap with its message.
    *
    * @generated from field: relayplane.issuer.v1.IssuancePolicy policy = 9;

@@ -1,7 +1,4 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { Redis } from 'ioredis';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AppError,
   DEFAULT_RETRY_AFTER_SECONDS,
@@ -14,7 +11,10 @@ import {
   INTERNAL_MESSAGE,
   isErrorCode,
   toAppError,
-} from './errors.ts';
+} from '@relayplane/contract/errors';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const CODES = Object.keys(ERROR_CODES) as ErrorCode[];
 

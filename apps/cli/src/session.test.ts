@@ -1,20 +1,32 @@
 import { describe, expect, it } from 'vitest';
-import type { AnySession } from './api-types.ts';
+import type { AnySession, BotSession, IdentityToken } from './api-types.ts';
 import { describeSession } from './commands/auth.ts';
 
-const bot = {
+const bot: BotSession['bot'] = {
   id: 'bot_1',
   project_id: 'prj_1',
   name: 'ci',
   role: 'developer',
   created_at: '2026-11-23T00:00:00Z',
 };
-const machine = {
+const machine: Omit<BotSession, 'authenticated_by' | 'identity_token'> = {
   tenant_id: 'ten_1',
   project_id: 'prj_1',
   role: 'developer',
   permissions: ['projects:read'],
   bot,
+};
+const identityToken: IdentityToken = {
+  id: 'idt_1',
+  identity_id: 'idn_1',
+  project_id: 'prj_1',
+  scopes: ['projects:read'],
+  display_prefix: 'rp_idt_',
+  last_four: 'abcd',
+  created_at: '2026-11-23T00:00:00Z',
+  expires_at: '2026-11-23T01:00:00Z',
+  last_used_at: null,
+  revoked_at: null,
 };
 
 describe('describeSession', () => {
@@ -39,7 +51,7 @@ describe('describeSession', () => {
       describeSession({
         authenticated_by: 'identity_token',
         ...machine,
-        identity_token: { id: 'idt_1', scopes: ['projects:read'], expires_at: '2026-11-23T01:00:00Z' },
+        identity_token: identityToken,
       }),
     ).toBe('Authenticated as identity token idt_1 of bot ci (project prj_1, role developer)');
   });

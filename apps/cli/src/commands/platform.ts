@@ -44,7 +44,7 @@ async function everyPage<B extends Paged>(
   return body;
 }
 
-function keysTable(ctx: Context, body: SigningKeyList): string {
+function keysTable(ctx: Context, body: Omit<SigningKeyList, 'next_cursor'>): string {
   const table = renderTable(
     ['kid', 'state', 'created', 'eligible', 'activated', 'remove after'],
     body.keys.map((k) => [k.kid, k.state, k.created_at, k.eligible_at, k.activated_at, k.remove_after]),
@@ -91,7 +91,7 @@ const keys: CommandSpec = {
   summary: 'List signing keys and their state (platform admins)',
   description: 'Every key, removed ones too: the command reads every page of the list (200 a request).',
   async run(ctx) {
-    const body = await everyPage<SigningKeyList & Paged>(ctx, '/admin/v1/signing-keys', (into, page) =>
+    const body = await everyPage<SigningKeyList>(ctx, '/admin/v1/signing-keys', (into, page) =>
       into.keys.push(...page.keys),
     );
     ctx.print(body, () => keysTable(ctx, body));

@@ -1,5 +1,6 @@
 import { CREDENTIAL_SCOPES, DEFAULT_KEY_MODE, KEY_MODE_NAMES } from '@relayplane/contract/contract';
 import type { FastifyInstance } from 'fastify';
+import { SHARED_SCHEMAS } from '../components.ts';
 import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
 import {
@@ -14,7 +15,6 @@ import {
   pageQuery,
   pathParams,
   ref,
-  SHARED_SCHEMAS,
 } from '../schemas.ts';
 import { revokeApiKeyAndCredentials } from '../workflows/api-keys.ts';
 import type { RouteDeps } from './deps.ts';

@@ -2,6 +2,7 @@ import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { AppError } from '@relayplane/contract/errors';
 import { PERMISSIONS } from '@relayplane/shared/iam';
 import type { FastifyInstance } from 'fastify';
+import { PERMISSION_LIST } from '../components.ts';
 import { inProject } from '../plugins/auth.ts';
 import { presentIdentityToken, required } from '../present.ts';
 import {
@@ -10,7 +11,6 @@ import {
   PAGE_BAD_REQUEST,
   PAGING,
   type PageQuery,
-  PERMISSION_LIST,
   pageOf,
   pageParams,
   pageQuery,

@@ -4,7 +4,6 @@ import type { Permission } from '@relayplane/shared/iam';
 import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import { SHARED_SCHEMAS } from './components.ts';
-import { SLOW_CLIENT_DEFAULTS } from './config.ts';
 import type { GatewayContext } from './context.ts';
 import type { JwksCache } from './jwks-cache.ts';
 import { lazyChildLoggerFactory } from './lazy-logger.ts';
@@ -44,6 +43,7 @@ import { registerProjects } from './routes/projects.ts';
 import { registerRelays } from './routes/relays.ts';
 import { registerSessions } from './routes/sessions.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
+import { SLOW_CLIENT_DEFAULTS } from './settings.ts';
 
 export interface ServedRoute {
   method: string;

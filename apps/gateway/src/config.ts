@@ -1,16 +1,16 @@
 import { isIP } from 'node:net';
 import { SERVICES } from '@relayplane/contract/contract';
-import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
   EnvReader,
-  LOG_LEVELS,
   type LogLevel,
   readMetricsAddress,
   readRedis,
 } from '@relayplane/shared/config';
 import { type GrpcTlsConfig, readGrpcTls } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
+import { variablesOf } from '@relayplane/shared/settings-common';
+import { GATEWAY } from './settings.ts';
 
 export interface GatewayConfig {
   host: string;
@@ -78,72 +78,56 @@ export function readGatewayConfig(
   overrides: Partial<GatewayConfig> = {},
 ): GatewayConfig {
   const r = new EnvReader(env);
+  const S = GATEWAY;
   return {
-    host: overrides.host ?? r.string('HOST', '127.0.0.1'),
-    port: overrides.port ?? r.int('PORT', 8080, { min: 0, max: 65535 }),
+    host: overrides.host ?? r.read(S.host),
+    port: overrides.port ?? r.read(S.port),
     services: overrides.services ?? {
-      admin: r.target('GATEWAY_ADMIN_ADDRESS', '127.0.0.1:50052'),
-      issuer: r.target('GATEWAY_ISSUER_ADDRESS', '127.0.0.1:50051'),
-      billing: r.target('GATEWAY_BILLING_ADDRESS', '127.0.0.1:50053'),
+      admin: r.read(S.admin),
+      issuer: r.read(S.issuer),
+      billing: r.read(S.billing),
     },
     redis:
       'redis' in overrides
         ? overrides.redis
         : readRedis(r, {
-            url: ['GATEWAY_REDIS_URL', 'REDIS_URL'],
-            clusterNodes: ['GATEWAY_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
-            prefix: ['GATEWAY_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+            url: variablesOf(S.url),
+            clusterNodes: variablesOf(S.clusterNodes),
+            prefix: variablesOf(S.prefix),
           }),
-    trustedProxies:
-      overrides.trustedProxies ??
-      (r.optional('GATEWAY_TRUSTED_PROXIES') ?? '')
-        .split(',')
-        .map((v) => v.trim())
-        .filter(Boolean)
-        .map((v) => {
-          const [address = '', prefix] = v.split('/');
-          const bits = isIP(address) === 4 ? 32 : 128;
-          if (!isIP(address) || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))) {
-            throw new ConfigError('GATEWAY_TRUSTED_PROXIES', `has an invalid address or CIDR "${v}"`);
-          }
-          return v;
-        }),
-    bodyLimitBytes:
-      overrides.bodyLimitBytes ??
-      r.int('GATEWAY_BODY_LIMIT_BYTES', 64 * 1024, { min: 1024, max: 10 * 1024 * 1024 }),
-    rpcTimeoutMs: overrides.rpcTimeoutMs ?? r.int('GATEWAY_RPC_TIMEOUT_MS', 5_000, { min: 100, max: 60_000 }),
-    issuanceStreams: overrides.issuanceStreams ?? r.int('GATEWAY_ISSUANCE_STREAMS', 8, { min: 1, max: 64 }),
-    issuanceStreamMaxAgeMs:
-      overrides.issuanceStreamMaxAgeMs ??
-      r.int('GATEWAY_ISSUANCE_STREAM_MAX_AGE_MS', 60_000, { min: 1_000, max: 3_600_000 }),
-    grpcDnsMinIntervalMs:
-      overrides.grpcDnsMinIntervalMs ??
-      r.int('GATEWAY_GRPC_DNS_MIN_INTERVAL_MS', 5_000, { min: 100, max: 300_000 }),
-    shutdownDrainMs:
-      overrides.shutdownDrainMs ?? r.int('GATEWAY_SHUTDOWN_DRAIN_MS', 5_000, { min: 0, max: 120_000 }),
-    authCacheMs: overrides.authCacheMs ?? r.int('GATEWAY_AUTH_CACHE_MS', 1_000, { min: 0, max: 1_000 }),
-    jwksCacheMs: overrides.jwksCacheMs ?? r.int('GATEWAY_JWKS_CACHE_MS', 10_000, { min: 0, max: 300_000 }),
+    trustedProxies: overrides.trustedProxies ?? readTrustedProxies(r),
+    bodyLimitBytes: overrides.bodyLimitBytes ?? r.read(S.bodyLimitBytes),
+    rpcTimeoutMs: overrides.rpcTimeoutMs ?? r.read(S.rpcTimeoutMs),
+    issuanceStreams: overrides.issuanceStreams ?? r.read(S.issuanceStreams),
+    issuanceStreamMaxAgeMs: overrides.issuanceStreamMaxAgeMs ?? r.read(S.issuanceStreamMaxAgeMs),
+    grpcDnsMinIntervalMs: overrides.grpcDnsMinIntervalMs ?? r.read(S.grpcDnsMinIntervalMs),
+    shutdownDrainMs: overrides.shutdownDrainMs ?? r.read(S.shutdownDrainMs),
+    authCacheMs: overrides.authCacheMs ?? r.read(S.authCacheMs),
+    jwksCacheMs: overrides.jwksCacheMs ?? r.read(S.jwksCacheMs),
     ...slowClientLimits(r, overrides),
     metricsAddress:
-      'metricsAddress' in overrides
-        ? overrides.metricsAddress
-        : readMetricsAddress(r, 'GATEWAY_METRICS_ADDRESS'),
+      'metricsAddress' in overrides ? overrides.metricsAddress : readMetricsAddress(r, S.metrics.env),
     grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.gateway),
-    logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+    logLevel: overrides.logLevel ?? (r.read(S.logLevel) as LogLevel),
   };
 }
 
-/** Defaults of the slow and idle client limits (docs/security.md). */
-export const SLOW_CLIENT_DEFAULTS = {
-  headersTimeoutMs: 10_000,
-  requestTimeoutMs: 30_000,
-  // Above the 60 s idle timeout of AWS ALB and ingress-nginx toward backends (docs/security.md).
-  keepAliveTimeoutMs: 72_000,
-  maxConnections: 10_000,
-  // A browser holds 6 per origin, an HTTP/1.1 client pool a few dozen; a NAT of a few hundred
-  // users stays under it. Far below the global cap: one address cannot take the gateway.
-  maxConnectionsPerIp: 256,
-} as const;
+/** `GATEWAY_TRUSTED_PROXIES`: addresses or CIDRs, each checked. */
+function readTrustedProxies(r: EnvReader): string[] {
+  const name = GATEWAY.trustedProxies.env;
+  return (r.optional(name) ?? '')
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean)
+    .map((v) => {
+      const [address = '', prefix] = v.split('/');
+      const bits = isIP(address) === 4 ? 32 : 128;
+      if (!isIP(address) || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= bits))) {
+        throw new ConfigError(name, `has an invalid address or CIDR "${v}"`);
+      }
+      return v;
+    });
+}
 
 function slowClientLimits(
   r: EnvReader,
@@ -157,32 +141,20 @@ function slowClientLimits(
   | 'maxConnectionsPerIp'
   | 'throttleIpv6Prefix'
 > {
-  const d = SLOW_CLIENT_DEFAULTS;
+  const S = GATEWAY;
   const limits = {
-    headersTimeoutMs:
-      overrides.headersTimeoutMs ??
-      r.int('GATEWAY_HEADERS_TIMEOUT_MS', d.headersTimeoutMs, { min: 1_000, max: 120_000 }),
-    requestTimeoutMs:
-      overrides.requestTimeoutMs ??
-      r.int('GATEWAY_REQUEST_TIMEOUT_MS', d.requestTimeoutMs, { min: 1_000, max: 600_000 }),
-    keepAliveTimeoutMs:
-      overrides.keepAliveTimeoutMs ??
-      r.int('GATEWAY_KEEP_ALIVE_TIMEOUT_MS', d.keepAliveTimeoutMs, { min: 1_000, max: 600_000 }),
-    maxConnections:
-      overrides.maxConnections ??
-      r.int('GATEWAY_MAX_CONNECTIONS', d.maxConnections, { min: 1, max: 1_000_000 }),
-    maxConnectionsPerIp:
-      overrides.maxConnectionsPerIp ??
-      r.int('GATEWAY_MAX_CONNECTIONS_PER_IP', d.maxConnectionsPerIp, { min: 1, max: 1_000_000 }),
-    throttleIpv6Prefix:
-      overrides.throttleIpv6Prefix ??
-      r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
+    headersTimeoutMs: overrides.headersTimeoutMs ?? r.read(S.headersTimeoutMs),
+    requestTimeoutMs: overrides.requestTimeoutMs ?? r.read(S.requestTimeoutMs),
+    keepAliveTimeoutMs: overrides.keepAliveTimeoutMs ?? r.read(S.keepAliveTimeoutMs),
+    maxConnections: overrides.maxConnections ?? r.read(S.maxConnections),
+    maxConnectionsPerIp: overrides.maxConnectionsPerIp ?? r.read(S.maxConnectionsPerIp),
+    throttleIpv6Prefix: overrides.throttleIpv6Prefix ?? r.read(S.throttleIpv6Prefix),
   };
   // Node refuses a headers timeout longer than the request timeout (and it could never apply).
   if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
     throw new ConfigError(
-      'GATEWAY_HEADERS_TIMEOUT_MS',
-      `(${limits.headersTimeoutMs}) must not exceed GATEWAY_REQUEST_TIMEOUT_MS (${limits.requestTimeoutMs})`,
+      S.headersTimeoutMs.env,
+      `(${limits.headersTimeoutMs}) must not exceed ${S.requestTimeoutMs.env} (${limits.requestTimeoutMs})`,
     );
   }
   return limits;

@@ -5,7 +5,6 @@ import { SERVICES } from '@relayplane/contract/contract';
 import {
   ConfigError,
   EnvReader,
-  LOG_LEVELS,
   type LogLevel,
   readDatabase,
   readKek,
@@ -17,9 +16,12 @@ import {
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
-import { type IssuerKeysConfig, JWKS_MAX_AGE_SECONDS } from './keys/key-lifecycle.ts';
+import type { TextSetting } from '@relayplane/shared/settings';
+import { variablesOf } from '@relayplane/shared/settings-common';
+import type { IssuerKeysConfig } from './keys/key-lifecycle.ts';
 import { KEK_BYTES } from './keys/key-material.ts';
 import { type RelayConfig, readRelayConfig } from './relays/relay-config.ts';
+import { ISSUER } from './settings.ts';
 
 /** What relay credentials say about who issued them and for whom (docs/credentials.md). */
 export interface CredentialsConfig {
@@ -78,64 +80,33 @@ export type IssuerConfigOverrides = Partial<Omit<IssuerConfig, 'relays'>> & {
   relays?: Partial<RelayConfig>;
 };
 
-const DEFAULT_ROTATION_INTERVAL_SECONDS = 30 * 24 * 3600;
-const MIN_ROTATION_INTERVAL_SECONDS = 600;
-const DEFAULT_MAX_CREDENTIAL_TTL_SECONDS = 3600;
-const DEFAULT_MAINTENANCE_INTERVAL_SECONDS = 30;
-const DEFAULT_CREDENTIAL_ISSUER = 'relayplane';
-const DEFAULT_CREDENTIAL_AUDIENCE = 'relayplane-relay';
-const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
-/**
- * 35 days after expiry. Billing recomputes yesterday and today from these rows, so 2 days is
- * the floor (a day's summary is final before its rows go). Billing reports a completed day to a
- * Stripe meter for up to 30 days (Stripe refuses events older than 35), so any day it may still
- * report can be recomputed from its source, and a month of credentials stays listable
- * (ListCredentials) for an investigation of a leaked key.
- */
-export const DEFAULT_CREDENTIAL_RETENTION_DAYS = 35;
-export const MIN_CREDENTIAL_RETENTION_DAYS = 2;
-const MAX_CREDENTIAL_RETENTION_DAYS = 36_500;
 
 export function readIssuerConfig(
   env: Readonly<Record<string, string | undefined>>,
   overrides: IssuerConfigOverrides = {},
 ): IssuerConfig {
   const r = new EnvReader(env);
+  const S = ISSUER;
   const keys = overrides.keys ?? {
-    rotationIntervalSeconds: r.int(
-      'ISSUER_KEY_ROTATION_INTERVAL_SECONDS',
-      DEFAULT_ROTATION_INTERVAL_SECONDS,
-      {
-        min: MIN_ROTATION_INTERVAL_SECONDS,
-        max: 366 * 24 * 3600,
-      },
-    ),
-    maxCredentialTtlSeconds: r.int('ISSUER_MAX_CREDENTIAL_TTL_SECONDS', DEFAULT_MAX_CREDENTIAL_TTL_SECONDS, {
-      min: 60,
-      max: 7 * 24 * 3600,
-    }),
-    maintenanceIntervalSeconds: r.int(
-      'ISSUER_KEY_MAINTENANCE_INTERVAL_SECONDS',
-      DEFAULT_MAINTENANCE_INTERVAL_SECONDS,
-      { min: 1, max: JWKS_MAX_AGE_SECONDS },
-    ),
+    rotationIntervalSeconds: r.read(S.keyRotationInterval),
+    maxCredentialTtlSeconds: r.read(S.maxCredentialTtl),
+    maintenanceIntervalSeconds: r.read(S.keyMaintenanceInterval),
   };
   return {
-    listen: overrides.listen ?? r.address('ISSUER_LISTEN_ADDRESS', '127.0.0.1:50051'),
-    maxConnectionAgeMs:
-      overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ISSUER_GRPC_MAX_CONNECTION_AGE_MS'),
+    listen: overrides.listen ?? r.read(S.listen),
+    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, S.maxConnectionAge.env),
     database:
       overrides.database ??
-      readDatabase(r, { url: ['ISSUER_DATABASE_URL', 'DATABASE_URL'], poolMax: 'ISSUER_DATABASE_POOL_MAX' }),
+      readDatabase(r, { url: variablesOf(S.databaseUrl), poolMax: S.databasePoolMax.env }),
     redis:
       'redis' in overrides
         ? overrides.redis
         : readRedis(
             r,
             {
-              url: ['ISSUER_REDIS_URL', 'REDIS_URL'],
-              clusterNodes: ['ISSUER_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
-              prefix: ['ISSUER_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+              url: variablesOf(S.redisUrl),
+              clusterNodes: variablesOf(S.redisClusterNodes),
+              prefix: variablesOf(S.redisPrefix),
             },
             { required: true },
           ),
@@ -143,37 +114,26 @@ export function readIssuerConfig(
     previousKeks: overrides.previousKeks ?? readPreviousKeks(r, 'RELAYPLANE_KEK_PREVIOUS'),
     keys,
     credentials: overrides.credentials ?? {
-      issuer: claimValue(r, 'RELAYPLANE_CREDENTIAL_ISSUER', DEFAULT_CREDENTIAL_ISSUER),
-      audience: claimValue(r, 'RELAYPLANE_CREDENTIAL_AUDIENCE', DEFAULT_CREDENTIAL_AUDIENCE),
+      issuer: claimValue(r, S.credentialIssuer),
+      audience: claimValue(r, S.credentialAudience),
     },
-    credentialRetentionDays:
-      overrides.credentialRetentionDays ??
-      r.int('ISSUER_CREDENTIAL_RETENTION_DAYS', DEFAULT_CREDENTIAL_RETENTION_DAYS, {
-        min: MIN_CREDENTIAL_RETENTION_DAYS,
-        max: MAX_CREDENTIAL_RETENTION_DAYS,
-      }),
-    redisCommandTimeoutMs:
-      overrides.redisCommandTimeoutMs ??
-      r.int('ISSUER_REDIS_COMMAND_TIMEOUT_MS', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, { min: 50, max: 10_000 }),
+    credentialRetentionDays: overrides.credentialRetentionDays ?? r.read(S.credentialRetention),
+    redisCommandTimeoutMs: overrides.redisCommandTimeoutMs ?? r.read(S.redisCommandTimeout),
     relays: readRelayConfig(r, overrides.relays),
-    adminAddress: overrides.adminAddress ?? r.target('ISSUER_ADMIN_ADDRESS', '127.0.0.1:50052'),
+    adminAddress: overrides.adminAddress ?? r.read(S.adminAddress),
     metricsAddress:
-      'metricsAddress' in overrides
-        ? overrides.metricsAddress
-        : readMetricsAddress(r, 'ISSUER_METRICS_ADDRESS'),
+      'metricsAddress' in overrides ? overrides.metricsAddress : readMetricsAddress(r, S.metrics.env),
     grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.issuer),
     healthListen:
-      'healthListen' in overrides
-        ? overrides.healthListen
-        : readHealthListen(r, 'ISSUER_HEALTH_LISTEN_ADDRESS'),
-    logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+      'healthListen' in overrides ? overrides.healthListen : readHealthListen(r, S.healthListen.env),
+    logLevel: overrides.logLevel ?? (r.read(S.logLevel) as LogLevel),
   };
 }
 
-function claimValue(r: EnvReader, name: string, fallback: string): string {
-  const value = r.string(name, fallback).trim();
+function claimValue(r: EnvReader, setting: TextSetting): string {
+  const value = r.read(setting).trim();
   if (value.length === 0 || value.length > 256) {
-    throw new ConfigError(name, 'must be 1-256 characters');
+    throw new ConfigError(setting.env, 'must be 1-256 characters');
   }
   return value;
 }

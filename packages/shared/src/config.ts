@@ -14,6 +14,7 @@ import { parse as parseYaml } from 'yaml';
 import { ConfigError } from './config-error.ts';
 import type { DatabaseConfig } from './db.ts';
 import type { RedisClusterAuth, RedisConfig, RedisNode } from './redis.ts';
+import type { BooleanSetting, IntegerSetting, TextSetting } from './settings.ts';
 
 export { ConfigError };
 
@@ -87,6 +88,34 @@ export class EnvReader {
       throw new ConfigError(name, `must be a ${protocols.join(' or ')} URL (got ${parsed.protocol})`);
     }
     return raw;
+  }
+
+  /** A declared setting (settings.ts), read with the kind, default and bounds it declares. */
+  read(s: IntegerSetting): number;
+  read(s: BooleanSetting): boolean;
+  read(s: TextSetting): string;
+  read(s: IntegerSetting | BooleanSetting | TextSetting): number | boolean | string {
+    switch (s.kind) {
+      case 'integer':
+        return this.int(s.env, s.default, { min: s.min, max: s.max });
+      case 'boolean':
+        return this.bool(s.env, s.default);
+      case 'enum':
+        return this.oneOf(s.env, s.values ?? [], s.default ?? '');
+      case 'url':
+        return this.url(s.env, s.protocols ?? [], s.default);
+      case 'address':
+        return this.address(s.env, s.default);
+      case 'target':
+        return this.target(s.env, s.default);
+      default:
+        return this.string(s.env, s.default);
+    }
+  }
+
+  /** A declared setting without a default: undefined when unset, else read as `read` does. */
+  readOptional(s: TextSetting): string | undefined {
+    return this.has(s.env) ? this.read(s) : undefined;
   }
 
   /** host:port of a gRPC peer. */
@@ -234,8 +263,8 @@ function fallbackOf(r: EnvReader, [, ...shared]: Variables): string | undefined 
 
 const POSTGRES_PROTOCOLS = ['postgres:', 'postgresql:'];
 const REDIS_PROTOCOLS = ['redis:', 'rediss:'];
-const DEFAULT_DATABASE_POOL_MAX = 10;
-const DEFAULT_REDIS_PREFIX = 'relayplane:';
+export const DEFAULT_DATABASE_POOL_MAX = 10;
+export const DEFAULT_REDIS_PREFIX = 'relayplane:';
 
 /** A service's PostgreSQL database: its URL (required) and connection pool size. */
 export function readDatabase(r: EnvReader, names: { url: Variables; poolMax: string }): DatabaseConfig {

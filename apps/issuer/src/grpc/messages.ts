@@ -2,7 +2,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
-  type IssueCredentialRequest,
   type IssueCredentialResponseSchema,
   KeyState,
   type ListSigningKeysResponseSchema,

@@ -1,5 +1,7 @@
 /** Relay configuration: health window, assignment size, and the static relays file. */
+
 import { type EnvReader, readYamlFile } from '@relayplane/shared/config';
+import { ISSUER } from '../settings.ts';
 import { hostPort, isPort, isRegion, normalizeHost, parseHostPort } from './relay-fields.ts';
 
 export interface StaticRelay {
@@ -22,11 +24,6 @@ export interface RelayConfig {
   maxAssigned: number;
 }
 
-const RELAYS_FILE_VARIABLE = 'RELAYPLANE_RELAYS_FILE';
-const DEFAULT_HEALTH_WINDOW_SECONDS = 30;
-const DEFAULT_REFRESH_INTERVAL_MS = 1_000;
-const DEFAULT_MAX_ASSIGNED_RELAYS = 3;
-
 /** Embedded mode's relays when no RELAYPLANE_RELAYS_FILE is given: two regions on loopback. */
 export const DEMO_RELAYS: { staticRelays: StaticRelay[]; fallback: string[] } = {
   staticRelays: [
@@ -45,17 +42,11 @@ export function readRelayConfig(r: EnvReader, overrides: Partial<RelayConfig> = 
   const file =
     overrides.staticRelays && overrides.fallback
       ? undefined
-      : readYamlFile(r, RELAYS_FILE_VARIABLE, parseRelaysDocument);
+      : readYamlFile(r, ISSUER.relaysFile.env, parseRelaysDocument);
   return {
-    healthWindowSeconds:
-      overrides.healthWindowSeconds ??
-      r.int('ISSUER_RELAY_HEALTH_WINDOW_SECONDS', DEFAULT_HEALTH_WINDOW_SECONDS, { min: 5, max: 3600 }),
-    refreshIntervalMs:
-      overrides.refreshIntervalMs ??
-      r.int('ISSUER_RELAY_REFRESH_MS', DEFAULT_REFRESH_INTERVAL_MS, { min: 100, max: 60_000 }),
-    maxAssigned:
-      overrides.maxAssigned ??
-      r.int('ISSUER_MAX_ASSIGNED_RELAYS', DEFAULT_MAX_ASSIGNED_RELAYS, { min: 1, max: 20 }),
+    healthWindowSeconds: overrides.healthWindowSeconds ?? r.read(ISSUER.relayHealthWindow),
+    refreshIntervalMs: overrides.refreshIntervalMs ?? r.read(ISSUER.relayRefresh),
+    maxAssigned: overrides.maxAssigned ?? r.read(ISSUER.maxAssignedRelays),
     staticRelays: overrides.staticRelays ?? file?.staticRelays ?? [],
     fallback: overrides.fallback ?? file?.fallback ?? [],
   };

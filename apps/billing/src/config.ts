@@ -1,9 +1,7 @@
 import { type PlanId, SERVICES } from '@relayplane/contract/contract';
-import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import {
   ConfigError,
   EnvReader,
-  LOG_LEVELS,
   type LogLevel,
   readDatabase,
   readMaxConnectionAgeMs,
@@ -14,8 +12,9 @@ import {
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
+import { variablesOf } from '@relayplane/shared/settings-common';
 import { DEFAULT_PLANS, type Plan, resolvePlans } from './domain/plans.ts';
-import { DEFAULT_USAGE_INTERVAL_MS } from './jobs/usage-aggregation.ts';
+import { BILLING, type BILLING_PROVIDERS } from './settings.ts';
 
 export interface BillingConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
@@ -80,20 +79,23 @@ export type ProviderConfig =
       apiBase: { protocol: 'http' | 'https'; host: string; port: number } | undefined;
     };
 
-export const BILLING_PROVIDERS = ['builtin', 'stripe'] as const;
+export { BILLING_PROVIDERS } from './settings.ts';
 
 function readProvider(r: EnvReader, plans: Record<PlanId, Plan>): ProviderConfig {
-  const kind = r.oneOf('BILLING_PROVIDER', BILLING_PROVIDERS, 'builtin');
+  const kind = r.read(BILLING.provider) as (typeof BILLING_PROVIDERS)[number];
   // Read (so a bad value stops the process) whatever the provider; Stripe takes payment and ignores it.
-  const paidCheckout = r.bool('BILLING_BUILTIN_PAID_CHECKOUT', false);
+  const paidCheckout = r.read(BILLING.builtinPaidCheckout);
   if (kind === 'builtin') return { kind, paidCheckout };
-  const secretKey = r.string('STRIPE_SECRET_KEY');
+  const secretKey = r.string(BILLING.stripeSecretKey.env);
   if (!/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(secretKey)) {
-    throw new ConfigError('STRIPE_SECRET_KEY', 'must be a Stripe secret key (sk_test_…, sk_live_… or rk_…)');
+    throw new ConfigError(
+      BILLING.stripeSecretKey.env,
+      'must be a Stripe secret key (sk_test_…, sk_live_… or rk_…)',
+    );
   }
-  const webhookSecret = r.string('STRIPE_WEBHOOK_SECRET');
+  const webhookSecret = r.string(BILLING.stripeWebhookSecret.env);
   if (!/^whsec_[A-Za-z0-9+/=]+$/.test(webhookSecret)) {
-    throw new ConfigError('STRIPE_WEBHOOK_SECRET', 'must be a webhook signing secret (whsec_…)');
+    throw new ConfigError(BILLING.stripeWebhookSecret.env, 'must be a webhook signing secret (whsec_…)');
   }
   if (!Object.values(plans).some((p) => p.stripePriceId !== undefined)) {
     throw new ConfigError(
@@ -103,7 +105,7 @@ function readProvider(r: EnvReader, plans: Record<PlanId, Plan>): ProviderConfig
   }
   let apiBase: { protocol: 'http' | 'https'; host: string; port: number } | undefined;
   if (r.has('STRIPE_API_BASE')) {
-    const url = new URL(r.url('STRIPE_API_BASE', ['http:', 'https:']));
+    const url = new URL(r.read(BILLING.stripeApiBase));
     if (url.pathname !== '/' || url.search) {
       throw new ConfigError(
         'STRIPE_API_BASE',
@@ -121,7 +123,7 @@ function readProvider(r: EnvReader, plans: Record<PlanId, Plan>): ProviderConfig
     kind,
     secretKey,
     webhookSecret,
-    webhookToleranceSeconds: r.int('STRIPE_WEBHOOK_TOLERANCE_SECONDS', 300, { min: 1, max: 3_600 }),
+    webhookToleranceSeconds: r.read(BILLING.stripeWebhookTolerance),
     apiBase,
   };
 }
@@ -131,55 +133,40 @@ export function readBillingConfig(
   overrides: Partial<BillingConfig> = {},
 ): BillingConfig {
   const r = new EnvReader(env);
+  const S = BILLING;
   const plans =
-    overrides.plans ??
-    readYamlFile(r, 'RELAYPLANE_PLANS_FILE', resolvePlans) ??
-    structuredClone(DEFAULT_PLANS);
+    overrides.plans ?? readYamlFile(r, S.plansFile.env, resolvePlans) ?? structuredClone(DEFAULT_PLANS);
   return {
-    listen: overrides.listen ?? r.address('BILLING_LISTEN_ADDRESS', '127.0.0.1:50053'),
-    maxConnectionAgeMs:
-      overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'BILLING_GRPC_MAX_CONNECTION_AGE_MS'),
+    listen: overrides.listen ?? r.read(S.listen),
+    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, S.maxConnectionAge.env),
     database:
       overrides.database ??
-      readDatabase(r, {
-        url: ['BILLING_DATABASE_URL', 'DATABASE_URL'],
-        poolMax: 'BILLING_DATABASE_POOL_MAX',
-      }),
+      readDatabase(r, { url: variablesOf(S.databaseUrl), poolMax: S.databasePoolMax.env }),
     plans,
     metricsAddress:
-      'metricsAddress' in overrides
-        ? overrides.metricsAddress
-        : readMetricsAddress(r, 'BILLING_METRICS_ADDRESS'),
+      'metricsAddress' in overrides ? overrides.metricsAddress : readMetricsAddress(r, S.metrics.env),
     grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.billing),
     healthListen:
-      'healthListen' in overrides
-        ? overrides.healthListen
-        : readHealthListen(r, 'BILLING_HEALTH_LISTEN_ADDRESS'),
-    logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+      'healthListen' in overrides ? overrides.healthListen : readHealthListen(r, S.healthListen.env),
+    logLevel: overrides.logLevel ?? (r.read(S.logLevel) as LogLevel),
     redis:
       'redis' in overrides
         ? overrides.redis
         : readRedis(r, {
-            url: ['BILLING_REDIS_URL', 'REDIS_URL'],
-            clusterNodes: ['BILLING_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
-            prefix: ['BILLING_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+            url: variablesOf(S.redisUrl),
+            clusterNodes: variablesOf(S.redisClusterNodes),
+            prefix: variablesOf(S.redisPrefix),
           }),
-    redisCommandTimeoutMs:
-      overrides.redisCommandTimeoutMs ??
-      r.int('BILLING_REDIS_COMMAND_TIMEOUT_MS', 250, { min: 50, max: 10_000 }),
-    issuerAddress: overrides.issuerAddress ?? r.target('BILLING_ISSUER_ADDRESS', '127.0.0.1:50051'),
-    adminAddress: overrides.adminAddress ?? r.target('BILLING_ADMIN_ADDRESS', '127.0.0.1:50052'),
-    usageIntervalMs:
-      overrides.usageIntervalMs ??
-      r.int('BILLING_USAGE_INTERVAL_MS', DEFAULT_USAGE_INTERVAL_MS, { min: 1_000, max: 86_400_000 }),
+    redisCommandTimeoutMs: overrides.redisCommandTimeoutMs ?? r.read(S.redisCommandTimeout),
+    issuerAddress: overrides.issuerAddress ?? r.read(S.issuerAddress),
+    adminAddress: overrides.adminAddress ?? r.read(S.adminAddress),
+    usageIntervalMs: overrides.usageIntervalMs ?? r.read(S.usageInterval),
     checkout: overrides.checkout ?? {
-      maxPerWindow: r.int('BILLING_CHECKOUT_MAX_PER_WINDOW', 5, { min: 1, max: 10_000 }),
-      windowSeconds: r.int('BILLING_CHECKOUT_WINDOW_SECONDS', 60, { min: 1, max: 86_400 }),
-      sessionTtlSeconds: r.int('BILLING_CHECKOUT_SESSION_TTL_SECONDS', 86_400, { min: 1_800, max: 86_400 }),
+      maxPerWindow: r.read(S.checkoutMaxPerWindow),
+      windowSeconds: r.read(S.checkoutWindow),
+      sessionTtlSeconds: r.read(S.checkoutSessionTtl),
     },
     provider: overrides.provider ?? readProvider(r, plans),
-    throttleIpv6Prefix:
-      overrides.throttleIpv6Prefix ??
-      r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
+    throttleIpv6Prefix: overrides.throttleIpv6Prefix ?? r.read(S.throttleIpv6Prefix),
   };
 }

@@ -1,15 +1,7 @@
-import {
-  DEFAULT_AUDIT_RETENTION_DAYS,
-  PLAN_IDS,
-  PLANS,
-  type PlanId,
-  SERVICES,
-} from '@relayplane/contract/contract';
-import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
+import { type PlanId, SERVICES } from '@relayplane/contract/contract';
 import {
   ConfigError,
   EnvReader,
-  LOG_LEVELS,
   type LogLevel,
   readDatabase,
   readKek,
@@ -21,9 +13,9 @@ import {
 import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
+import { variablesOf } from '@relayplane/shared/settings-common';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
-import { DEFAULT_MAX_ACTIVE_KEYS_PER_BOT } from './stores/bots.ts';
-import { DEFAULT_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT } from './stores/identity-tokens.ts';
+import { ADMIN } from './settings.ts';
 
 /** The first tenant and its owner, created at start when no user exists. */
 export interface BootstrapConfig {
@@ -121,8 +113,6 @@ export interface SignupLimits {
   windowSeconds: number;
 }
 
-const SESSION_TTL_RANGE = { min: 300, max: 2_592_000 } as const;
-
 export interface DeviceFlowConfig {
   /** Public OAuth clients allowed to start the flow (`ADMIN_DEVICE_CLIENT_IDS`, comma-separated). */
   clientIds: string[];
@@ -144,60 +134,54 @@ export interface DeviceFlowConfig {
 const CLIENT_ID = /^[\x21-\x7e]{1,128}$/;
 
 function readDeviceFlow(r: EnvReader): DeviceFlowConfig {
-  const clientIds = (r.optional('ADMIN_DEVICE_CLIENT_IDS') ?? 'relayplane-cli')
+  const clientIds = (r.optional(ADMIN.deviceClientIds.env) ?? String(ADMIN.deviceClientIds.default))
     .split(',')
     .map((v) => v.trim())
     .filter(Boolean);
   const bad = clientIds.find((id) => !CLIENT_ID.test(id));
   if (bad !== undefined || clientIds.length === 0) {
     throw new ConfigError(
-      'ADMIN_DEVICE_CLIENT_IDS',
+      ADMIN.deviceClientIds.env,
       'must be a comma-separated list of printable client ids',
     );
   }
   return {
     clientIds,
-    codeTtlSeconds: r.int('ADMIN_DEVICE_CODE_TTL_SECONDS', 600, { min: 60, max: 1_800 }),
-    intervalSeconds: r.int('ADMIN_DEVICE_POLL_INTERVAL_SECONDS', 5, { min: 1, max: 60 }),
-    tokenTtlSeconds: r.int('ADMIN_CLI_TOKEN_TTL_SECONDS', 2_592_000, { min: 300, max: 31_536_000 }),
+    codeTtlSeconds: r.read(ADMIN.deviceCodeTtl),
+    intervalSeconds: r.read(ADMIN.devicePollInterval),
+    tokenTtlSeconds: r.read(ADMIN.cliTokenTtl),
     limits: {
-      maxCodesPerIp: r.int('ADMIN_DEVICE_MAX_CODES_PER_IP', 30, { min: 1, max: 1_000_000 }),
-      maxEntriesPerUser: r.int('ADMIN_DEVICE_MAX_ENTRIES_PER_USER', 20, { min: 1, max: 100_000 }),
-      maxEntriesPerIp: r.int('ADMIN_DEVICE_MAX_ENTRIES_PER_IP', 60, { min: 1, max: 1_000_000 }),
-      windowSeconds: r.int('ADMIN_DEVICE_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
+      maxCodesPerIp: r.read(ADMIN.deviceMaxCodesPerIp),
+      maxEntriesPerUser: r.read(ADMIN.deviceMaxEntriesPerUser),
+      maxEntriesPerIp: r.read(ADMIN.deviceMaxEntriesPerIp),
+      windowSeconds: r.read(ADMIN.deviceWindow),
     },
   };
 }
 
 function readBootstrap(r: EnvReader): BootstrapConfig | undefined {
-  const rawEmail = r.optional('RELAYPLANE_BOOTSTRAP_EMAIL');
+  const rawEmail = r.optional(ADMIN.bootstrapEmail.env);
   // The reader trims values, so surrounding whitespace is never part of the bootstrap password.
-  const rawPassword = r.optional('RELAYPLANE_BOOTSTRAP_PASSWORD');
-  const tenant = r.string('RELAYPLANE_BOOTSTRAP_TENANT', 'default');
-  const plan = r.oneOf('RELAYPLANE_BOOTSTRAP_PLAN', PLAN_IDS, PLANS.enterprise);
+  const rawPassword = r.optional(ADMIN.bootstrapPassword.env);
+  const tenant = r.read(ADMIN.bootstrapTenant);
+  const plan = r.read(ADMIN.bootstrapPlan) as PlanId;
   if (rawEmail === undefined && rawPassword === undefined) return undefined;
   if (rawEmail === undefined) {
-    throw new ConfigError(
-      'RELAYPLANE_BOOTSTRAP_EMAIL',
-      'is required when RELAYPLANE_BOOTSTRAP_PASSWORD is set',
-    );
+    throw new ConfigError(ADMIN.bootstrapEmail.env, 'is required when RELAYPLANE_BOOTSTRAP_PASSWORD is set');
   }
   if (rawPassword === undefined) {
-    throw new ConfigError(
-      'RELAYPLANE_BOOTSTRAP_PASSWORD',
-      'is required when RELAYPLANE_BOOTSTRAP_EMAIL is set',
-    );
+    throw new ConfigError(ADMIN.bootstrapPassword.env, 'is required when RELAYPLANE_BOOTSTRAP_EMAIL is set');
   }
   const email = checkEmail(rawEmail);
-  if (!email.ok) throw new ConfigError('RELAYPLANE_BOOTSTRAP_EMAIL', `is invalid: ${email.message}`);
+  if (!email.ok) throw new ConfigError(ADMIN.bootstrapEmail.env, `is invalid: ${email.message}`);
   const password = checkPassword(rawPassword);
   if (!password.ok) {
-    throw new ConfigError('RELAYPLANE_BOOTSTRAP_PASSWORD', `is invalid: ${password.message}`);
+    throw new ConfigError(ADMIN.bootstrapPassword.env, `is invalid: ${password.message}`);
   }
   const tenantName = checkTenantName(tenant);
   if (!tenantName.ok) {
     throw new ConfigError(
-      'RELAYPLANE_BOOTSTRAP_TENANT',
+      ADMIN.bootstrapTenant.env,
       `is invalid: ${tenantName.message.replace('tenant_name', 'the tenant name')}`,
     );
   }
@@ -209,74 +193,56 @@ export function readAdminConfig(
   overrides: Partial<AdminConfig> = {},
 ): AdminConfig {
   const r = new EnvReader(env);
+  const S = ADMIN;
   return {
-    listen: overrides.listen ?? r.address('ADMIN_LISTEN_ADDRESS', '127.0.0.1:50052'),
-    maxConnectionAgeMs:
-      overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, 'ADMIN_GRPC_MAX_CONNECTION_AGE_MS'),
+    listen: overrides.listen ?? r.read(S.listen),
+    maxConnectionAgeMs: overrides.maxConnectionAgeMs ?? readMaxConnectionAgeMs(r, S.maxConnectionAge.env),
     database:
       overrides.database ??
-      readDatabase(r, { url: ['ADMIN_DATABASE_URL', 'DATABASE_URL'], poolMax: 'ADMIN_DATABASE_POOL_MAX' }),
+      readDatabase(r, { url: variablesOf(S.databaseUrl), poolMax: S.databasePoolMax.env }),
     redis:
       'redis' in overrides
         ? overrides.redis
         : readRedis(r, {
-            url: ['ADMIN_REDIS_URL', 'REDIS_URL'],
-            clusterNodes: ['ADMIN_REDIS_CLUSTER_NODES', 'RELAYPLANE_REDIS_CLUSTER_NODES'],
-            prefix: ['ADMIN_REDIS_PREFIX', 'RELAYPLANE_REDIS_PREFIX'],
+            url: variablesOf(S.redisUrl),
+            clusterNodes: variablesOf(S.redisClusterNodes),
+            prefix: variablesOf(S.redisPrefix),
           }),
-    billingAddress: overrides.billingAddress ?? r.target('ADMIN_BILLING_ADDRESS', '127.0.0.1:50053'),
-    sessionTtlSeconds:
-      overrides.sessionTtlSeconds ?? r.int('ADMIN_SESSION_TTL_SECONDS', 43_200, SESSION_TTL_RANGE),
-    signupEnabled: overrides.signupEnabled ?? r.bool('RELAYPLANE_SIGNUP_ENABLED', true),
+    billingAddress: overrides.billingAddress ?? r.read(S.billingAddress),
+    sessionTtlSeconds: overrides.sessionTtlSeconds ?? r.read(S.sessionTtl),
+    signupEnabled: overrides.signupEnabled ?? r.read(S.signupEnabled),
     bootstrap: 'bootstrap' in overrides ? overrides.bootstrap : readBootstrap(r),
     loginLimits: overrides.loginLimits ?? {
-      maxPerAccountAndIp: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT_AND_IP', 10, { min: 1, max: 100_000 }),
-      maxPerAccount: r.int('ADMIN_LOGIN_MAX_PER_ACCOUNT', 100, { min: 1, max: 1_000_000 }),
-      maxPerIp: r.int('ADMIN_LOGIN_MAX_PER_IP', 50, { min: 1, max: 1_000_000 }),
-      maxPerDevice: r.int('ADMIN_LOGIN_MAX_PER_DEVICE', 10, { min: 1, max: 100_000 }),
-      slowSeconds: r.int('ADMIN_LOGIN_SLOW_SECONDS', 10, { min: 1, max: 300 }),
-      windowSeconds: r.int('ADMIN_LOGIN_WINDOW_SECONDS', 900, { min: 1, max: 86_400 }),
+      maxPerAccountAndIp: r.read(S.loginMaxPerAccountAndIp),
+      maxPerAccount: r.read(S.loginMaxPerAccount),
+      maxPerIp: r.read(S.loginMaxPerIp),
+      maxPerDevice: r.read(S.loginMaxPerDevice),
+      slowSeconds: r.read(S.loginSlow),
+      windowSeconds: r.read(S.loginWindow),
     },
     signupLimits: overrides.signupLimits ?? {
-      maxPerIp: r.int('ADMIN_SIGNUP_MAX_PER_IP', 10, { min: 1, max: 1_000_000 }),
-      windowSeconds: r.int('ADMIN_SIGNUP_WINDOW_SECONDS', 3_600, { min: 1, max: 86_400 }),
+      maxPerIp: r.read(S.signupMaxPerIp),
+      windowSeconds: r.read(S.signupWindow),
     },
     deviceFlow: overrides.deviceFlow ?? readDeviceFlow(r),
     metricsAddress:
-      'metricsAddress' in overrides
-        ? overrides.metricsAddress
-        : readMetricsAddress(r, 'ADMIN_METRICS_ADDRESS'),
+      'metricsAddress' in overrides ? overrides.metricsAddress : readMetricsAddress(r, S.metrics.env),
     grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.admin),
     healthListen:
-      'healthListen' in overrides
-        ? overrides.healthListen
-        : readHealthListen(r, 'ADMIN_HEALTH_LISTEN_ADDRESS'),
-    logLevel: overrides.logLevel ?? r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
-    auditRetentionDays:
-      overrides.auditRetentionDays ??
-      r.int('RELAYPLANE_AUDIT_RETENTION_DAYS', DEFAULT_AUDIT_RETENTION_DAYS, { min: 1, max: 36_500 }),
-    throttleIpv6Prefix:
-      overrides.throttleIpv6Prefix ??
-      r.int('RELAYPLANE_THROTTLE_IPV6_PREFIX', DEFAULT_THROTTLE_IPV6_PREFIX, { min: 16, max: 128 }),
+      'healthListen' in overrides ? overrides.healthListen : readHealthListen(r, S.healthListen.env),
+    logLevel: overrides.logLevel ?? (r.read(S.logLevel) as LogLevel),
+    auditRetentionDays: overrides.auditRetentionDays ?? r.read(S.auditRetention),
+    throttleIpv6Prefix: overrides.throttleIpv6Prefix ?? r.read(S.throttleIpv6Prefix),
     kek: overrides.kek ?? readKek(r, 'RELAYPLANE_KEK'),
     kekPrevious: overrides.kekPrevious ?? readPreviousKeks(r, 'RELAYPLANE_KEK_PREVIOUS'),
     auditSigningKeyFile:
       'auditSigningKeyFile' in overrides
         ? overrides.auditSigningKeyFile
-        : r.optional('RELAYPLANE_AUDIT_SIGNING_KEY_FILE'),
-    auditCheckpointSeconds:
-      overrides.auditCheckpointSeconds ??
-      r.int('RELAYPLANE_AUDIT_CHECKPOINT_SECONDS', 300, { min: 1, max: 86_400 }),
+        : r.optional(S.auditSigningKeyFile.env),
+    auditCheckpointSeconds: overrides.auditCheckpointSeconds ?? r.read(S.auditCheckpoint),
     perBotLimits: overrides.perBotLimits ?? {
-      maxActiveKeys: r.int('ADMIN_MAX_ACTIVE_KEYS_PER_BOT', DEFAULT_MAX_ACTIVE_KEYS_PER_BOT, {
-        min: 1,
-        max: 100_000,
-      }),
-      maxActiveIdentityTokens: r.int(
-        'ADMIN_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT',
-        DEFAULT_MAX_ACTIVE_IDENTITY_TOKENS_PER_BOT,
-        { min: 1, max: 1_000_000 },
-      ),
+      maxActiveKeys: r.read(S.maxActiveKeysPerBot),
+      maxActiveIdentityTokens: r.read(S.maxActiveIdentityTokensPerBot),
     },
   };
 }

@@ -1,6 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ADMIN_SETTINGS } from '../../apps/admin/src/settings.ts';
+import { BILLING_PROVIDERS, BILLING_SETTINGS } from '../../apps/billing/src/settings.ts';
+import { GATEWAY_SETTINGS } from '../../apps/gateway/src/settings.ts';
+import { ISSUER_SETTINGS } from '../../apps/issuer/src/settings.ts';
+import type { Setting } from '../../packages/shared/src/settings.ts';
 import {
   byKind,
   type Container,
@@ -23,24 +28,20 @@ const DEFAULT_PORTS: Record<(typeof COMPONENTS)[number], number> = {
   billing: 50053,
 };
 
-/** Variables the chart sets that an app does not read yet; each entry must still be unread. */
-const NOT_YET_READ: Record<string, string> = {
-  // Static relays file: documented product interface, issuer support pending.
-  RELAYPLANE_RELAYS_FILE: 'issuer',
-};
-
 /** Read by Node.js or glibc, not by the app's config. */
 const READ_BY_THE_RUNTIME = new Set(['NODE_ENV', 'NODE_OPTIONS', 'MALLOC_MMAP_THRESHOLD_']);
 
-/**
- * The app's config.ts, and the shared gRPC TLS reader (packages/shared/src/grpc-tls.ts) when
- * the config uses it: RELAYPLANE_GRPC_TLS_* and RELAYPLANE_TRUST_DOMAIN are read there, once
- * for every app.
- */
-function appSource(component: string): string {
-  const config = readFileSync(join(repoRoot, 'apps', component, 'src/config.ts'), 'utf8');
-  if (!config.includes('grpc-tls')) return config;
-  return config + readFileSync(join(repoRoot, 'packages/shared/src/grpc-tls.ts'), 'utf8');
+/** Every variable an app declares (apps/<app>/src/settings.ts), its fallbacks included: what it reads. */
+const SETTINGS: Record<string, readonly Setting[]> = {
+  gateway: GATEWAY_SETTINGS,
+  issuer: ISSUER_SETTINGS,
+  admin: ADMIN_SETTINGS,
+  billing: BILLING_SETTINGS,
+};
+function declaredBy(component: string): Set<string> {
+  const settings = SETTINGS[component];
+  if (!settings) throw new Error(`no settings for ${component}`);
+  return new Set(settings.flatMap((s) => [s.env, ...(s.fallback ?? [])]));
 }
 
 async function renderedContainers(): Promise<{ component: string; container: Container }[]> {
@@ -104,15 +105,14 @@ describe('chart ↔ apps contract', () => {
     }
   });
 
-  it("every environment variable the chart sets is read by that app's config", async () => {
+  it("every environment variable the chart sets is declared (so read and documented) in that app's settings", async () => {
     let checked = 0;
     for (const { component, container } of await renderedContainers()) {
-      const source = appSource(component);
+      const declared = declaredBy(component);
       for (const { name } of container.env ?? []) {
         if (READ_BY_THE_RUNTIME.has(name)) continue;
-        if (NOT_YET_READ[name] === component) continue;
         checked++;
-        expect(source.includes(`'${name}'`), `apps/${component}/src/config.ts reads ${name}`).toBe(true);
+        expect(declared.has(name), `apps/${component}/src/settings.ts declares ${name}`).toBe(true);
       }
     }
     expect(checked).toBeGreaterThan(30);
@@ -137,7 +137,7 @@ describe('chart ↔ apps contract', () => {
     });
     const billing = byKind(objects, 'Deployment').find((d) => d.metadata.name.endsWith('-billing'));
     const names = (billing ? (podSpec(billing).containers[0]?.env ?? []) : []).map((e) => e.name);
-    const source = appSource('billing');
+    const declared = declaredBy('billing');
     expect(names).toEqual(
       expect.arrayContaining([
         'BILLING_REDIS_URL',
@@ -155,9 +155,9 @@ describe('chart ↔ apps contract', () => {
       ]),
     );
     for (const name of names.filter((n) => n !== 'NODE_ENV' && n !== 'NODE_OPTIONS'))
-      expect(source.includes(`'${name}'`), `apps/billing/src/config.ts reads ${name}`).toBe(true);
+      expect(declared.has(name), `apps/billing/src/settings.ts declares ${name}`).toBe(true);
     // Read by the app for its tests only (a Stripe mock); the chart must never set it.
-    expect(source.includes("'STRIPE_API_BASE'")).toBe(true);
+    expect(declared.has('STRIPE_API_BASE')).toBe(true);
     expect(names).not.toContain('STRIPE_API_BASE');
   });
 
@@ -165,18 +165,11 @@ describe('chart ↔ apps contract', () => {
     const schema = readYaml(join(chartDir, 'values.schema.json')) as {
       properties: { billing: { properties: { provider: { enum: string[] } } } };
     };
-    const declared = /BILLING_PROVIDERS = \[([^\]]*)\]/.exec(appSource('billing'))?.[1] ?? '';
-    const appProviders = [...declared.matchAll(/'([^']+)'/g)].map((m) => m[1]);
+    const appProviders = [...BILLING_PROVIDERS];
     expect(appProviders.length).toBeGreaterThan(0);
     expect(schema.properties.billing.properties.provider.enum).toEqual(appProviders);
     const values = readYaml(join(chartDir, 'values.yaml')) as { billing: { provider: string } };
     expect(values.billing.provider).toBe('builtin');
-  });
-
-  it('the pending variables are really still unread (remove them from NOT_YET_READ once they are)', () => {
-    for (const [name, component] of Object.entries(NOT_YET_READ)) {
-      expect(appSource(component).includes(`'${name}'`), name).toBe(false);
-    }
   });
 
   it('readiness probes name gRPC services that the .proto contracts define', async () => {

@@ -80,7 +80,6 @@ export type IssuerConfigOverrides = Partial<Omit<IssuerConfig, 'relays'>> & {
   relays?: Partial<RelayConfig>;
 };
 
-
 export function readIssuerConfig(
   env: Readonly<Record<string, string | undefined>>,
   overrides: IssuerConfigOverrides = {},

@@ -60,12 +60,13 @@ export function redisSettings(
     clusterNodes: other(`${app}_REDIS_CLUSTER_NODES`, 'list', {
       fallback: ['RELAYPLANE_REDIS_CLUSTER_NODES'],
       description:
-        'A Redis Cluster instead: comma-separated seed nodes `host:port` (optionally `user:password@` before the first). Set this or the URL at one level, not both (docs/ARCHITECTURE.md, Redis Cluster).',
+        "A Redis Cluster instead of one server: comma-separated `host:port` seed nodes, or the same nodes as `redis://[user:password@]host:port` URLs (`rediss://` for TLS) when they need credentials. A URL and nodes set at the same level (the app's own, or the deployment-wide) exit 78 (docs/ARCHITECTURE.md, Redis Cluster).",
     }),
     prefix: other(`${app}_REDIS_PREFIX`, 'string', {
       fallback: ['RELAYPLANE_REDIS_PREFIX'],
       default: DEFAULT_REDIS_PREFIX,
-      description: 'Prefix of every Redis key and channel: deployments sharing a Redis keep apart by it.',
+      description:
+        'Prefix of every Redis key and channel: deployments sharing a Redis keep apart by it. The same in every app, or the bus does not reach across them.',
     }),
   };
 }
@@ -85,7 +86,7 @@ export function grpcServerSettings(
       min: 0,
       max: 86_400_000,
       description:
-        'Clients reconnect (and re-resolve DNS, finding new replicas) after this; 0: never; else at least 1000.',
+        'Each client connection is closed (GOAWAY, 90 s grace for calls in flight) after this age, so clients re-resolve DNS and find new replicas; 0: never; else at least 1000.',
     }),
     healthListen: text(`${app}_HEALTH_LISTEN_ADDRESS`, 'address', {
       description:
@@ -96,7 +97,8 @@ export function grpcServerSettings(
 
 export function metricsSetting(app: string): Setting {
   return text(`${app}_METRICS_ADDRESS`, 'address', {
-    description: 'host:port of its Prometheus listener (`GET /metrics`; port 0 picks one); unset: none.',
+    description:
+      'host:port of its Prometheus listener (`GET /metrics`, e.g. `0.0.0.0:9464`; port 0 picks one; names in docs/metrics.md); unset: none.',
   });
 }
 

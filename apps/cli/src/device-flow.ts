@@ -2,6 +2,7 @@
  * OAuth 2.0 Device Authorization Grant (RFC 8628) as the public client `relayplane-cli`,
  * with endpoints from the RFC 8414 metadata. Polling never goes faster than the server asks.
  */
+import type { ResponseBody } from './api-types.ts';
 import { ApiError, CliError, EXIT } from './errors.ts';
 import type { ApiClient } from './http.ts';
 
@@ -33,6 +34,17 @@ export interface TokenResponse {
   token_type: string;
   expires_in?: number;
 }
+
+/**
+ * The gateway's answers fit the RFC shapes above (a field it renames or drops fails the
+ * typecheck here). The CLI still checks every body at run time: the endpoints come from discovery.
+ */
+type Fits<T extends U, U> = [T, U];
+type _GatewayFitsRfc = [
+  Fits<ResponseBody<'/.well-known/oauth-authorization-server', 'get', 200>, Metadata>,
+  Fits<ResponseBody<'/admin/v1/auth/device/code', 'post', 200>, DeviceAuthorization>,
+  Fits<ResponseBody<'/admin/v1/auth/token', 'post', 200>, TokenResponse>,
+];
 
 export interface Clock {
   sleep(ms: number): Promise<void>;

@@ -1,6 +1,6 @@
 /** api-keys <project_id>, api-keys create, api-keys revoke. */
 import { CREDENTIAL_SCOPES, KEY_MODE_NAMES, KEY_MODES } from '@relayplane/contract/contract';
-import type { ApiKey } from '../api-types.ts';
+import type { ApiKey, ApiKeyCreated } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';
 import { renderFields, renderTable } from '../output.ts';
@@ -77,7 +77,7 @@ const create: CommandSpec = {
     const name = stringValue(values, 'name');
     const mode = stringValue(values, 'mode');
     const scopes = listValue(values, 'scope');
-    const { body } = await ctx.api.request<{ api_key: ApiKey; key: string }>(
+    const { body } = await ctx.api.request<ApiKeyCreated>(
       'POST',
       apiPath`/admin/v1/projects/${project}/api-keys`,
       {

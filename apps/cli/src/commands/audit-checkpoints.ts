@@ -6,18 +6,10 @@
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { openCheckpoint } from '@relayplane/contract/audit-checkpoint';
+import type { AuditCheckpoint, AuditEvent, AuditKeys } from '../api-types.ts';
 import type { Context } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { renderFields } from '../output.ts';
-
-export interface Checkpoint {
-  tenant_id: string | null;
-  seq: number;
-  hash: string;
-  at: string;
-  kid: string;
-  jws: string;
-}
 
 interface Jwk extends JsonWebKey {
   kid: string;
@@ -25,17 +17,11 @@ interface Jwk extends JsonWebKey {
 
 /** What `audit checkpoints --json` prints, and `audit verify --checkpoints` reads. */
 export interface CheckpointFile {
-  checkpoints: Checkpoint[];
+  checkpoints: AuditCheckpoint[];
   keys: { keys: Jwk[] };
 }
 
-interface LiveEvent {
-  seq: number;
-  hash: string;
-  prev_hash: string;
-  action: string;
-  details: Record<string, unknown>;
-}
+type LiveEvent = Pick<AuditEvent, 'seq' | 'hash' | 'prev_hash' | 'action' | 'details'>;
 
 async function allPages<T>(ctx: Context, path: string, field: string): Promise<T[]> {
   const out: T[] = [];
@@ -56,8 +42,12 @@ async function allPages<T>(ctx: Context, path: string, field: string): Promise<T
 /** Signs the head now, then every checkpoint of the chain and the public key, ready to save. */
 export async function fetchCheckpoints(ctx: Context): Promise<CheckpointFile> {
   await ctx.api.request('POST', '/admin/v1/audit-events/checkpoints', { auth: ctx.bearer() });
-  const checkpoints = await allPages<Checkpoint>(ctx, '/admin/v1/audit-events/checkpoints', 'checkpoints');
-  const { body: keys } = await ctx.api.request<{ keys: Jwk[] }>('GET', '/v1/audit/keys');
+  const checkpoints = await allPages<AuditCheckpoint>(
+    ctx,
+    '/admin/v1/audit-events/checkpoints',
+    'checkpoints',
+  );
+  const { body: keys } = await ctx.api.request<AuditKeys>('GET', '/v1/audit/keys');
   return { checkpoints, keys };
 }
 
@@ -148,7 +138,7 @@ export async function verifyAgainstFile(
     throw new UsageError(`${path} is not what "relayplane audit checkpoints --json" saves`, command);
   }
   const live = await allPages<LiveEvent>(ctx, '/admin/v1/audit-events', 'events');
-  const { body: keys } = await ctx.api.request<{ keys: Jwk[] }>('GET', '/v1/audit/keys');
+  const { body: keys } = await ctx.api.request<AuditKeys>('GET', '/v1/audit/keys');
   const result = checkOffline(
     file,
     live,

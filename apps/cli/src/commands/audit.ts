@@ -1,25 +1,11 @@
 /** audit list, audit verify: the active tenant's audit trail (owners and admins). */
 import { AUDIT_LIST_LIMIT } from '@relayplane/contract/contract';
+import type { AuditEvent, AuditVerification } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { renderFields, renderTable } from '../output.ts';
 import { stringValue } from '../parse.ts';
 import { fetchCheckpoints, verifyAgainstFile } from './audit-checkpoints.ts';
-
-/** One event as `GET /admin/v1/audit-events` answers it. */
-export interface AuditEventInfo {
-  id: string;
-  occurred_at: string;
-  tenant_id: string | null;
-  actor: { type: string; id: string };
-  action: string;
-  target: { type: string; id: string };
-  outcome: string;
-  ip: string | null;
-  user_agent: string | null;
-  request_id: string | null;
-  details: Record<string, unknown>;
-}
 
 const RELATIVE = /^([1-9][0-9]{0,5})([mhd])$/;
 const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -84,7 +70,7 @@ const list: CommandSpec = {
     set('since', since(stringValue(values, 'since'), ctx.io.now(), this.path));
     set('limit', limit(stringValue(values, 'limit'), this.path));
     const qs = query.toString();
-    const { body } = await ctx.api.request<{ events: AuditEventInfo[]; next_cursor: string | null }>(
+    const { body } = await ctx.api.request<{ events: AuditEvent[]; next_cursor: string | null }>(
       'GET',
       `/admin/v1/audit-events${qs === '' ? '' : `?${qs}`}`,
       { auth: ctx.bearer() },
@@ -136,11 +122,9 @@ const verify: CommandSpec = {
       await verifyAgainstFile(ctx, file, this.path);
       return;
     }
-    const { body } = await ctx.api.request<{
-      ok: boolean;
-      events_checked: number;
-      first_bad_id: string | null;
-    }>('GET', '/admin/v1/audit-events/verify', { auth: ctx.bearer() });
+    const { body } = await ctx.api.request<AuditVerification>('GET', '/admin/v1/audit-events/verify', {
+      auth: ctx.bearer(),
+    });
     ctx.print(body, () =>
       renderFields(
         [

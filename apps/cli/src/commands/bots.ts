@@ -1,6 +1,6 @@
 /** bots <project_id>, bots create, bots keys create. */
 import { BOT_ROLE_NAMES, DEFAULT_BOT_ROLE } from '@relayplane/contract/contract';
-import type { Bot, BotKey } from '../api-types.ts';
+import type { Bot, BotKeyCreated } from '../api-types.ts';
 import type { CommandSpec, Context, Parsed } from '../command.ts';
 import { apiPath } from '../http.ts';
 import { renderFields, renderTable } from '../output.ts';
@@ -80,7 +80,7 @@ const createKey: CommandSpec = {
   async run(ctx, { positionals }) {
     const project = idArg(positionals[0] ?? '', 'project_id', this.path);
     const bot = idArg(positionals[1] ?? '', 'bot_id', this.path);
-    const { body } = await ctx.api.request<{ bot_key: BotKey; token: string }>(
+    const { body } = await ctx.api.request<BotKeyCreated>(
       'POST',
       apiPath`/admin/v1/projects/${project}/bots/${bot}/keys`,
       { auth: ctx.bearer() },

@@ -1,6 +1,6 @@
 /** credentials issue (with a project API key), credentials revoke. */
 import { CREDENTIAL_TTL_SECONDS, DEFAULT_CREDENTIAL_SCOPES } from '@relayplane/contract/contract';
-import type { RelayCredential } from '../api-types.ts';
+import type { CredentialRevocation, RelayCredential } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { UsageError } from '../errors.ts';
 import { apiPath } from '../http.ts';
@@ -77,7 +77,7 @@ const revoke: CommandSpec = {
   positionals: [{ name: 'jti' }],
   async run(ctx, { positionals }) {
     const jti = idArg(positionals[0] ?? '', 'jti', this.path);
-    const { body } = await ctx.api.request<{ jti: string; revoked_at: string }>(
+    const { body } = await ctx.api.request<CredentialRevocation>(
       'POST',
       apiPath`/admin/v1/credentials/${jti}/revoke`,
       { auth: ctx.bearer() },

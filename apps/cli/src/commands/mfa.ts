@@ -5,17 +5,11 @@
  * app's first code and prints the ten recovery codes, once.
  */
 import QRCode from 'qrcode';
+import type { MfaStatus, TotpConfirmation, TotpEnrollment } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { UsageError } from '../errors.ts';
 import { renderFields, safe } from '../output.ts';
 import { stringValue } from '../parse.ts';
-
-interface MfaStatus {
-  totp_enabled: boolean;
-  confirmed_at?: string;
-  recovery_codes_left: number;
-  tenant_requires_mfa: boolean;
-}
 
 const status: CommandSpec = {
   path: ['mfa', 'status'],
@@ -44,11 +38,9 @@ const enroll: CommandSpec = {
   async run(ctx, { values }) {
     const code = stringValue(values, 'code');
     if (code === undefined) {
-      const { body } = await ctx.api.request<{ secret: string; otpauth_uri: string }>(
-        'POST',
-        '/admin/v1/auth/mfa/totp',
-        { auth: ctx.bearer() },
-      );
+      const { body } = await ctx.api.request<TotpEnrollment>('POST', '/admin/v1/auth/mfa/totp', {
+        auth: ctx.bearer(),
+      });
       const qr =
         ctx.json || !ctx.io.stdout.isTTY
           ? ''
@@ -63,11 +55,10 @@ const enroll: CommandSpec = {
       return;
     }
     if (!/^\d{6}$/.test(code)) throw new UsageError('--code must be the 6 digits the app shows', this.path);
-    const { body } = await ctx.api.request<{ recovery_codes: string[]; confirmed_at: string }>(
-      'POST',
-      '/admin/v1/auth/mfa/totp/confirm',
-      { auth: ctx.bearer(), json: { code } },
-    );
+    const { body } = await ctx.api.request<TotpConfirmation>('POST', '/admin/v1/auth/mfa/totp/confirm', {
+      auth: ctx.bearer(),
+      json: { code },
+    });
     ctx.print(
       body,
       () =>

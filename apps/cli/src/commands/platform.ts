@@ -1,5 +1,10 @@
 /** Platform administration: relays, signing keys. */
-import type { RegisteredRelay, SigningKeyList, SigningKeyRevocation } from '../api-types.ts';
+import type {
+  RegisteredRelay,
+  SigningKeyList,
+  SigningKeyRevocation,
+  SigningKeyRotation,
+} from '../api-types.ts';
 import type { CommandSpec, Context } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { apiPath } from '../http.ts';
@@ -44,7 +49,7 @@ async function everyPage<B extends Paged>(
   return body;
 }
 
-function keysTable(ctx: Context, body: Omit<SigningKeyList, 'next_cursor'>): string {
+function keysTable(ctx: Context, body: SigningKeyList): string {
   const table = renderTable(
     ['kid', 'state', 'created', 'eligible', 'activated', 'remove after'],
     body.keys.map((k) => [k.kid, k.state, k.created_at, k.eligible_at, k.activated_at, k.remove_after]),
@@ -91,7 +96,7 @@ const keys: CommandSpec = {
   summary: 'List signing keys and their state (platform admins)',
   description: 'Every key, removed ones too: the command reads every page of the list (200 a request).',
   async run(ctx) {
-    const body = await everyPage<SigningKeyList>(ctx, '/admin/v1/signing-keys', (into, page) =>
+    const body = await everyPage<SigningKeyList & Paged>(ctx, '/admin/v1/signing-keys', (into, page) =>
       into.keys.push(...page.keys),
     );
     ctx.print(body, () => keysTable(ctx, body));
@@ -105,7 +110,7 @@ const rotate: CommandSpec = {
     'The next key becomes active once it has been published for one JWKS cache lifetime (300 s); a younger\n' +
     'next key makes the rotation pending, and it completes by itself.',
   async run(ctx) {
-    const res = await ctx.api.request<SigningKeyList>('POST', '/admin/v1/signing-keys/rotate', {
+    const res = await ctx.api.request<SigningKeyRotation>('POST', '/admin/v1/signing-keys/rotate', {
       auth: ctx.bearer(),
     });
     const body = res.body;

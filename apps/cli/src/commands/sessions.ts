@@ -1,21 +1,10 @@
 /** sessions list, sessions revoke <id>, sessions revoke-others: the logged-in user's sessions and CLI tokens. */
+import type { OtherSessionsRevocation, SessionInfo } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { apiPath } from '../http.ts';
 import { renderTable } from '../output.ts';
 import { fetchAll } from '../paging.ts';
 import { idArg } from '../parse.ts';
-
-/** One session as `GET /admin/v1/auth/sessions` lists it (never a token). */
-export interface SessionInfo {
-  id: string;
-  kind: 'browser' | 'bearer' | 'cli';
-  created_at: string;
-  last_used_at: string | null;
-  expires_at: string;
-  ip: string | null;
-  user_agent: string | null;
-  current: boolean;
-}
 
 const list: CommandSpec = {
   path: ['sessions', 'list'],
@@ -79,15 +68,14 @@ const revokeOthers: CommandSpec = {
     'keep-identity-tokens': { type: 'boolean', description: 'keep the identity tokens rooted at you' },
   },
   async run(ctx, { values }) {
-    const { body } = await ctx.api.request<{
-      revoked: number;
-      sessions: number;
-      device_grants: number;
-      identity_tokens: number;
-    }>('POST', '/admin/v1/auth/sessions/revoke-others', {
-      auth: ctx.bearer(),
-      ...(values['keep-identity-tokens'] === true ? { json: { keep_identity_tokens: true } } : {}),
-    });
+    const { body } = await ctx.api.request<OtherSessionsRevocation>(
+      'POST',
+      '/admin/v1/auth/sessions/revoke-others',
+      {
+        auth: ctx.bearer(),
+        ...(values['keep-identity-tokens'] === true ? { json: { keep_identity_tokens: true } } : {}),
+      },
+    );
     const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
     ctx.print(body, () => {
       const also = [

@@ -1,4 +1,5 @@
 import cookie from '@fastify/cookie';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { DEFAULT_THROTTLE_IPV6_PREFIX } from '@relayplane/shared/client-address';
 import type { Permission } from '@relayplane/shared/iam';
 import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
@@ -217,28 +218,29 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     issuanceRate: ctx.issuanceRate,
     forgetApiKey: (keyId) => ctx.apiKeys.deleteWhere((auth) => auth.apiKey.id === keyId),
   };
-  registerHealth(app, routeDeps);
-  registerJwks(app, routeDeps);
-  registerPlans(app, routeDeps);
-  registerAuth(app, routeDeps);
-  registerSessions(app, routeDeps);
-  registerMfa(app, routeDeps);
-  registerProjects(app, routeDeps);
-  registerSigningKeys(app, routeDeps);
-  registerApiKeys(app, routeDeps);
-  registerAllowlist(app, routeDeps);
-  registerBots(app, routeDeps);
-  registerIdentityTokens(app, routeDeps);
-  registerCredentials(app, routeDeps);
-  registerCredentialContainment(app, routeDeps);
-  registerAudit(app, routeDeps);
-  registerRelays(app, routeDeps);
-  registerBilling(app, routeDeps);
-  registerMemberships(app, routeDeps);
-  registerDevice(app, routeDeps);
+  const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  registerHealth(api, routeDeps);
+  registerJwks(api, routeDeps);
+  registerPlans(api, routeDeps);
+  registerAuth(api, routeDeps);
+  registerSessions(api, routeDeps);
+  registerMfa(api, routeDeps);
+  registerProjects(api, routeDeps);
+  registerSigningKeys(api, routeDeps);
+  registerApiKeys(api, routeDeps);
+  registerAllowlist(api, routeDeps);
+  registerBots(api, routeDeps);
+  registerIdentityTokens(api, routeDeps);
+  registerCredentials(api, routeDeps);
+  registerCredentialContainment(api, routeDeps);
+  registerAudit(api, routeDeps);
+  registerRelays(api, routeDeps);
+  registerBilling(api, routeDeps);
+  registerMemberships(api, routeDeps);
+  registerDevice(api, routeDeps);
   // Form bodies (OAuth clients, RFC 7662 introspection, the HTML pages' posts) are parsed in
   // this one scope: every other route stays JSON only (415).
-  await app.register(async (forms) => {
+  await api.register(async (forms) => {
     acceptForms(forms);
     registerIntrospection(forms, routeDeps);
     registerCheckoutPage(forms, routeDeps);

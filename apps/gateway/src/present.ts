@@ -1,11 +1,18 @@
 /**
  * Protobuf messages → the public JSON shapes (snake_case, ISO 8601 times), one presenter per
- * shape (the schemas are in schemas.ts). A field a service must always answer and did not is an
+ * shape, typed by that shape's schema (components.ts, or the route's own): a field the schema
+ * adds and the presenter does not fill is a compile error. A field a service must always answer and did not is an
  * internal error (`required`), never a silently missing field.
  */
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import { type BotRoleName, isBotRoleName } from '@relayplane/contract/contract';
+import {
+  type BotRoleName,
+  isBotRoleName,
+  KEY_MODE_NAMES,
+  PLAN_IDS,
+  PROJECT_ENVIRONMENTS,
+} from '@relayplane/contract/contract';
 import { AppError } from '@relayplane/contract/errors';
 import {
   type AllowlistEntry,
@@ -29,9 +36,28 @@ import {
   type Revocation,
   type SigningKey,
 } from '@relayplane/proto/issuer';
-import { permissionsOf, roleName, subjectOf } from '@relayplane/shared/iam';
+import { PERMISSIONS, permissionsOf, roleName, subjectOf } from '@relayplane/shared/iam';
 import type { FastifyRequest } from 'fastify';
+import type {
+  AllowlistEntry as AllowlistEntrySchema,
+  ApiKey as ApiKeySchema,
+  BotKey as BotKeySchema,
+  Bot as BotSchema,
+  BotSession as BotSessionSchema,
+  CheckoutSession as CheckoutSessionSchema,
+  IdentityToken as IdentityTokenSchema,
+  Member as MemberSchema,
+  Plan as PlanSchema,
+  Project as ProjectSchema,
+  RegisteredRelay as RegisteredRelaySchema,
+  Relay as RelaySchema,
+  Session as SessionSchema,
+  SigningKey as SigningKeySchema,
+  Tenant as TenantSchema,
+  User as UserSchema,
+} from './components.ts';
 import { csrfTokenFor, sessionCookieOf } from './plugins/csrf.ts';
+import type { Static } from './schemas.ts';
 
 export function iso(ts: Timestamp | undefined): string | undefined {
   return ts ? timestampDate(ts).toISOString() : undefined;
@@ -103,24 +129,35 @@ export function required<T>(value: T | undefined, what: string): T {
   return value;
 }
 
-const KEY_STATES: Record<number, string> = {
+/** `value`, which the schema declares as one of `values`: anything else a service answers is an internal error. */
+export function oneOfValues<const V extends readonly string[]>(
+  values: V,
+  value: string,
+  what: string,
+): V[number] {
+  if (!values.includes(value))
+    throw new AppError('internal', `${what} "${value}" is not one the API declares`);
+  return value as V[number];
+}
+
+const KEY_STATES: Record<number, Static<typeof SigningKeySchema>['state']> = {
   [KeyState.NEXT]: 'next',
   [KeyState.ACTIVE]: 'active',
   [KeyState.PREVIOUS]: 'previous',
   [KeyState.REMOVED]: 'removed',
 };
 
-export function presentProject(p: Project) {
+export function presentProject(p: Project): Static<typeof ProjectSchema> {
   return {
     id: p.id,
     name: p.name,
     tenant_id: p.tenantId,
-    environment: p.environment,
+    environment: oneOfValues(PROJECT_ENVIRONMENTS, p.environment, 'project.environment'),
     created_at: required(iso(p.createdAt), 'project.created_at'),
   };
 }
 
-export function presentUser(u: User) {
+export function presentUser(u: User): Static<typeof UserSchema> {
   return {
     id: u.id,
     email: u.email,
@@ -129,11 +166,11 @@ export function presentUser(u: User) {
   };
 }
 
-export function presentTenant(t: Tenant) {
+export function presentTenant(t: Tenant): Static<typeof TenantSchema> {
   return { id: t.id, name: t.name, created_at: required(iso(t.createdAt), 'tenant.created_at') };
 }
 
-export function presentSession(s: Session) {
+export function presentSession(s: Session): Static<typeof SessionSchema> {
   const role = roleName(s.role);
   return {
     id: s.id,
@@ -152,7 +189,7 @@ export function presentSession(s: Session) {
  * The caller's own session: authenticated by the session cookie, it also carries the CSRF
  * token to send as `X-CSRF-Token` (a page reloaded after login learns it here).
  */
-export function presentOwnSession(request: FastifyRequest, s: Session) {
+export function presentOwnSession(request: FastifyRequest, s: Session): Static<typeof SessionSchema> {
   if (request.auth?.via !== 'cookie') return presentSession(s);
   return {
     ...presentSession(s),
@@ -161,7 +198,7 @@ export function presentOwnSession(request: FastifyRequest, s: Session) {
   };
 }
 
-export function presentMember(m: Member) {
+export function presentMember(m: Member): Static<typeof MemberSchema> {
   return {
     user: presentUser(required(m.user, 'member.user')),
     tenant_id: m.tenantId,
@@ -170,11 +207,11 @@ export function presentMember(m: Member) {
   };
 }
 
-export function presentPlan(p: Plan) {
+export function presentPlan(p: Plan): Static<typeof PlanSchema> {
   const limits = required(p.limits, 'plan.limits');
   const price = required(p.price, 'plan.price');
   return {
-    id: p.id,
+    id: oneOfValues(PLAN_IDS, p.id, 'plan.id'),
     name: p.name,
     limits: {
       max_concurrent_connections: limits.maxConcurrentConnections,
@@ -193,23 +230,23 @@ export function presentPlan(p: Plan) {
   };
 }
 
-export function presentSigningKey(k: SigningKey) {
-  const out: Record<string, string> = {
+export function presentSigningKey(k: SigningKey): Static<typeof SigningKeySchema> {
+  return {
     kid: k.kid,
     state: required(KEY_STATES[k.state], 'signing_key.state'),
     created_at: required(iso(k.createdAt), 'signing_key.created_at'),
+    ...timeIfSet('eligible_at', k.eligibleAt),
+    ...timeIfSet('activated_at', k.activatedAt),
+    ...timeIfSet('deactivated_at', k.deactivatedAt),
+    ...timeIfSet('remove_after', k.removeAfter),
+    ...timeIfSet('removed_at', k.removedAt),
   };
-  for (const [name, ts] of [
-    ['eligible_at', k.eligibleAt],
-    ['activated_at', k.activatedAt],
-    ['deactivated_at', k.deactivatedAt],
-    ['remove_after', k.removeAfter],
-    ['removed_at', k.removedAt],
-  ] as const) {
-    const v = iso(ts);
-    if (v !== undefined) out[name] = v;
-  }
-  return out;
+}
+
+/** `{[name]: <ISO time>}` when `ts` is set, else nothing: the schema's optional times are absent, never null. */
+function timeIfSet<N extends string>(name: N, ts: Timestamp | undefined): { [K in N]?: string } {
+  const value = iso(ts);
+  return value === undefined ? {} : ({ [name]: value } as { [K in N]: string });
 }
 
 /** What is shown of a secret (API key, bot key, identity token): never the secret itself. */
@@ -226,19 +263,24 @@ function presentSecret(
   };
 }
 
-export function presentApiKey(k: ApiKey) {
+export function presentApiKey(k: ApiKey): Static<typeof ApiKeySchema> {
   return {
     id: k.id,
     project_id: k.projectId,
     name: k.name,
-    mode: k.mode,
+    mode: oneOfValues(KEY_MODE_NAMES, k.mode, 'api_key.mode'),
     scopes: k.scopes,
     ...presentSecret(k, 'api_key'),
   };
 }
 
-export function presentAllowlistEntry(e: AllowlistEntry) {
-  return { id: e.id, project_id: e.projectId, cidr: e.cidr, created_at: iso(e.createdAt) };
+export function presentAllowlistEntry(e: AllowlistEntry): Static<typeof AllowlistEntrySchema> {
+  return {
+    id: e.id,
+    project_id: e.projectId,
+    cidr: e.cidr,
+    created_at: required(iso(e.createdAt), 'allowlist_entry.created_at'),
+  };
 }
 
 function botRole(b: Bot): BotRoleName {
@@ -246,7 +288,7 @@ function botRole(b: Bot): BotRoleName {
   return required(role !== undefined && isBotRoleName(role) ? role : undefined, 'bot.role');
 }
 
-export function presentBot(b: Bot) {
+export function presentBot(b: Bot): Static<typeof BotSchema> {
   return {
     id: b.id,
     project_id: b.projectId,
@@ -256,23 +298,27 @@ export function presentBot(b: Bot) {
   };
 }
 
-export function presentBotKey(k: BotKey) {
+export function presentBotKey(k: BotKey): Static<typeof BotKeySchema> {
   return { id: k.id, bot_id: k.botId, ...presentSecret(k, 'bot_key') };
 }
 
-export function presentIdentityToken(t: IdentityToken) {
+export function presentIdentityToken(t: IdentityToken): Static<typeof IdentityTokenSchema> {
   return {
     id: t.id,
     identity_id: t.identityId,
     project_id: t.projectId,
-    scopes: t.scopes,
+    scopes: t.scopes.map((scope) => oneOfValues(PERMISSIONS, scope, 'identity_token.scopes')),
     expires_at: required(iso(t.expiresAt), 'identity_token.expires_at'),
     ...presentSecret(t, 'identity_token'),
   };
 }
 
 /** What GET /admin/v1/auth/session answers for a bot token or an identity token (its identity). */
-export function presentBotSession(principal: Principal, b: Bot, identityToken: IdentityToken | undefined) {
+export function presentBotSession(
+  principal: Principal,
+  b: Bot,
+  identityToken: IdentityToken | undefined,
+): Static<typeof BotSessionSchema> {
   const bot = presentBot(b);
   const base = {
     tenant_id: b.tenantId,
@@ -290,14 +336,26 @@ export function presentBotSession(principal: Principal, b: Bot, identityToken: I
 }
 
 /** A relay as handed to clients (the contract's Relay). */
-export function presentRelay(r: Relay) {
-  return { id: r.id, region: r.region, host: r.host, port: r.port, url: r.url, status: r.status };
+export function presentRelay(r: Relay): Static<typeof RelaySchema> {
+  return {
+    id: r.id,
+    region: r.region,
+    host: r.host,
+    port: r.port,
+    url: r.url,
+    status: oneOfValues(['healthy'], r.status, 'relay.status'),
+  };
 }
 
 /** A relay as operators see it in the registry. */
-export function presentRegisteredRelay(r: Relay) {
+export function presentRegisteredRelay(r: Relay): Static<typeof RegisteredRelaySchema> {
   return {
-    ...presentRelay(r),
+    id: r.id,
+    region: r.region,
+    host: r.host,
+    port: r.port,
+    url: r.url,
+    status: oneOfValues(['healthy', 'unhealthy'], r.status, 'relay.status'),
     load: r.load,
     static: r.static,
     last_heartbeat_at: iso(r.lastHeartbeatAt) ?? null,
@@ -309,8 +367,8 @@ export function presentRevocation(r: Revocation) {
   return {
     sequence: Number(r.sequence),
     jti: r.jti,
-    revoked_at: iso(r.revokedAt),
-    expires_at: iso(r.expiresAt),
+    revoked_at: required(iso(r.revokedAt), 'revocation.revoked_at'),
+    expires_at: required(iso(r.expiresAt), 'revocation.expires_at'),
   };
 }
 
@@ -335,15 +393,15 @@ export function presentIntrospection(res: IntrospectCredentialResponse) {
   };
 }
 
-export function presentCheckoutSession(s: CheckoutSession) {
+export function presentCheckoutSession(s: CheckoutSession): Static<typeof CheckoutSessionSchema> {
   return {
     id: s.id,
-    plan: s.planId,
-    provider: s.provider,
-    status: s.status,
+    plan: oneOfValues(PLAN_IDS, s.planId, 'checkout_session.plan'),
+    provider: oneOfValues(['builtin', 'stripe'], s.provider, 'checkout_session.provider'),
+    status: oneOfValues(['open', 'completed', 'expired'], s.status, 'checkout_session.status'),
     url: s.url,
-    created_at: iso(s.createdAt),
-    expires_at: iso(s.expiresAt),
+    created_at: required(iso(s.createdAt), 'checkout_session.created_at'),
+    expires_at: required(iso(s.expiresAt), 'checkout_session.expires_at'),
   };
 }
 

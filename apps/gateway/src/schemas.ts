@@ -1,36 +1,63 @@
 /**
- * The builders routes declare their shapes with (`object`, `ref`, paging, error responses). The
- * schemas more than one operation uses are in components.ts, each registered with `$id`.
+ * The builders routes declare their shapes with (`object`, `ref`, `oneOf`, `nullable`, paging, error
+ * responses). The schemas more than one operation uses are in components.ts, each registered with `$id`.
  *
  * The responses every route of a kind gives (authentication, body and query errors, 500/503)
  * are not declared by routes: openapi.ts adds them from each route's guard and schema.
  */
 import { AUDIT_LIST_LIMIT } from '@relayplane/contract/contract';
 import { AppError } from '@relayplane/contract/errors';
+import Type, {
+  type Static,
+  type TProperties,
+  type TSchema,
+  type TSchemaOptions,
+  type TUnsafe,
+} from 'typebox';
 
-export const ref = (id: string) => ({ $ref: `${id}#` }) as const;
-
+export type { Static };
 /**
- * A JSON object of exactly these properties (unknown ones are refused in a request and never
- * sent in a response), each required unless named in `optional`.
+ * Shapes are TypeBox schemas: one declaration is the request's type (through Fastify's type
+ * provider), its validation (Fastify's Ajv, as before) and the OpenAPI document. These builders
+ * keep the JSON Schema the API has always published: strict objects, `type: [x, "null"]` for
+ * nullable values and plain `enum`s (fast-json-stringify serialises them without `anyOf`).
  */
-export function object(properties: Record<string, object>, optional: readonly string[] = []) {
-  const required = Object.keys(properties).filter((name) => !optional.includes(name));
-  return {
-    type: 'object',
-    ...(required.length > 0 ? { required } : {}),
-    additionalProperties: false,
-    properties,
-  } as const;
+export { Type };
+
+/** A JSON object of exactly these properties: unknown ones are refused in a request and never sent in a response. */
+export const object = <P extends TProperties>(properties: P, options: TSchemaOptions = {}) =>
+  Type.Object(properties, { additionalProperties: false, ...options });
+
+/** A reference to a shared schema of components.ts (`{"$ref": "Name#"}`), typed as that schema. */
+export function ref<S extends TSchema>(schema: S) {
+  const id = (schema as { $id?: string }).$id;
+  if (id === undefined) throw new Error('ref() of a schema without $id: declare it in components.ts');
+  return Type.Unsafe<Static<S>>({ $ref: `${id}#` });
 }
 
-export const errorResponse = (description: string) => ({ description, ...ref('Error') });
+/** A string that is one of `values`. */
+export const oneOf = <const V extends readonly string[]>(values: V, options: TSchemaOptions = {}) =>
+  Type.Unsafe<V[number]>({ type: 'string', enum: values, ...options });
+
+/** `schema` or null, as `{"type": [<type>, "null"]}`. */
+export const nullable = <S extends TSchema & { type: string }>(schema: S) =>
+  Type.Unsafe<Static<S> | null>({ ...schema, type: [schema.type, 'null'] });
+
+export const dateTime = (options: TSchemaOptions = {}) => Type.String({ format: 'date-time', ...options });
+export const nullableDateTime = (options: TSchemaOptions = {}) => nullable(dateTime(options));
+
+/** An error answer: components.ts `Error`, `{"error": "..."}`. */
+export const errorResponse = (description: string) =>
+  Type.Unsafe<{ error: string }>({ description, $ref: 'Error#' }) as TUnsafe<{ error: string }> & {
+    description: string;
+  };
+
+/** An answer without a body (204). */
+export const noContent = (description: string) => Type.Unsafe<void>({ description, type: 'null' });
 
 /** A browser page's response (html.ts): its errors are pages too. */
-export const htmlResponse = (description: string) => ({
-  description,
-  content: { 'text/html': { schema: { type: 'string' } } },
-});
+export const htmlResponse = (description: string) =>
+  Type.Unsafe<string>({ description, content: { 'text/html': { schema: { type: 'string' } } } });
 
 /** Every documented route can answer these, unless it opts out (`config.commonErrors: false`). */
 export const COMMON_ERRORS = {
@@ -49,17 +76,17 @@ export const BODY_ERRORS = {
 export const QUERY_ERRORS = { 400: errorResponse('A malformed query parameter.') } as const;
 
 /** Path parameters, each an id of at most 64 characters. */
-export function pathParams(...names: string[]) {
-  return {
+export function pathParams<const N extends readonly string[]>(...names: N) {
+  return Type.Unsafe<{ [K in N[number]]: string }>({
     type: 'object',
     required: names,
     properties: Object.fromEntries(names.map((name) => [name, { type: 'string', maxLength: 64 }])),
-  } as const;
+  });
 }
 
 /** What list operations answer: `{"<field>": [...]}`. */
-export function listOf(field: string, items: object) {
-  return object({ [field]: { type: 'array', items } });
+export function listOf<const F extends string, S extends TSchema>(field: F, items: S) {
+  return Type.Unsafe<{ [K in F]: Static<S>[] }>(object({ [field]: Type.Array(items) }));
 }
 
 /**
@@ -69,40 +96,39 @@ export function listOf(field: string, items: object) {
 export const LIST_LIMIT = AUDIT_LIST_LIMIT;
 
 /** The query string of a paged list; `extra` are the route's own parameters. */
-export function pageQuery(extra: Record<string, object> = {}) {
-  return {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      ...extra,
-      limit: {
-        type: 'string',
+export function pageQuery<P extends TProperties = {}>(extra: P = {} as P) {
+  return object({
+    ...extra,
+    limit: Type.Optional(
+      Type.String({
         pattern: '^[0-9]{1,6}$',
         description: `Items per page, 1..${LIST_LIMIT.max} (default ${LIST_LIMIT.default}).`,
-      },
-      cursor: {
-        type: 'string',
+      }),
+    ),
+    cursor: Type.Optional(
+      Type.String({
         maxLength: 256,
         description: "The previous page's `next_cursor`; absent: the first page.",
-      },
-    },
-  } as const;
+      }),
+    ),
+  });
 }
 
 export interface PageQuery {
-  limit?: string;
-  cursor?: string;
+  limit?: string | undefined;
+  cursor?: string | undefined;
 }
 
 /** What a paged list answers: `{"<field>": [...], "next_cursor": "…" | null}`. */
-export function pageOf(field: string, items: object) {
-  return object({
-    [field]: { type: 'array', items },
-    next_cursor: {
-      type: ['string', 'null'],
-      description: 'Pass as `cursor` for the next page; null on the last page.',
-    },
-  });
+export function pageOf<const F extends string, S extends TSchema>(field: F, items: S) {
+  return Type.Unsafe<{ [K in F]: Static<S>[] } & { next_cursor: string | null }>(
+    object({
+      [field]: Type.Array(items),
+      next_cursor: nullable(
+        Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' }),
+      ),
+    }),
+  );
 }
 
 /** For a paged list's description. */

@@ -1,24 +1,25 @@
-import type { FastifyInstance } from 'fastify';
+import { AllowlistEntry } from '../components.ts';
 import { inProject } from '../plugins/auth.ts';
 import { presentAllowlistEntry, required } from '../present.ts';
 import {
   errorResponse,
+  noContent,
   object,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   pathParams,
   ref,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse('The project (or entry) does not exist in the active tenant.');
 
-export function registerAllowlist(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get<{ Params: { project_id: string }; Querystring: PageQuery }>(
+export function registerAllowlist(app: Api, { clients, guards }: RouteDeps): void {
+  app.get(
     '/admin/v1/projects/:project_id/allowlist',
     {
       onRequest: guards.allow('allowlist:read'),
@@ -32,7 +33,7 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
         params: pathParams('project_id'),
         querystring: pageQuery(),
         response: {
-          200: pageOf('entries', ref('AllowlistEntry')),
+          200: pageOf('entries', ref(AllowlistEntry)),
           400: PAGE_BAD_REQUEST,
           404: NOT_FOUND,
         },
@@ -47,7 +48,7 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
     },
   );
 
-  app.post<{ Params: { project_id: string }; Body: { cidr: string } }>(
+  app.post(
     '/admin/v1/projects/:project_id/allowlist',
     {
       onRequest: guards.allow('allowlist:write'),
@@ -61,9 +62,9 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
           "The plan's entry limit: 422 with a message naming it.",
         tags: ['allowlist'],
         params: pathParams('project_id'),
-        body: object({ cidr: { type: 'string', minLength: 1, maxLength: 64 } }),
+        body: object({ cidr: Type.String({ minLength: 1, maxLength: 64 }) }),
         response: {
-          201: ref('AllowlistEntry'),
+          201: ref(AllowlistEntry),
           404: NOT_FOUND,
           409: errorResponse('The network is already in the allowlist.'),
           422: errorResponse("Invalid CIDR notation, or the plan's allowlist entry limit is reached."),
@@ -79,7 +80,7 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
     },
   );
 
-  app.delete<{ Params: { project_id: string; entry_id: string } }>(
+  app.delete(
     '/admin/v1/projects/:project_id/allowlist/:entry_id',
     {
       onRequest: guards.allow('allowlist:write'),
@@ -89,7 +90,7 @@ export function registerAllowlist(app: FastifyInstance, { clients, guards }: Rou
         description: 'Effective on every gateway replica within one second.',
         tags: ['allowlist'],
         params: pathParams('project_id', 'entry_id'),
-        response: { 204: { description: 'Removed.', type: 'null' }, 404: NOT_FOUND },
+        response: { 204: noContent('Removed.'), 404: NOT_FOUND },
       },
     },
     async (request, reply) => {

@@ -1,35 +1,28 @@
 import { CREDENTIAL_SCOPES, DEFAULT_KEY_MODE, KEY_MODE_NAMES } from '@relayplane/contract/contract';
-import type { FastifyInstance } from 'fastify';
-import { SHARED_SCHEMAS } from '../components.ts';
+import { ApiKey } from '../components.ts';
 import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
 import {
   codeList,
   errorResponse,
   object,
+  oneOf,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   pathParams,
   ref,
+  Type,
 } from '../schemas.ts';
 import { revokeApiKeyAndCredentials } from '../workflows/api-keys.ts';
-import type { RouteDeps } from './deps.ts';
-
-/** The `ApiKey` schema's fields: the revoke answer is the key plus `revoked_credentials`. */
-const ApiKeyFields = (() => {
-  const schema = SHARED_SCHEMAS.find((s) => s.$id === 'ApiKey');
-  if (!schema || !('required' in schema)) throw new Error('the ApiKey schema is missing');
-  return schema as unknown as { required: readonly string[]; properties: Record<string, object> };
-})();
+import type { Api, RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse('The project (or key) does not exist in the active tenant.');
 
-export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetApiKey }: RouteDeps): void {
-  app.get<{ Params: { project_id: string }; Querystring: PageQuery }>(
+export function registerApiKeys(app: Api, { clients, guards, forgetApiKey }: RouteDeps): void {
+  app.get(
     '/admin/v1/projects/:project_id/api-keys',
     {
       onRequest: guards.allow('api_keys:read'),
@@ -42,7 +35,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
         tags: ['api-keys'],
         params: pathParams('project_id'),
         querystring: pageQuery(),
-        response: { 200: pageOf('api_keys', ref('ApiKey')), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
+        response: { 200: pageOf('api_keys', ref(ApiKey)), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
       },
     },
     async (request) => {
@@ -51,7 +44,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
     },
   );
 
-  app.post<{ Params: { project_id: string }; Body: { name?: string; mode?: string; scopes?: string[] } }>(
+  app.post(
     '/admin/v1/projects/:project_id/api-keys',
     {
       onRequest: guards.allow('api_keys:write'),
@@ -63,19 +56,15 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
           `\`scopes\` default to all of ${codeList(CREDENTIAL_SCOPES)}. The plan limits active keys: 402.`,
         tags: ['api-keys'],
         params: pathParams('project_id'),
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            name: { type: 'string', maxLength: 64 },
-            mode: { type: 'string', enum: KEY_MODE_NAMES, default: DEFAULT_KEY_MODE },
-            scopes: { type: 'array', maxItems: 3, items: { type: 'string', maxLength: 64 } },
-          },
-        },
+        body: object({
+          name: Type.Optional(Type.String({ maxLength: 64 })),
+          mode: Type.Optional(oneOf(KEY_MODE_NAMES, { default: DEFAULT_KEY_MODE })),
+          scopes: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 3 })),
+        }),
         response: {
           201: object({
-            api_key: ref('ApiKey'),
-            key: { type: 'string', description: 'The key. Shown only here.' },
+            api_key: ref(ApiKey),
+            key: Type.String({ description: 'The key. Shown only here.' }),
           }),
           402: errorResponse("The plan's API key limit is reached: upgrade the plan."),
           404: NOT_FOUND,
@@ -95,7 +84,7 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
     },
   );
 
-  app.delete<{ Params: { project_id: string; key_id: string } }>(
+  app.delete(
     '/admin/v1/projects/:project_id/api-keys/:key_id',
     {
       onRequest: guards.allow('api_keys:write'),
@@ -118,19 +107,14 @@ export function registerApiKeys(app: FastifyInstance, { clients, guards, forgetA
         tags: ['api-keys'],
         params: pathParams('project_id', 'key_id'),
         response: {
-          200: {
-            type: 'object',
-            required: [...ApiKeyFields.required, 'revoked_credentials'],
-            additionalProperties: false,
-            properties: {
-              ...ApiKeyFields.properties,
-              revoked_credentials: {
-                type: 'integer',
-                description:
-                  'Credentials of the key revoked by this call (already revoked or expired ones are not counted).',
-              },
-            },
-          },
+          200: object({
+            // The key as every other operation shows it, plus what this call revoked.
+            ...ApiKey.properties,
+            revoked_credentials: Type.Integer({
+              description:
+                'Credentials of the key revoked by this call (already revoked or expired ones are not counted).',
+            }),
+          }),
           404: NOT_FOUND,
           503: errorResponse(
             "A service could not be reached. If the key's credentials were revoked before the failure, the message " +

@@ -7,69 +7,54 @@ import {
 } from '@relayplane/contract/contract';
 import { AppError } from '@relayplane/contract/errors';
 import type { AuditCheckpoint, AuditEvent } from '@relayplane/proto/admin';
-import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { iso, parseRfc3339, required } from '../present.ts';
-import { errorResponse, object } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import { iso, oneOfValues, parseRfc3339, required } from '../present.ts';
+import { dateTime, errorResponse, nullable, object, oneOf, type Static, Type } from '../schemas.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
-const nullableString = { type: ['string', 'null'] } as const;
+const nullableString = nullable(Type.String());
 
 const AUDIT_EVENT = object({
-  id: { type: 'string', description: 'A UUIDv7 (time-ordered).' },
-  occurred_at: { type: 'string', format: 'date-time' },
-  tenant_id: { ...nullableString, description: 'Null: an event tied to no tenant (platform chain).' },
+  id: Type.String({ description: 'A UUIDv7 (time-ordered).' }),
+  occurred_at: dateTime(),
+  tenant_id: nullable(Type.String({ description: 'Null: an event tied to no tenant (platform chain).' })),
   actor: object({
-    type: { type: 'string', enum: [...AUDIT_ACTOR_TYPES] },
-    id: {
-      type: 'string',
+    type: oneOf([...AUDIT_ACTOR_TYPES]),
+    id: Type.String({
       description: 'A user, bot or identity token id; the job for `system`; empty for `anonymous`.',
-    },
+    }),
   }),
-  action: { type: 'string', description: '`<resource>.<verb>`; docs/audit.md lists every action.' },
-  target: object({ type: { type: 'string' }, id: { type: 'string' } }),
-  outcome: { type: 'string', enum: [...AUDIT_OUTCOMES] },
+  action: Type.String({ description: '`<resource>.<verb>`; docs/audit.md lists every action.' }),
+  target: object({ type: Type.String(), id: Type.String() }),
+  outcome: oneOf([...AUDIT_OUTCOMES]),
   ip: nullableString,
   user_agent: nullableString,
   request_id: nullableString,
-  details: {
+  details: Type.Unsafe<Record<string, unknown>>({
     type: 'object',
     additionalProperties: true,
     description: 'What the action changed (docs/audit.md, per action). Never a secret.',
-  },
-  seq: { type: 'integer', minimum: 1, description: "Its position in the tenant's chain." },
-  hash: {
-    type: 'string',
+  }),
+  seq: Type.Integer({ minimum: 1, description: "Its position in the tenant's chain." }),
+  hash: Type.String({
     pattern: '^[0-9a-f]{64}$',
     description: 'SHA-256 of its canonical form (docs/audit.md).',
-  },
-  prev_hash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'The `hash` of the event before it.' },
+  }),
+  prev_hash: Type.String({ pattern: '^[0-9a-f]{64}$', description: 'The `hash` of the event before it.' }),
 });
 
 const CHECKPOINT = object({
-  tenant_id: { ...nullableString, description: 'Null: the platform chain.' },
-  seq: { type: 'integer', minimum: 1 },
-  hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
-  at: { type: 'string', format: 'date-time', description: 'When it was signed.' },
-  kid: { type: 'string', description: 'The audit key that signed it (`GET /v1/audit/keys`).' },
-  jws: {
-    type: 'string',
+  tenant_id: nullable(Type.String({ description: 'Null: the platform chain.' })),
+  seq: Type.Integer({ minimum: 1 }),
+  hash: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+  at: dateTime({ description: 'When it was signed.' }),
+  kid: Type.String({ description: 'The audit key that signed it (`GET /v1/audit/keys`).' }),
+  jws: Type.String({
     description:
       'Compact JWS (`alg: EdDSA`, `typ: relayplane-audit-checkpoint+jws`) over the JSON `{"tenant_id", "seq", ' +
       '"hash", "at"}`: verify it with any JOSE library against `GET /v1/audit/keys`.',
-  },
+  }),
 });
-
-interface ListQuery {
-  action?: string;
-  actor_id?: string;
-  target_id?: string;
-  since?: string;
-  until?: string;
-  limit?: string;
-  cursor?: string;
-  tenant_id?: string;
-}
 
 /** A `since`/`until` query value: RFC 3339 with a zone and a real date, else 400 naming the parameter. */
 function instant(name: string, value: string | undefined) {
@@ -81,12 +66,15 @@ function instant(name: string, value: string | undefined) {
   return timestampFromDate(new Date(ms));
 }
 
-function presentAuditEvent(e: AuditEvent) {
+function presentAuditEvent(e: AuditEvent): Static<typeof AUDIT_EVENT> {
   let details: unknown;
   try {
     details = JSON.parse(e.detailsJson || '{}');
   } catch {
     throw new AppError('internal', 'audit event details are not JSON');
+  }
+  if (typeof details !== 'object' || details === null || Array.isArray(details)) {
+    throw new AppError('internal', 'audit event details are not a JSON object');
   }
   const actor = required(e.actor, 'audit event actor');
   const target = required(e.target, 'audit event target');
@@ -94,21 +82,21 @@ function presentAuditEvent(e: AuditEvent) {
     id: e.id,
     occurred_at: required(iso(e.occurredAt), 'audit event occurred_at'),
     tenant_id: e.tenantId || null,
-    actor: { type: actor.type, id: actor.id },
+    actor: { type: oneOfValues(AUDIT_ACTOR_TYPES, actor.type, 'audit event actor.type'), id: actor.id },
     action: e.action,
     target: { type: target.type, id: target.id },
-    outcome: e.outcome,
+    outcome: oneOfValues(AUDIT_OUTCOMES, e.outcome, 'audit event outcome'),
     ip: e.ip || null,
     user_agent: e.userAgent || null,
     request_id: e.requestId || null,
-    details,
+    details: details as Record<string, unknown>,
     seq: Number(e.seq),
     hash: e.hash,
     prev_hash: e.prevHash,
   };
 }
 
-function presentCheckpoint(c: AuditCheckpoint) {
+function presentCheckpoint(c: AuditCheckpoint): Static<typeof CHECKPOINT> {
   return {
     tenant_id: c.tenantId || null,
     seq: Number(c.seq),
@@ -119,16 +107,29 @@ function presentCheckpoint(c: AuditCheckpoint) {
   };
 }
 
-const TENANT_ID = {
-  type: 'string',
+/** The audit key as a JWKS. */
+const AUDIT_KEYS = object({
+  keys: Type.Array(
+    object({
+      kty: Type.Literal('OKP'),
+      crv: Type.Literal('Ed25519'),
+      x: Type.String(),
+      kid: Type.String(),
+      alg: Type.Literal('EdDSA'),
+      use: Type.Literal('sig'),
+    }),
+  ),
+});
+
+const TENANT_ID = Type.String({
   maxLength: 64,
   description:
     'Platform administrators only: the tenant whose trail to read (`platform`: the events tied to no tenant, ' +
     'such as a failed login for an unknown email). Anyone else naming another tenant: 403.',
-} as const;
+});
 
-export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get<{ Querystring: ListQuery }>(
+export function registerAudit(app: Api, { clients, guards }: RouteDeps): void {
+  app.get(
     '/admin/v1/audit-events',
     {
       onRequest: guards.allow('audit:read'),
@@ -145,24 +146,22 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
           'and billing: once delivered, within about a second). Events older than `RELAYPLANE_AUDIT_RETENTION_DAYS` ' +
           `(default ${DEFAULT_AUDIT_RETENTION_DAYS}) are pruned. Permission \`audit:read\` (owners and admins).`,
         tags: ['audit'],
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            action: { type: 'string', maxLength: 81 },
-            actor_id: { type: 'string', maxLength: 128 },
-            target_id: { type: 'string', maxLength: 128 },
-            since: { type: 'string', maxLength: 64, description: 'RFC 3339.' },
-            until: { type: 'string', maxLength: 64, description: 'RFC 3339.' },
-            limit: { type: 'string', pattern: '^[0-9]{1,6}$', description: `1..${AUDIT_LIST_LIMIT.max}` },
-            cursor: { type: 'string', maxLength: 256 },
-            tenant_id: TENANT_ID,
-          },
-        },
+        querystring: object({
+          action: Type.Optional(Type.String({ maxLength: 81 })),
+          actor_id: Type.Optional(Type.String({ maxLength: 128 })),
+          target_id: Type.Optional(Type.String({ maxLength: 128 })),
+          since: Type.Optional(Type.String({ maxLength: 64, description: 'RFC 3339.' })),
+          until: Type.Optional(Type.String({ maxLength: 64, description: 'RFC 3339.' })),
+          limit: Type.Optional(
+            Type.String({ pattern: '^[0-9]{1,6}$', description: `1..${AUDIT_LIST_LIMIT.max}` }),
+          ),
+          cursor: Type.Optional(Type.String({ maxLength: 256 })),
+          tenant_id: Type.Optional(TENANT_ID),
+        }),
         response: {
           200: object({
-            events: { type: 'array', items: AUDIT_EVENT },
-            next_cursor: { ...nullableString, description: 'Null on the last page.' },
+            events: Type.Array(AUDIT_EVENT),
+            next_cursor: nullable(Type.String({ description: 'Null on the last page.' })),
           }),
           400: errorResponse(
             `A malformed query parameter: \`limit\` outside 1..${AUDIT_LIST_LIMIT.max}, \`since\`/\`until\` not ` +
@@ -194,7 +193,7 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
     },
   );
 
-  app.get<{ Querystring: { tenant_id?: string } }>(
+  app.get(
     '/admin/v1/audit-events/verify',
     {
       onRequest: guards.allow('audit:read'),
@@ -213,26 +212,20 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
           'recomputation but not the checkpoint; verify against checkpoints you saved yourself with ' +
           '`relayplane audit verify --checkpoints <file>`. Permission `audit:read`.',
         tags: ['audit'],
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: { tenant_id: TENANT_ID },
-        },
+        querystring: object({ tenant_id: Type.Optional(TENANT_ID) }),
         response: {
           200: object({
-            ok: { type: 'boolean' },
-            events_checked: { type: 'integer' },
+            ok: Type.Boolean(),
+            events_checked: Type.Integer(),
             first_bad_id: nullableString,
-            first_bad_seq: {
-              type: ['integer', 'null'],
-              description: 'The first position found bad; null when ok.',
-            },
-            checkpoint_seq: {
-              type: ['integer', 'null'],
-              description: 'The latest checkpoint checked; null: none yet.',
-            },
-            checkpoint_ok: { type: 'boolean' },
-            anchor_ok: { type: 'boolean' },
+            first_bad_seq: nullable(
+              Type.Integer({ description: 'The first position found bad; null when ok.' }),
+            ),
+            checkpoint_seq: nullable(
+              Type.Integer({ description: 'The latest checkpoint checked; null: none yet.' }),
+            ),
+            checkpoint_ok: Type.Boolean(),
+            anchor_ok: Type.Boolean(),
           }),
         },
       },
@@ -254,7 +247,7 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
     },
   );
 
-  app.get<{ Querystring: { limit?: string; cursor?: string; tenant_id?: string } }>(
+  app.get(
     '/admin/v1/audit-events/checkpoints',
     {
       onRequest: guards.allow('audit:read'),
@@ -269,19 +262,17 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
           '(`relayplane audit verify --checkpoints file`). `limit` 1..' +
           `${AUDIT_LIST_LIMIT.max} (default ${AUDIT_LIST_LIMIT.default}); \`next_cursor\` pages. Permission \`audit:read\`.`,
         tags: ['audit'],
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            limit: { type: 'string', pattern: '^[0-9]{1,6}$', description: `1..${AUDIT_LIST_LIMIT.max}` },
-            cursor: { type: 'string', maxLength: 256 },
-            tenant_id: TENANT_ID,
-          },
-        },
+        querystring: object({
+          limit: Type.Optional(
+            Type.String({ pattern: '^[0-9]{1,6}$', description: `1..${AUDIT_LIST_LIMIT.max}` }),
+          ),
+          cursor: Type.Optional(Type.String({ maxLength: 256 })),
+          tenant_id: Type.Optional(TENANT_ID),
+        }),
         response: {
           200: object({
-            checkpoints: { type: 'array', items: CHECKPOINT },
-            next_cursor: { ...nullableString, description: 'Null on the last page.' },
+            checkpoints: Type.Array(CHECKPOINT),
+            next_cursor: nullable(Type.String({ description: 'Null on the last page.' })),
           }),
           400: errorResponse(
             `\`limit\` outside 1..${AUDIT_LIST_LIMIT.max}, or a \`cursor\` this API did not return.`,
@@ -305,7 +296,7 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
     },
   );
 
-  app.post<{ Querystring: { tenant_id?: string } }>(
+  app.post(
     '/admin/v1/audit-events/checkpoints',
     {
       onRequest: guards.allow('audit:read'),
@@ -317,12 +308,8 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
           'tenant about to save its checkpoints asks for first. `checkpoint` is null while the chain is empty. ' +
           'Permission `audit:read`.',
         tags: ['audit'],
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: { tenant_id: TENANT_ID },
-        },
-        response: { 200: object({ checkpoint: { anyOf: [CHECKPOINT, { type: 'null' }] } }) },
+        querystring: object({ tenant_id: Type.Optional(TENANT_ID) }),
+        response: { 200: object({ checkpoint: Type.Union([CHECKPOINT, Type.Null()]) }) },
       },
     },
     async (request) => {
@@ -347,26 +334,15 @@ export function registerAudit(app: FastifyInstance, { clients, guards }: RouteDe
         tags: ['audit'],
         security: [],
         response: {
-          200: object({
-            keys: {
-              type: 'array',
-              items: object({
-                kty: { type: 'string', const: 'OKP' },
-                crv: { type: 'string', const: 'Ed25519' },
-                x: { type: 'string' },
-                kid: { type: 'string' },
-                alg: { type: 'string', const: 'EdDSA' },
-                use: { type: 'string', const: 'sig' },
-              }),
-            },
-          }),
+          200: AUDIT_KEYS,
         },
       },
     },
     async (_request, reply) => {
       const res = await clients.admin.getAuditKeys({});
       reply.header('cache-control', 'public, max-age=300');
-      return JSON.parse(res.jwksJson) as unknown;
+      // Admin's own JWKS document; the response schema sends exactly its declared fields.
+      return JSON.parse(res.jwksJson) as Static<typeof AUDIT_KEYS>;
     },
   );
 }

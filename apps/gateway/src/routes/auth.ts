@@ -1,5 +1,6 @@
 import type { Session } from '@relayplane/proto/admin';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { BotSession, MfaChallenge, Session as SessionSchema, Tenant, User } from '../components.ts';
 import { principalOf } from '../plugins/auth.ts';
 import {
   clearSessionCookie,
@@ -20,19 +21,19 @@ import {
   presentUser,
   required,
 } from '../present.ts';
-import { errorResponse, object, ref } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import { dateTime, errorResponse, noContent, object, ref, Type } from '../schemas.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const credentials = {
-  email: { type: 'string', minLength: 3, maxLength: 254 },
-  password: { type: 'string', minLength: 1, maxLength: 256 },
+  email: Type.String({ minLength: 3, maxLength: 254 }),
+  password: Type.String({ minLength: 1, maxLength: 256 }),
 } as const;
 
 export const MFA_REQUIRED_MESSAGE =
   'a second factor is required: send the mfa_token and a code to /admin/v1/auth/login/mfa';
 
-export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.post<{ Body: { email: string; password: string; tenant_name: string } }>(
+export function registerAuth(app: Api, { clients, guards }: RouteDeps): void {
+  app.post(
     '/admin/v1/auth/signup',
     {
       schema: {
@@ -44,9 +45,9 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           '`ADMIN_SIGNUP_WINDOW_SECONDS`, default 3600): every well-formed attempt counts, a taken email too; ' +
           'over the limit 429 with `Retry-After` (seconds until the window ends).',
         tags: ['auth'],
-        body: object({ ...credentials, tenant_name: { type: 'string', minLength: 1, maxLength: 64 } }),
+        body: object({ ...credentials, tenant_name: Type.String({ minLength: 1, maxLength: 64 }) }),
         response: {
-          201: object({ user: ref('User'), tenant: ref('Tenant') }),
+          201: object({ user: ref(User), tenant: ref(Tenant) }),
           403: errorResponse('Signup is disabled on this installation.'),
           409: errorResponse('The email is already registered.'),
           429: errorResponse('Too many sign-ups from this client IP: retry after `Retry-After` seconds.'),
@@ -67,20 +68,18 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
   );
 
   const loggedIn = object({
-    token: { type: 'string' },
-    csrf_token: {
-      type: 'string',
+    token: Type.String(),
+    csrf_token: Type.String({
       description: 'Send as `X-CSRF-Token` on state-changing requests authenticated by the session cookie.',
-    },
-    token_type: { type: 'string', const: 'Bearer' },
-    expires_at: { type: 'string', format: 'date-time' },
-    session: ref('Session'),
-    device_token: {
-      type: 'string',
+    }),
+    token_type: Type.Literal('Bearer'),
+    expires_at: dateTime(),
+    session: ref(SessionSchema),
+    device_token: Type.String({
       description:
         "This client's device token (also set as the device cookie): send it back as `device_token` on later " +
         "logins, so they count against this device's own limit and are never refused by the account-wide one.",
-    },
+    }),
   });
   const answerLogin = (
     request: FastifyRequest,
@@ -102,7 +101,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
   const deviceTokenOf = (request: FastifyRequest, body: { device_token?: string }) =>
     body.device_token ?? deviceCookieOf(request) ?? '';
 
-  app.post<{ Body: { email: string; password: string; device_token?: string } }>(
+  app.post(
     '/admin/v1/auth/login',
     {
       schema: {
@@ -131,25 +130,23 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'of at most that, never the rest of the window. A successful login resets the count of its account ' +
           'from its client (or device).',
         tags: ['auth'],
-        body: object(
-          {
-            ...credentials,
-            device_token: {
-              type: 'string',
+        body: object({
+          ...credentials,
+          device_token: Type.Optional(
+            Type.String({
               maxLength: 512,
               description:
                 'The `device_token` an earlier successful login answered (browsers send the cookie instead).',
-            },
-          },
-          ['device_token'],
-        ),
+            }),
+          ),
+        }),
         response: {
           200: loggedIn,
           401: {
             description:
               'Invalid email or password (`{"error"}`), or the password was right and a second factor is needed ' +
               '(`{"error", "mfa_required": true, "mfa_token"}`).',
-            ...ref('MfaChallenge'),
+            ...ref(MfaChallenge),
           },
           429: errorResponse(
             'Too many login attempts for this account from this client IP or device, from this client IP, or ' +
@@ -176,7 +173,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.post<{ Body: { mfa_token: string; code: string; device_token?: string } }>(
+  app.post(
     '/admin/v1/auth/login/mfa',
     {
       schema: {
@@ -188,14 +185,11 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'Answers like `POST /admin/v1/auth/login`. A TOTP code is accepted once (a replay is refused); a ' +
           'recovery code once ever. Throttled like passwords (the same limits and counts); 429 with `Retry-After`.',
         tags: ['auth'],
-        body: object(
-          {
-            mfa_token: { type: 'string', minLength: 1, maxLength: 128 },
-            code: { type: 'string', minLength: 1, maxLength: 64 },
-            device_token: { type: 'string', maxLength: 512 },
-          },
-          ['device_token'],
-        ),
+        body: object({
+          mfa_token: Type.String({ minLength: 1, maxLength: 128 }),
+          code: Type.String({ minLength: 1, maxLength: 64 }),
+          device_token: Type.Optional(Type.String({ maxLength: 512 })),
+        }),
         response: {
           200: loggedIn,
           401: errorResponse(
@@ -230,7 +224,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'acts within and its role; an identity token answers its identity (the bot) and the token ' +
           '(`authenticated_by: identity_token`). `permissions` lists what the principal holds (docs/iam.md).',
         tags: ['auth'],
-        response: { 200: { anyOf: [ref('Session'), ref('BotSession')] } },
+        response: { 200: { anyOf: [ref(SessionSchema), ref(BotSession)] } },
       },
     },
     async (request) => {
@@ -251,7 +245,7 @@ export function registerAuth(app: FastifyInstance, { clients, guards }: RouteDep
           'Ends the session (bearer or cookie) and clears the session cookie (`Max-Age=0`). With the ' +
           'cookie, `X-CSRF-Token` is required like on every state-changing request.',
         tags: ['auth'],
-        response: { 204: { description: 'Logged out.', type: 'null' } },
+        response: { 204: noContent('Logged out.') },
       },
     },
     async (request, reply) => {

@@ -1,3 +1,4 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 /**
  * Billing routes: the tenant's subscription, plan changes through checkout sessions (the
  * built-in provider's confirmation page is checkout-page.ts), usage, provider webhooks, and the
@@ -6,17 +7,27 @@
  */
 import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/contract/contract';
 import { AppError } from '@relayplane/contract/errors';
-import type { FastifyInstance } from 'fastify';
+import { CheckoutSession, Subscription } from '../components.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { iso, presentCheckoutSession, presentPlan, presentUsageDay, required } from '../present.ts';
 import { publicBaseUrl } from '../public-url.ts';
-import { BODY_ERRORS, errorResponse, listOf, object, pathParams, ref } from '../schemas.ts';
+import {
+  BODY_ERRORS,
+  dateTime,
+  errorResponse,
+  listOf,
+  nullable,
+  object,
+  pathParams,
+  ref,
+  Type,
+} from '../schemas.ts';
 import { setTenantPlan } from '../workflows/tenant-plan.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const DAY = '^\\d{4}-\\d{2}-\\d{2}$';
 
-export function registerBilling(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+export function registerBilling(app: Api, { clients, guards }: RouteDeps): void {
   app.get(
     '/admin/v1/billing/subscription',
     {
@@ -26,7 +37,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
         summary: "The active tenant's plan",
         description: 'The plan with all its limits and its price. Tenants start on `free`.',
         tags: ['billing'],
-        response: { 200: ref('Subscription') },
+        response: { 200: ref(Subscription) },
       },
     },
     async (request) => {
@@ -40,7 +51,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
     },
   );
 
-  app.post<{ Body: { plan: string } }>(
+  app.post(
     '/admin/v1/billing/checkout-sessions',
     {
       onRequest: guards.allow('billing:write'),
@@ -56,15 +67,12 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           '(a free plan, a downgrade, always goes ahead; platform admins set any plan with ' +
           '`PUT /admin/v1/tenants/{tenant_id}/plan`).',
         tags: ['billing'],
-        headers: {
-          type: 'object',
-          properties: {
-            'idempotency-key': { type: 'string', description: '1–255 visible ASCII characters.' },
-          },
-        },
-        body: object({ plan: { type: 'string', maxLength: 32 } }),
+        headers: Type.Object({
+          'idempotency-key': Type.Optional(Type.String({ description: '1–255 visible ASCII characters.' })),
+        }),
+        body: object({ plan: Type.String({ maxLength: 32 }) }),
         response: {
-          201: ref('CheckoutSession'),
+          201: ref(CheckoutSession),
           403: errorResponse('Only owners and admins may change the plan.'),
           409: errorResponse('The tenant is already on that plan.'),
           422: errorResponse(
@@ -95,7 +103,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
     },
   );
 
-  app.get<{ Querystring: { from: string; to: string } }>(
+  app.get(
     '/admin/v1/billing/usage',
     {
       onRequest: guards.allow('billing:read'),
@@ -107,17 +115,17 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           '(`project_id` null) and per project. Aggregated by background jobs, so today fills in over the day.',
         tags: ['billing'],
         querystring: object({
-          from: { type: 'string', pattern: DAY, description: 'First UTC day, YYYY-MM-DD.' },
-          to: { type: 'string', pattern: DAY, description: 'Last UTC day (inclusive), YYYY-MM-DD.' },
+          from: Type.String({ pattern: DAY, description: 'First UTC day, YYYY-MM-DD.' }),
+          to: Type.String({ pattern: DAY, description: 'Last UTC day (inclusive), YYYY-MM-DD.' }),
         }),
         response: {
           200: listOf(
             'days',
             object({
-              day: { type: 'string' },
-              project_id: { type: ['string', 'null'] },
-              credentials_issued: { type: 'integer' },
-              peak_concurrent_connections: { type: 'integer' },
+              day: Type.String(),
+              project_id: nullable(Type.String()),
+              credentials_issued: Type.Integer(),
+              peak_concurrent_connections: Type.Integer(),
             }),
           ),
           400: errorResponse(
@@ -137,7 +145,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
     },
   );
 
-  app.put<{ Params: { tenant_id: string }; Body: { plan: string } }>(
+  app.put(
     '/admin/v1/tenants/:tenant_id/plan',
     {
       onRequest: guards.platformAdmin,
@@ -150,12 +158,12 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
           'lowered limit are refused.',
         tags: ['billing'],
         params: pathParams('tenant_id'),
-        body: object({ plan: { type: 'string', maxLength: 32 } }),
+        body: object({ plan: Type.String({ maxLength: 32 }) }),
         response: {
           200: object({
-            tenant_id: { type: 'string' },
-            plan: { type: 'string' },
-            updated_at: { type: 'string', format: 'date-time' },
+            tenant_id: Type.String(),
+            plan: Type.String(),
+            updated_at: dateTime(),
           }),
           403: errorResponse('Platform admins only.'),
           404: errorResponse('No such tenant.'),
@@ -168,8 +176,12 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
         tenantId: request.params.tenant_id,
         planId: request.body.plan,
       });
-      const sub = res.subscription;
-      return { tenant_id: request.params.tenant_id, plan: sub?.planId, updated_at: iso(sub?.updatedAt) };
+      const sub = required(res.subscription, 'setPlan.subscription');
+      return {
+        tenant_id: request.params.tenant_id,
+        plan: sub.planId,
+        updated_at: required(iso(sub.updatedAt), 'subscription.updated_at'),
+      };
     },
   );
 
@@ -179,7 +191,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
     scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) =>
       done(null, body),
     );
-    scope.post<{ Params: { provider: string }; Body: Buffer }>(
+    scope.withTypeProvider<TypeBoxTypeProvider>().post(
       '/v1/billing/webhooks/:provider',
       {
         schema: {
@@ -192,13 +204,9 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
             'checkout whose `payment_status` is not `paid` or `no_payment_required`, and a subscription event ' +
             'older than the last one applied to its subscription change nothing.',
           tags: ['billing'],
-          params: {
-            type: 'object',
-            required: ['provider'],
-            properties: { provider: { type: 'string', maxLength: 32 } },
-          },
+          params: Type.Object({ provider: Type.String({ maxLength: 32 }) }),
           response: {
-            200: object({ received: { type: 'boolean', const: true } }),
+            200: object({ received: Type.Literal(true) }),
             400: errorResponse('Missing or invalid signature, stale timestamp, or unreadable event.'),
             404: errorResponse('Unknown provider, or not the configured one.'),
             // The raw body has no schema to derive these from.
@@ -215,7 +223,7 @@ export function registerBilling(app: FastifyInstance, { clients, guards }: Route
         }
         const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         await clients.billing.handleWebhook({ provider: 'stripe', payload: body, signature });
-        return { received: true };
+        return { received: true as const };
       },
     );
   });

@@ -1,26 +1,27 @@
-import { BOT_ROLE_NAMES, type BotRoleName, DEFAULT_BOT_ROLE } from '@relayplane/contract/contract';
+import { BOT_ROLE_NAMES, DEFAULT_BOT_ROLE } from '@relayplane/contract/contract';
 import { tenantRole } from '@relayplane/shared/iam';
-import type { FastifyInstance } from 'fastify';
+import { Bot, BotKey } from '../components.ts';
 import { inProject } from '../plugins/auth.ts';
 import { presentBot, presentBotKey, required } from '../present.ts';
 import {
   errorResponse,
   object,
+  oneOf,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   pathParams,
   ref,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse('The project, bot or key does not exist in the active tenant.');
 
-export function registerBots(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get<{ Params: { project_id: string }; Querystring: PageQuery }>(
+export function registerBots(app: Api, { clients, guards }: RouteDeps): void {
+  app.get(
     '/admin/v1/projects/:project_id/bots',
     {
       onRequest: guards.allow('bots:read'),
@@ -31,7 +32,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         tags: ['bots'],
         params: pathParams('project_id'),
         querystring: pageQuery(),
-        response: { 200: pageOf('bots', ref('Bot')), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
+        response: { 200: pageOf('bots', ref(Bot)), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
       },
     },
     async (request) => {
@@ -40,7 +41,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.post<{ Params: { project_id: string }; Body: { name: string; role?: BotRoleName } }>(
+  app.post(
     '/admin/v1/projects/:project_id/bots',
     {
       onRequest: guards.allow('bots:write'),
@@ -52,15 +53,12 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
           "The plan's bot limit (tenant-wide): 422.",
         tags: ['bots'],
         params: pathParams('project_id'),
-        body: object(
-          {
-            name: { type: 'string', minLength: 1, maxLength: 64 },
-            role: { type: 'string', enum: BOT_ROLE_NAMES, default: DEFAULT_BOT_ROLE },
-          },
-          ['role'],
-        ),
+        body: object({
+          name: Type.String({ minLength: 1, maxLength: 64 }),
+          role: Type.Optional(oneOf(BOT_ROLE_NAMES, { default: DEFAULT_BOT_ROLE })),
+        }),
         response: {
-          201: ref('Bot'),
+          201: ref(Bot),
           404: NOT_FOUND,
           422: errorResponse("The plan's bot limit is reached: upgrade the plan."),
         },
@@ -76,7 +74,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.post<{ Params: { project_id: string; bot_id: string } }>(
+  app.post(
     '/admin/v1/projects/:project_id/bots/:bot_id/keys',
     {
       onRequest: guards.allow('bots:write'),
@@ -92,8 +90,8 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         params: pathParams('project_id', 'bot_id'),
         response: {
           201: object({
-            bot_key: ref('BotKey'),
-            token: { type: 'string', description: 'The bot token. Shown only here.' },
+            bot_key: ref(BotKey),
+            token: Type.String({ description: 'The bot token. Shown only here.' }),
           }),
           404: NOT_FOUND,
           422: errorResponse(
@@ -109,7 +107,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.get<{ Params: { project_id: string; bot_id: string }; Querystring: PageQuery }>(
+  app.get(
     '/admin/v1/projects/:project_id/bots/:bot_id/keys',
     {
       onRequest: guards.allow('bots:read'),
@@ -122,7 +120,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         tags: ['bots'],
         params: pathParams('project_id', 'bot_id'),
         querystring: pageQuery(),
-        response: { 200: pageOf('bot_keys', ref('BotKey')), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
+        response: { 200: pageOf('bot_keys', ref(BotKey)), 400: PAGE_BAD_REQUEST, 404: NOT_FOUND },
       },
     },
     async (request) => {
@@ -135,7 +133,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
     },
   );
 
-  app.delete<{ Params: { project_id: string; bot_id: string; key_id: string } }>(
+  app.delete(
     '/admin/v1/projects/:project_id/bots/:bot_id/keys/:key_id',
     {
       onRequest: guards.allow('bots:write'),
@@ -145,7 +143,7 @@ export function registerBots(app: FastifyInstance, { clients, guards }: RouteDep
         description: 'Idempotent. The token stops authenticating at once.',
         tags: ['bots'],
         params: pathParams('project_id', 'bot_id', 'key_id'),
-        response: { 200: ref('BotKey'), 404: NOT_FOUND },
+        response: { 200: ref(BotKey), 404: NOT_FOUND },
       },
     },
     async (request) => {

@@ -4,10 +4,9 @@
  * the scope that parses form bodies (app.ts): the page's Confirm button posts a form.
  */
 import { AppError } from '@relayplane/contract/errors';
-import type { FastifyInstance } from 'fastify';
 import { CHECKOUT_PATH, checkoutPages, page } from '../html.ts';
 import { htmlResponse, pathParams } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const NOT_FOUND = htmlResponse('No such open session.');
 
@@ -18,8 +17,8 @@ function unknownSession(err: unknown): undefined {
   throw err;
 }
 
-export function registerCheckoutPage(forms: FastifyInstance, { clients }: RouteDeps): void {
-  forms.get<{ Params: { id: string } }>(
+export function registerCheckoutPage(forms: Api, { clients }: RouteDeps): void {
+  forms.get(
     `${CHECKOUT_PATH}/:id`,
     {
       schema: {
@@ -42,7 +41,7 @@ export function registerCheckoutPage(forms: FastifyInstance, { clients }: RouteD
     },
   );
 
-  forms.post<{ Params: { id: string } }>(
+  forms.post(
     `${CHECKOUT_PATH}/:id`,
     {
       schema: {

@@ -3,21 +3,27 @@
  * credentials in bulk, by API key and/or issue time, and listing them.
  */
 import { AppError } from '@relayplane/contract/errors';
-import type { FastifyInstance } from 'fastify';
 import { inProject, principalOf } from '../plugins/auth.ts';
-import { iso } from '../present.ts';
-import { errorResponse, object, pathParams } from '../schemas.ts';
+import { iso, required } from '../present.ts';
+import {
+  dateTime,
+  errorResponse,
+  nullable,
+  nullableDateTime,
+  object,
+  oneOf,
+  pathParams,
+  Type,
+} from '../schemas.ts';
 import { listProjectCredentials, revokeProjectCredentials } from '../workflows/credentials.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const NOT_FOUND = errorResponse(
   'The project does not exist in the active tenant, or the API key is not one of its keys.',
 );
-const dateTime = { type: 'string', format: 'date-time' } as const;
-const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as const;
 
-export function registerCredentialContainment(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.post<{ Params: { project_id: string }; Body: { api_key_id?: string; issued_before?: string } }>(
+export function registerCredentialContainment(app: Api, { clients, guards }: RouteDeps): void {
+  app.post(
     '/admin/v1/projects/:project_id/credentials/revoke',
     {
       onRequest: guards.allow('credentials:revoke'),
@@ -37,24 +43,20 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
           'as the audit event `credentials.bulk_revoke`.',
         tags: ['credentials'],
         params: pathParams('project_id'),
-        body: object(
-          {
-            api_key_id: {
-              type: 'string',
-              maxLength: 64,
-              description: 'Only credentials requested with this key.',
-            },
-            issued_before: {
-              type: 'string',
+        body: object({
+          api_key_id: Type.Optional(
+            Type.String({ maxLength: 64, description: 'Only credentials requested with this key.' }),
+          ),
+          issued_before: Type.Optional(
+            Type.String({
               maxLength: 64,
               description:
                 'RFC 3339 with a time zone: only credentials issued before it. An impossible date (2026-02-31) is 400.',
-            },
-          },
-          ['api_key_id', 'issued_before'],
-        ),
+            }),
+          ),
+        }),
         response: {
-          200: object({ revoked: { type: 'integer', description: 'Credentials revoked by this call.' } }),
+          200: object({ revoked: Type.Integer({ description: 'Credentials revoked by this call.' }) }),
           400: errorResponse(
             'Neither `api_key_id` nor `issued_before`, `issued_before` not an RFC 3339 date-time (or an impossible ' +
               'date) or in the future, or a malformed body.',
@@ -83,10 +85,7 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
     },
   );
 
-  app.get<{
-    Params: { project_id: string };
-    Querystring: { api_key_id?: string; active?: string; limit?: string; cursor?: string };
-  }>(
+  app.get(
     '/admin/v1/projects/:project_id/credentials',
     {
       onRequest: guards.allow('api_keys:read'),
@@ -101,29 +100,24 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
           "`api_keys:read` (credentials are what a project's API keys requested; docs/iam.md).",
         tags: ['credentials'],
         params: pathParams('project_id'),
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            api_key_id: { type: 'string', maxLength: 64 },
-            active: { type: 'string', enum: ['true', 'false'] },
-            limit: { type: 'string', pattern: '^([1-9][0-9]?|1[0-9]{2}|200)$' },
-            cursor: { type: 'string', maxLength: 256 },
-          },
-        },
+        querystring: object({
+          api_key_id: Type.Optional(Type.String({ maxLength: 64 })),
+          active: Type.Optional(oneOf(['true', 'false'])),
+          limit: Type.Optional(Type.String({ pattern: '^([1-9][0-9]?|1[0-9]{2}|200)$' })),
+          cursor: Type.Optional(Type.String({ maxLength: 256 })),
+        }),
         response: {
           200: object({
-            credentials: {
-              type: 'array',
-              items: object({
-                jti: { type: 'string' },
-                api_key_id: { type: 'string' },
-                issued_at: dateTime,
-                expires_at: dateTime,
-                revoked_at: nullableDateTime,
+            credentials: Type.Array(
+              object({
+                jti: Type.String(),
+                api_key_id: Type.String(),
+                issued_at: dateTime(),
+                expires_at: dateTime(),
+                revoked_at: nullableDateTime(),
               }),
-            },
-            next_cursor: { type: ['string', 'null'], description: 'Null on the last page.' },
+            ),
+            next_cursor: nullable(Type.String({ description: 'Null on the last page.' })),
           }),
           400: errorResponse(
             'A malformed query parameter (`api_key_id` not an API key id), or a `cursor` this API did not return.',
@@ -146,8 +140,8 @@ export function registerCredentialContainment(app: FastifyInstance, { clients, g
         credentials: res.credentials.map((c) => ({
           jti: c.jti,
           api_key_id: c.apiKeyId,
-          issued_at: iso(c.issuedAt),
-          expires_at: iso(c.expiresAt),
+          issued_at: required(iso(c.issuedAt), 'credential.issued_at'),
+          expires_at: required(iso(c.expiresAt), 'credential.expires_at'),
           revoked_at: iso(c.revokedAt) ?? null,
         })),
         next_cursor: res.nextCursor || null,

@@ -5,18 +5,25 @@ import {
 } from '@relayplane/contract/contract';
 import { AppError } from '@relayplane/contract/errors';
 import { decideIssuance } from '@relayplane/contract/issuance-policy';
-import type { FastifyInstance } from 'fastify';
+import { RelayCredential } from '../components.ts';
 import { untilGone } from '../long-poll.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { iso, isoSecond, presentIntrospection, presentRelay, presentRevocation } from '../present.ts';
-import { codeList, errorResponse, object, pathParams, ref } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import {
+  iso,
+  isoSecond,
+  presentIntrospection,
+  presentRelay,
+  presentRevocation,
+  required,
+} from '../present.ts';
+import { codeList, dateTime, errorResponse, object, pathParams, ref, Type } from '../schemas.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 export function registerCredentials(
-  app: FastifyInstance,
+  app: Api,
   { clients, guards, entitlements, issuance, issuanceRate, shutdown }: RouteDeps,
 ): void {
-  app.post<{ Body: { scopes?: string[]; ttl_seconds?: number; region?: string } }>(
+  app.post(
     '/api/v1/credentials',
     {
       onRequest: guards.apiKey,
@@ -36,26 +43,17 @@ export function registerCredentials(
           'the second ends); over it: 429 with `Retry-After` (seconds until the count starts again) and an error ' +
           'naming the limit. Other keys of the tenant have counts of their own.',
         tags: ['credentials'],
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            scopes: {
-              type: 'array',
-              minItems: 1,
-              maxItems: CREDENTIAL_SCOPES.length,
-              items: { type: 'string', maxLength: 64 },
-            },
-            ttl_seconds: {
-              type: 'integer',
-              minimum: CREDENTIAL_TTL_SECONDS.min,
-              maximum: CREDENTIAL_TTL_SECONDS.max,
-            },
-            region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' },
-          },
-        },
+        body: object({
+          scopes: Type.Optional(
+            Type.Array(Type.String({ maxLength: 64 }), { minItems: 1, maxItems: CREDENTIAL_SCOPES.length }),
+          ),
+          ttl_seconds: Type.Optional(
+            Type.Integer({ minimum: CREDENTIAL_TTL_SECONDS.min, maximum: CREDENTIAL_TTL_SECONDS.max }),
+          ),
+          region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,32}$' })),
+        }),
         response: {
-          201: ref('RelayCredential'),
+          201: ref(RelayCredential),
           402: errorResponse("The plan's concurrent connection cap is reached: upgrade the plan."),
           429: errorResponse(
             "The API key is over the plan's max_issuance_per_second_per_key: retry after `Retry-After` seconds.",
@@ -103,7 +101,7 @@ export function registerCredentials(
       });
       return reply.code(201).send({
         token: res.token,
-        expires_at: isoSecond(res.expiresAt),
+        expires_at: required(isoSecond(res.expiresAt), 'issueCredential.expires_at'),
         jti: res.jti,
         relays: res.relays.map(presentRelay),
         fallback: res.fallback,
@@ -111,7 +109,7 @@ export function registerCredentials(
     },
   );
 
-  app.post<{ Params: { jti: string } }>(
+  app.post(
     '/admin/v1/credentials/:jti/revoke',
     {
       onRequest: guards.allow('credentials:revoke'),
@@ -124,7 +122,7 @@ export function registerCredentials(
         tags: ['credentials'],
         params: pathParams('jti'),
         response: {
-          200: object({ jti: { type: 'string' }, revoked_at: { type: 'string', format: 'date-time' } }),
+          200: object({ jti: Type.String(), revoked_at: dateTime() }),
           404: errorResponse('No such credential in the active tenant.'),
         },
       },
@@ -135,11 +133,11 @@ export function registerCredentials(
         tenantId: principal.tenantId,
         jti: request.params.jti,
       });
-      return { jti: res.jti, revoked_at: iso(res.revokedAt) };
+      return { jti: res.jti, revoked_at: required(iso(res.revokedAt), 'revokeCredential.revoked_at') };
     },
   );
 
-  app.get<{ Querystring: { cursor?: string; wait?: string; limit?: string } }>(
+  app.get(
     '/v1/credentials/revocations',
     {
       onRequest: guards.relayNode,
@@ -159,50 +157,36 @@ export function registerCredentials(
           'now rather than at its max-age. Each answer carries the full list; a revocation moves `next_cursor` ' +
           'and wakes a held poll. Older clients may ignore it.',
         tags: ['relays'],
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            cursor: { type: 'string', pattern: '^[0-9]{1,15}$' },
-            wait: { type: 'string', pattern: '^([0-9]|[12][0-9]|30)$' },
-            limit: { type: 'string', pattern: '^([1-9][0-9]{0,2}|1000)$' },
-          },
-        },
+        querystring: object({
+          cursor: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })),
+          wait: Type.Optional(Type.String({ pattern: '^([0-9]|[12][0-9]|30)$' })),
+          limit: Type.Optional(Type.String({ pattern: '^([1-9][0-9]{0,2}|1000)$' })),
+        }),
         response: {
           200: object({
-            revocations: {
-              type: 'array',
-              items: {
-                type: 'object',
-                required: ['sequence', 'jti', 'revoked_at', 'expires_at'],
-                additionalProperties: false,
-                properties: {
-                  sequence: { type: 'integer' },
-                  jti: { type: 'string' },
-                  revoked_at: { type: 'string', format: 'date-time' },
-                  expires_at: { type: 'string', format: 'date-time' },
-                },
-              },
-            },
-            next_cursor: { type: 'integer' },
-            watermarks: {
-              type: 'array',
-              items: object({
-                project_id: { type: 'string' },
-                issued_before: {
-                  type: 'string',
-                  format: 'date-time',
+            revocations: Type.Array(
+              object({
+                sequence: Type.Integer(),
+                jti: Type.String(),
+                revoked_at: dateTime(),
+                expires_at: dateTime(),
+              }),
+            ),
+            next_cursor: Type.Integer(),
+            watermarks: Type.Array(
+              object({
+                project_id: Type.String(),
+                issued_before: dateTime({
                   description: "Refuse this project's credentials with `iat` (as an instant) before it.",
-                },
+                }),
               }),
-            },
-            revoked_keys: {
-              type: 'array',
-              items: object({
-                kid: { type: 'string', description: 'Refuse every credential signed by this key.' },
-                revoked_at: { type: 'string', format: 'date-time' },
+            ),
+            revoked_keys: Type.Array(
+              object({
+                kid: Type.String({ description: 'Refuse every credential signed by this key.' }),
+                revoked_at: dateTime(),
               }),
-            },
+            ),
           }),
         },
       },
@@ -223,17 +207,20 @@ export function registerCredentials(
         next_cursor: Number(res.nextCursor),
         watermarks: res.watermarks.map((w) => ({
           project_id: w.projectId,
-          issued_before: iso(w.issuedBefore),
+          issued_before: required(iso(w.issuedBefore), 'watermark.issued_before'),
         })),
-        revoked_keys: res.revokedKeys.map((k) => ({ kid: k.kid, revoked_at: iso(k.revokedAt) })),
+        revoked_keys: res.revokedKeys.map((k) => ({
+          kid: k.kid,
+          revoked_at: required(iso(k.revokedAt), 'revoked_key.revoked_at'),
+        })),
       };
     },
   );
 }
 
 /** RFC 7662 introspection: registered in the scope that parses form bodies (app.ts). */
-export function registerIntrospection(forms: FastifyInstance, { clients, guards }: RouteDeps): void {
-  forms.post<{ Body: { token: string } }>(
+export function registerIntrospection(forms: Api, { clients, guards }: RouteDeps): void {
+  forms.post(
     '/v1/credentials/introspect',
     {
       onRequest: guards.relayNode,
@@ -245,31 +232,27 @@ export function registerIntrospection(forms: FastifyInstance, { clients, guards 
           'Answers the claims with `active: true` for a valid credential, and exactly `{"active": false}` for an ' +
           'expired, revoked, forged or malformed one.',
         tags: ['relays'],
-        body: object({ token: { type: 'string', maxLength: 8192 }, token_type_hint: { type: 'string' } }, [
-          'token_type_hint',
-        ]),
+        body: object({
+          token: Type.String({ maxLength: 8192 }),
+          token_type_hint: Type.Optional(Type.String()),
+        }),
         response: {
-          200: {
-            type: 'object',
-            required: ['active'],
-            additionalProperties: false,
-            properties: {
-              active: { type: 'boolean' },
-              scope: { type: 'string' },
-              client_id: { type: 'string' },
-              token_type: { type: 'string' },
-              sub: { type: 'string' },
-              aud: { type: 'string' },
-              iss: { type: 'string' },
-              jti: { type: 'string' },
-              exp: { type: 'integer' },
-              iat: { type: 'integer' },
-              nbf: { type: 'integer' },
-              tid: { type: 'string' },
-              pid: { type: 'string' },
-              mode: { type: 'string' },
-            },
-          },
+          200: object({
+            active: Type.Boolean(),
+            scope: Type.Optional(Type.String()),
+            client_id: Type.Optional(Type.String()),
+            token_type: Type.Optional(Type.String()),
+            sub: Type.Optional(Type.String()),
+            aud: Type.Optional(Type.String()),
+            iss: Type.Optional(Type.String()),
+            jti: Type.Optional(Type.String()),
+            exp: Type.Optional(Type.Integer()),
+            iat: Type.Optional(Type.Integer()),
+            nbf: Type.Optional(Type.Integer()),
+            tid: Type.Optional(Type.String()),
+            pid: Type.Optional(Type.String()),
+            mode: Type.Optional(Type.String()),
+          }),
         },
       },
     },

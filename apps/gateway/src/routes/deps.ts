@@ -1,9 +1,29 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { LeasedRateLimiter } from '@relayplane/shared/rate-limit';
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
 import type { GatewayClients } from '../clients.ts';
 import type { EntitlementCache } from '../entitlements.ts';
 import type { IssuanceClient } from '../issuance-client.ts';
 import type { JwksCache } from '../jwks-cache.ts';
 import type { AuthGuards } from '../plugins/auth.ts';
+
+/**
+ * What routes register on: Fastify typed by the TypeBox provider, so a route's request and its
+ * answers take their types from the one schema that also validates them and documents them.
+ */
+export type Api = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
 
 export interface RouteDeps {
   clients: GatewayClients;

@@ -10,7 +10,7 @@
 import { AppError } from '@relayplane/contract/errors';
 import { parseToken } from '@relayplane/contract/tokens';
 import { type Principal, PrincipalKind, type Session } from '@relayplane/proto/admin';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { devicePages, page, VERIFICATION_LOGIN_PATH, VERIFICATION_PATH } from '../html.ts';
 import {
   csrfMatches,
@@ -24,9 +24,9 @@ import {
 } from '../plugins/csrf.ts';
 import { iso, required } from '../present.ts';
 import { publicBaseUrl } from '../public-url.ts';
-import { htmlResponse } from '../schemas.ts';
+import { htmlResponse, Type } from '../schemas.ts';
 import { loginWithOptionalCode } from '../workflows/login.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 /** The login form, with a fresh login CSRF token (cookie and hidden field). */
 function loginPage(
@@ -87,7 +87,7 @@ const NOT_PENDING = htmlResponse(
 const TOO_MANY_CODES = htmlResponse('Too many codes entered: retry after `Retry-After` seconds.');
 
 /** The verification page's routes, registered in the scope that parses form bodies (app.ts). */
-export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDeps): void {
+export function registerDevicePage(forms: Api, { clients }: RouteDeps): void {
   /** The logged-in user behind the session cookie; undefined when none (or expired, logged out). */
   async function browserSession(request: FastifyRequest): Promise<BrowserSession | undefined> {
     const token = sessionCookieOf(request);
@@ -103,7 +103,7 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
     }
   }
 
-  forms.get<{ Querystring: { user_code?: string } }>(
+  forms.get(
     VERIFICATION_PATH,
     {
       // The query may hold a user code: no access log line for this route (it would carry the URL).
@@ -119,10 +119,9 @@ export function registerDevicePage(forms: FastifyInstance, { clients }: RouteDep
           "started the request, a warning that approving gives that device the user's access, with Approve and Deny, posted to `POST /device` with the session's CSRF " +
           'token as a hidden field. `Cache-Control: no-store`, no framing, no referrer.',
         tags: ['auth'],
-        querystring: {
-          type: 'object',
-          properties: { user_code: { type: 'string', description: 'The code the device shows.' } },
-        },
+        querystring: Type.Object({
+          user_code: Type.Optional(Type.String({ description: 'The code the device shows.' })),
+        }),
         response: {
           200: htmlResponse('The login form, the code entry form, or the device to approve.'),
           400: htmlResponse('The code is not of the form XXXX-XXXX (the entry form again).'),

@@ -9,24 +9,28 @@
  * the gateway stays JSON only. Their errors are the OAuth ones, `{"error": "<code>"}` (RFC 6749
  * §5.2): the code is the message.
  */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { AppError } from '@relayplane/contract/errors';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { TProperties } from 'typebox';
 import { VERIFICATION_PATH } from '../html.ts';
 import { principalOf } from '../plugins/auth.ts';
+import { oneOfValues } from '../present.ts';
 import { publicBaseUrl } from '../public-url.ts';
-import { errorResponse, object } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import { errorResponse, object, oneOf, Type } from '../schemas.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const DEVICE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:device_code';
 const DEVICE_CODE_PATH = '/admin/v1/auth/device/code';
 const TOKEN_PATH = '/admin/v1/auth/token';
 
 // RFC 6749 §3.1: a parameter sent without a value counts as omitted (the handlers check presence).
-const param = { type: 'string', maxLength: 512 } as const;
+const param = Type.String({ maxLength: 512 });
 
 /** The same parameters as a form (unknown ones ignored, RFC 6749 §3.2) or as JSON (strict, like every JSON body). */
-function oauthBody(properties: Record<string, unknown>, required: string[]) {
-  return {
+function oauthBody<P extends TProperties>(properties: P, required: (keyof P & string)[]) {
+  // Either content type: the handler sees the parameters as sent (a form's may be missing or empty).
+  return Type.Unsafe<{ [K in keyof P]?: unknown } | undefined>({
     content: {
       'application/x-www-form-urlencoded': {
         schema: { type: 'object', required, additionalProperties: true, properties },
@@ -35,7 +39,7 @@ function oauthBody(properties: Record<string, unknown>, required: string[]) {
         schema: { type: 'object', required, additionalProperties: false, properties },
       },
     },
-  };
+  });
 }
 
 // OAuth errors are `{"error": "<code>"}`: the platform's Error shape, the code as message.
@@ -59,29 +63,19 @@ function oauthErrors(error: FastifyError | AppError, _request: FastifyRequest, r
   throw error;
 }
 
-interface DeviceCodeBody {
-  client_id?: unknown;
-  scope?: unknown;
-}
-
-interface TokenBody {
-  grant_type?: unknown;
-  device_code?: unknown;
-  client_id?: unknown;
-}
-
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 /** The OAuth endpoints, in their own scope (OAuth errors, no caching) inside the form-parsing one. */
-export function registerDeviceOAuth(forms: FastifyInstance, { clients }: RouteDeps): void {
-  forms.register(async (scope) => {
+export function registerDeviceOAuth(forms: Api, { clients }: RouteDeps): void {
+  forms.register(async (untyped) => {
+    const scope = untyped.withTypeProvider<TypeBoxTypeProvider>();
     scope.setErrorHandler(oauthErrors);
     // RFC 6749 §5.1: responses carrying codes or tokens are never cached (errors neither).
     scope.addHook('onRequest', async (_request, reply) => {
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     });
 
-    scope.post<{ Body: DeviceCodeBody | undefined }>(
+    scope.post(
       DEVICE_CODE_PATH,
       {
         schema: {
@@ -98,21 +92,14 @@ export function registerDeviceOAuth(forms: FastifyInstance, { clients }: RouteDe
           body: oauthBody({ client_id: param, scope: param }, ['client_id']),
           response: {
             200: object({
-              device_code: { type: 'string' },
-              user_code: {
-                type: 'string',
-                pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$',
-              },
-              verification_uri: { type: 'string', description: 'The verification page, `<base>/device`.' },
-              verification_uri_complete: {
-                type: 'string',
+              device_code: Type.String(),
+              user_code: Type.String({ pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$' }),
+              verification_uri: Type.String({ description: 'The verification page, `<base>/device`.' }),
+              verification_uri_complete: Type.String({
                 description: 'The verification page with the user code filled in.',
-              },
-              expires_in: { type: 'integer', description: 'Seconds until both codes expire.' },
-              interval: {
-                type: 'integer',
-                description: 'Seconds to wait between polls of the token endpoint.',
-              },
+              }),
+              expires_in: Type.Integer({ description: 'Seconds until both codes expire.' }),
+              interval: Type.Integer({ description: 'Seconds to wait between polls of the token endpoint.' }),
             }),
             400: errorResponse('`{"error": "invalid_request" | "invalid_client" | "invalid_scope"}`.'),
             415: NOT_A_FORM,
@@ -143,7 +130,7 @@ export function registerDeviceOAuth(forms: FastifyInstance, { clients }: RouteDe
       },
     );
 
-    scope.post<{ Body: TokenBody | undefined }>(
+    scope.post(
       TOKEN_PATH,
       {
         // The handler answers schema failures itself, after the grant type (RFC 6749 §5.2 order).
@@ -167,12 +154,9 @@ export function registerDeviceOAuth(forms: FastifyInstance, { clients }: RouteDe
           ]),
           response: {
             200: object({
-              access_token: {
-                type: 'string',
-                description: 'The CLI token: send as `Authorization: Bearer`.',
-              },
-              token_type: { type: 'string', const: 'Bearer' },
-              expires_in: { type: 'integer', description: 'Seconds until the CLI token expires.' },
+              access_token: Type.String({ description: 'The CLI token: send as `Authorization: Bearer`.' }),
+              token_type: Type.Literal('Bearer'),
+              expires_in: Type.Integer({ description: 'Seconds until the CLI token expires.' }),
             }),
             400: errorResponse(
               '`{"error": "<code>"}`: authorization_pending, slow_down, access_denied, expired_token, ' +
@@ -200,7 +184,7 @@ export function registerDeviceOAuth(forms: FastifyInstance, { clients }: RouteDe
 }
 
 /** The RFC 8414 metadata and the JSON approval: JSON-only routes. */
-export function registerDevice(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+export function registerDevice(app: Api, { clients, guards }: RouteDeps): void {
   app.get(
     '/.well-known/oauth-authorization-server',
     {
@@ -214,28 +198,18 @@ export function registerDevice(app: FastifyInstance, { clients, guards }: RouteD
           'empty. `Cache-Control: public, max-age=300`.',
         tags: ['auth'],
         response: {
-          200: {
-            description: 'The metadata document.',
-            type: 'object',
-            required: [
-              'issuer',
-              'device_authorization_endpoint',
-              'token_endpoint',
-              'grant_types_supported',
-              'response_types_supported',
-              'token_endpoint_auth_methods_supported',
-            ],
-            additionalProperties: false,
-            properties: {
-              issuer: { type: 'string' },
-              device_authorization_endpoint: { type: 'string' },
-              token_endpoint: { type: 'string' },
-              grant_types_supported: { type: 'array', items: { type: 'string' } },
-              response_types_supported: { type: 'array', items: { type: 'string' } },
-              token_endpoint_auth_methods_supported: { type: 'array', items: { type: 'string' } },
-              service_documentation: { type: 'string' },
+          200: object(
+            {
+              issuer: Type.String(),
+              device_authorization_endpoint: Type.String(),
+              token_endpoint: Type.String(),
+              grant_types_supported: Type.Array(Type.String()),
+              response_types_supported: Type.Array(Type.String()),
+              token_endpoint_auth_methods_supported: Type.Array(Type.String()),
+              service_documentation: Type.Optional(Type.String()),
             },
-          },
+            { description: 'The metadata document.' },
+          ),
         },
       },
     },
@@ -257,7 +231,7 @@ export function registerDevice(app: FastifyInstance, { clients, guards }: RouteD
     },
   );
 
-  app.post<{ Body: { user_code: string; action: 'approve' | 'deny'; mfa_code?: string } }>(
+  app.post(
     '/admin/v1/auth/device/approve',
     {
       onRequest: guards.session,
@@ -274,19 +248,13 @@ export function registerDevice(app: FastifyInstance, { clients, guards }: RouteD
           'poll answers `access_denied`. Entries are limited per user and per client IP (IPv6 by /64): 429 with ' +
           '`Retry-After`.',
         tags: ['auth'],
-        body: object(
-          {
-            user_code: { type: 'string', minLength: 1, maxLength: 64 },
-            action: { type: 'string', enum: ['approve', 'deny'] },
-            mfa_code: { type: 'string', minLength: 1, maxLength: 64 },
-          },
-          ['mfa_code'],
-        ),
+        body: object({
+          user_code: Type.String({ minLength: 1, maxLength: 64 }),
+          action: oneOf(['approve', 'deny']),
+          mfa_code: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+        }),
         response: {
-          200: object({
-            status: { type: 'string', enum: ['approved', 'denied'] },
-            client_id: { type: 'string' },
-          }),
+          200: object({ status: oneOf(['approved', 'denied']), client_id: Type.String() }),
           401: errorResponse('The second-factor code is wrong or was used already.'),
           403: errorResponse(
             'A bot token or a CLI token (devices are approved from a login session), or a second-factor code is needed.',
@@ -306,7 +274,10 @@ export function registerDevice(app: FastifyInstance, { clients, guards }: RouteD
         clientIp: request.ip,
         mfaCode: request.body.mfa_code ?? '',
       });
-      return { status: res.status, client_id: res.clientId };
+      return {
+        status: oneOfValues(['approved', 'denied'], res.status, 'device grant status'),
+        client_id: res.clientId,
+      };
     },
   );
 }

@@ -1,8 +1,7 @@
 import { HealthCheckResponse_ServingStatus as Status } from '@relayplane/proto/grpc-health';
-import type { FastifyInstance } from 'fastify';
 import { DOWNSTREAMS, type Downstream, SERVICE_NAMES } from '../clients.ts';
-import { errorResponse, object } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import { errorResponse, object, Type } from '../schemas.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const STATUS_NAMES: Record<number, string> = {
   [Status.UNKNOWN]: 'UNKNOWN',
@@ -11,7 +10,7 @@ const STATUS_NAMES: Record<number, string> = {
   [Status.SERVICE_UNKNOWN]: 'SERVICE_UNKNOWN',
 };
 
-export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): void {
+export function registerHealth(app: Api, { clients }: RouteDeps): void {
   app.get(
     '/healthz',
     {
@@ -22,7 +21,7 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
         description: 'Answers 200 whenever the process can serve HTTP. It checks nothing else.',
         tags: ['health'],
         response: {
-          200: object({ status: { type: 'string', const: 'ok' } }),
+          200: object({ status: Type.Literal('ok') }),
         },
       },
     },
@@ -43,12 +42,12 @@ export function registerHealth(app: FastifyInstance, { clients }: RouteDeps): vo
         tags: ['health'],
         response: {
           200: object({
-            status: { type: 'string', const: 'ready' },
+            status: Type.Literal('ready'),
             services: {
               type: 'object',
               required: DOWNSTREAMS,
               additionalProperties: false,
-              properties: Object.fromEntries(DOWNSTREAMS.map((name) => [name, { type: 'string' }])),
+              properties: Object.fromEntries(DOWNSTREAMS.map((name) => [name, Type.String()])),
             },
           }),
           503: errorResponse('A service is not serving (database connectivity lost) or unreachable.'),

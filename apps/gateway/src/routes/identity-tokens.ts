@@ -1,32 +1,29 @@
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { AppError } from '@relayplane/contract/errors';
 import { PERMISSIONS } from '@relayplane/shared/iam';
-import type { FastifyInstance } from 'fastify';
-import { PERMISSION_LIST } from '../components.ts';
+import { IdentityToken, PERMISSION_LIST } from '../components.ts';
 import { inProject } from '../plugins/auth.ts';
 import { presentIdentityToken, required } from '../present.ts';
 import {
+  dateTime,
   errorResponse,
   object,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   pathParams,
   ref,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
-const dateTime = { type: 'string', format: 'date-time' } as const;
 const NOT_FOUND = errorResponse('The project, identity (bot) or token does not exist in the active tenant.');
 const TOKENS = '/v1/projects/:project_id/identities/:identity_id/tokens';
 
-type IdentityParams = { project_id: string; identity_id: string };
-
-export function registerIdentityTokens(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.post<{ Params: IdentityParams; Body: { scopes: string[]; expires_at?: string } }>(
+export function registerIdentityTokens(app: Api, { clients, guards }: RouteDeps): void {
+  app.post(
     TOKENS,
     {
       onRequest: guards.identityCaller('identity_tokens:write'),
@@ -42,20 +39,19 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
           '(revoke one, or wait for one to expire).',
         tags: ['identity-tokens'],
         params: pathParams('project_id', 'identity_id'),
-        body: object(
-          {
-            scopes: { ...PERMISSION_LIST, minItems: 1, maxItems: PERMISSIONS.length * 2 },
-            expires_at: { ...dateTime, description: 'Default: one hour from now; at most 30 days.' },
-          },
-          ['expires_at'],
-        ),
+        body: object({
+          scopes: { ...PERMISSION_LIST, minItems: 1, maxItems: PERMISSIONS.length * 2 },
+          expires_at: Type.Optional(
+            dateTime({ description: 'Default: one hour from now; at most 30 days.' }),
+          ),
+        }),
         response: {
           201: object({
-            id: { type: 'string' },
-            created_at: dateTime,
+            id: Type.String(),
+            created_at: dateTime(),
             scopes: PERMISSION_LIST,
-            value: { type: 'string', description: 'The token. Shown only here.' },
-            expires_at: dateTime,
+            value: Type.String({ description: 'The token. Shown only here.' }),
+            expires_at: dateTime(),
           }),
           403: errorResponse(
             'A bot token or an API key was sent (only a user session or an identity token may call this), or the ' +
@@ -92,7 +88,7 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
     },
   );
 
-  app.get<{ Params: IdentityParams; Querystring: PageQuery }>(
+  app.get(
     TOKENS,
     {
       onRequest: guards.allow('identity_tokens:read'),
@@ -104,7 +100,7 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
         params: pathParams('project_id', 'identity_id'),
         querystring: pageQuery(),
         response: {
-          200: pageOf('identity_tokens', ref('IdentityToken')),
+          200: pageOf('identity_tokens', ref(IdentityToken)),
           400: PAGE_BAD_REQUEST,
           404: NOT_FOUND,
         },
@@ -123,7 +119,7 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
     },
   );
 
-  app.delete<{ Params: IdentityParams & { token_id: string } }>(
+  app.delete(
     `${TOKENS}/:token_id`,
     {
       onRequest: guards.allow('identity_tokens:write'),
@@ -133,7 +129,7 @@ export function registerIdentityTokens(app: FastifyInstance, { clients, guards }
         description: 'Idempotent (answers the first `revoked_at`). The token stops authenticating at once.',
         tags: ['identity-tokens'],
         params: pathParams('project_id', 'identity_id', 'token_id'),
-        response: { 200: ref('IdentityToken'), 404: NOT_FOUND },
+        response: { 200: ref(IdentityToken), 404: NOT_FOUND },
       },
     },
     async (request) => {

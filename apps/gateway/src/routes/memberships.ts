@@ -1,31 +1,32 @@
-import { ROLE_NAMES, type RoleName } from '@relayplane/contract/contract';
+import { ROLE_NAMES } from '@relayplane/contract/contract';
 import { tenantRole } from '@relayplane/shared/iam';
-import type { FastifyInstance } from 'fastify';
+import { Member, Session } from '../components.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { presentMember, presentOwnSession, required } from '../present.ts';
 import {
   errorResponse,
   object,
+  oneOf,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   pathParams,
   ref,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
-const ROLE = { type: 'string', enum: ROLE_NAMES } as const;
+const ROLE = oneOf(ROLE_NAMES);
 const FORBIDDEN = errorResponse(
   'Or an admin tried to grant the owner role or to change or remove an owner (owners only).',
 );
 const MEMBER_NOT_FOUND = errorResponse('The user is not a member of the active tenant.');
 const LAST_OWNER = errorResponse('The change would leave the tenant without an owner.');
 
-export function registerMemberships(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.post<{ Body: { tenant_id: string } }>(
+export function registerMemberships(app: Api, { clients, guards }: RouteDeps): void {
+  app.post(
     '/admin/v1/auth/session/tenant',
     {
       onRequest: guards.session,
@@ -36,8 +37,8 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
           'The same session token now acts in `tenant_id`, with the role of that membership. Answers the ' +
           'session as `GET /admin/v1/auth/session` would now. A tenant the user is not a member of: 403.',
         tags: ['auth'],
-        body: object({ tenant_id: { type: 'string', maxLength: 64 } }),
-        response: { 200: ref('Session'), 403: errorResponse('You are not a member of that tenant.') },
+        body: object({ tenant_id: Type.String({ maxLength: 64 }) }),
+        response: { 200: ref(Session), 403: errorResponse('You are not a member of that tenant.') },
       },
     },
     async (request) => {
@@ -49,7 +50,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
     },
   );
 
-  app.get<{ Querystring: PageQuery }>(
+  app.get(
     '/admin/v1/members',
     {
       onRequest: guards.allow('members:read'),
@@ -59,7 +60,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         description: `Every member may list them, oldest membership first. ${PAGING}`,
         tags: ['members'],
         querystring: pageQuery(),
-        response: { 200: pageOf('members', ref('Member')), 400: PAGE_BAD_REQUEST },
+        response: { 200: pageOf('members', ref(Member)), 400: PAGE_BAD_REQUEST },
       },
     },
     async (request) => {
@@ -71,7 +72,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
     },
   );
 
-  app.post<{ Body: { email: string; role: RoleName } }>(
+  app.post(
     '/admin/v1/members',
     {
       onRequest: guards.allow('members:write'),
@@ -82,9 +83,9 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
           'Adds the user registered with `email`, with `role`. No invitation is sent: an email nobody is ' +
           'registered with answers 404. Only owners may add an owner.',
         tags: ['members'],
-        body: object({ email: { type: 'string', minLength: 3, maxLength: 254 }, role: ROLE }),
+        body: object({ email: Type.String({ minLength: 3, maxLength: 254 }), role: ROLE }),
         response: {
-          201: ref('Member'),
+          201: ref(Member),
           403: FORBIDDEN,
           404: errorResponse('No user is registered with that email.'),
           409: errorResponse('The user is already a member of the active tenant.'),
@@ -101,7 +102,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
     },
   );
 
-  app.patch<{ Params: { user_id: string }; Body: { role: RoleName } }>(
+  app.patch(
     '/admin/v1/members/:user_id',
     {
       onRequest: guards.allow('members:write'),
@@ -114,7 +115,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
         tags: ['members'],
         params: pathParams('user_id'),
         body: object({ role: ROLE }),
-        response: { 200: ref('Member'), 403: FORBIDDEN, 404: MEMBER_NOT_FOUND, 409: LAST_OWNER },
+        response: { 200: ref(Member), 403: FORBIDDEN, 404: MEMBER_NOT_FOUND, 409: LAST_OWNER },
       },
     },
     async (request) => {
@@ -127,7 +128,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
     },
   );
 
-  app.delete<{ Params: { user_id: string } }>(
+  app.delete(
     '/admin/v1/members/:user_id',
     {
       onRequest: guards.allow('members:write'),
@@ -139,7 +140,7 @@ export function registerMemberships(app: FastifyInstance, { clients, guards }: R
           'admins only; only owners may remove an owner; the last owner cannot be removed: 409.',
         tags: ['members'],
         params: pathParams('user_id'),
-        response: { 200: ref('Member'), 403: FORBIDDEN, 404: MEMBER_NOT_FOUND, 409: LAST_OWNER },
+        response: { 200: ref(Member), 403: FORBIDDEN, 404: MEMBER_NOT_FOUND, 409: LAST_OWNER },
       },
     },
     async (request) => {

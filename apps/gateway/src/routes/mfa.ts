@@ -4,17 +4,16 @@
  * bearer or cookie with `X-CSRF-Token`, or a CLI token); bot and identity tokens: 403. Secrets (the TOTP secret, the
  * recovery codes) are answered once and never stored in clear.
  */
-import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
-import { iso } from '../present.ts';
-import { errorResponse, object } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import { iso, required } from '../present.ts';
+import { dateTime, errorResponse, noContent, object, Type } from '../schemas.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
-const code = { type: 'string', minLength: 1, maxLength: 64 } as const;
+const code = Type.String({ minLength: 1, maxLength: 64 });
 const OWN_LOGIN =
   'Your own user session (a login: bearer, or the cookie with `X-CSRF-Token`; or a CLI token); a bot or identity token: 403.';
 
-export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps): void {
+export function registerMfa(app: Api, { clients, guards }: RouteDeps): void {
   app.get(
     '/admin/v1/auth/mfa',
     {
@@ -25,15 +24,12 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
         description: `Whether a TOTP second factor is enrolled (confirmed), since when, how many recovery codes are unused, and whether the session's tenant requires one. ${OWN_LOGIN}`,
         tags: ['auth'],
         response: {
-          200: object(
-            {
-              totp_enabled: { type: 'boolean' },
-              confirmed_at: { type: 'string', format: 'date-time' },
-              recovery_codes_left: { type: 'integer', minimum: 0 },
-              tenant_requires_mfa: { type: 'boolean' },
-            },
-            ['confirmed_at'],
-          ),
+          200: object({
+            totp_enabled: Type.Boolean(),
+            confirmed_at: Type.Optional(dateTime()),
+            recovery_codes_left: Type.Integer({ minimum: 0 }),
+            tenant_requires_mfa: Type.Boolean(),
+          }),
         },
       },
     },
@@ -64,11 +60,10 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
         tags: ['auth'],
         response: {
           200: object({
-            secret: { type: 'string', description: 'Base32. Shown only here.' },
-            otpauth_uri: {
-              type: 'string',
+            secret: Type.String({ description: 'Base32. Shown only here.' }),
+            otpauth_uri: Type.String({
               description: '`otpauth://totp/…`; holds the secret. Shown only here.',
-            },
+            }),
           }),
           409: errorResponse('A second factor is already enrolled.'),
         },
@@ -80,7 +75,7 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
     },
   );
 
-  app.post<{ Body: { code: string } }>(
+  app.post(
     '/admin/v1/auth/mfa/totp/confirm',
     {
       onRequest: guards.session,
@@ -93,17 +88,15 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
           'Answers ten single-use recovery codes, shown only here: each replaces a code once, when the app is lost. ' +
           `A wrong code: 400 (the enrolment stays pending); nothing pending: 409. ${OWN_LOGIN}`,
         tags: ['auth'],
-        body: object({ code }),
+        body: object({ code: code }),
         response: {
           200: object({
-            recovery_codes: {
-              type: 'array',
-              items: { type: 'string' },
+            recovery_codes: Type.Array(Type.String(), {
               minItems: 10,
               maxItems: 10,
               description: 'Ten single-use codes (`xxxx-xxxx-xxxx`). Shown only here.',
-            },
-            confirmed_at: { type: 'string', format: 'date-time' },
+            }),
+            confirmed_at: dateTime(),
           }),
           409: errorResponse('No pending enrolment (start one), or it was confirmed meanwhile.'),
         },
@@ -114,11 +107,14 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
         principal: principalOf(request),
         code: request.body.code,
       });
-      return { recovery_codes: res.recoveryCodes, confirmed_at: iso(res.confirmedAt) };
+      return {
+        recovery_codes: res.recoveryCodes,
+        confirmed_at: required(iso(res.confirmedAt), 'confirmTotpEnrollment.confirmed_at'),
+      };
     },
   );
 
-  app.delete<{ Body: { code?: string; password?: string } }>(
+  app.delete(
     '/admin/v1/auth/mfa/totp',
     {
       onRequest: guards.session,
@@ -134,12 +130,12 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
           '`password` (throttled like a login). The secret and the recovery codes are deleted. A wrong or reused ' +
           `code: 401; a wrong password: 403; neither sent: 400; nothing enrolled: 404. ${OWN_LOGIN}`,
         tags: ['auth'],
-        body: object({ code, password: { type: 'string', minLength: 1, maxLength: 256 } }, [
-          'code',
-          'password',
-        ]),
+        body: object({
+          code: Type.Optional(code),
+          password: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+        }),
         response: {
-          204: { description: 'Removed.', type: 'null' },
+          204: noContent('Removed.'),
           401: errorResponse('The code is wrong or was already used.'),
           403: errorResponse('The password is wrong, or a bot or identity token.'),
           404: errorResponse('No second factor is enrolled.'),
@@ -166,7 +162,7 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
         summary: "The session's tenant settings",
         description: `\`require_mfa\`: whether every member needs a second factor. Any member may read it. ${OWN_LOGIN}`,
         tags: ['tenants'],
-        response: { 200: object({ require_mfa: { type: 'boolean' } }) },
+        response: { 200: object({ require_mfa: Type.Boolean() }) },
       },
     },
     async (request) => {
@@ -175,7 +171,7 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
     },
   );
 
-  app.patch<{ Body: { require_mfa?: boolean } }>(
+  app.patch(
     '/admin/v1/tenant/settings',
     {
       onRequest: guards.session,
@@ -192,9 +188,9 @@ export function registerMfa(app: FastifyInstance, { clients, guards }: RouteDeps
           'identity tokens and API keys are not people and are unaffected. The owner must have a second factor to ' +
           `turn it on (409 otherwise). Not the owner: 403. ${OWN_LOGIN}`,
         tags: ['tenants'],
-        body: object({ require_mfa: { type: 'boolean' } }, ['require_mfa']),
+        body: object({ require_mfa: Type.Optional(Type.Boolean()) }),
         response: {
-          200: object({ require_mfa: { type: 'boolean' } }),
+          200: object({ require_mfa: Type.Boolean() }),
           403: errorResponse("Not the tenant's owner (or a bot or identity token)."),
           409: errorResponse('The owner has no second factor yet.'),
         },

@@ -1,7 +1,7 @@
-import type { FastifyInstance } from 'fastify';
+import { Plan, Price } from '../components.ts';
 import { presentPlan } from '../present.ts';
-import { object, PAGE_BAD_REQUEST, PAGING, type PageQuery, pageOf, pageQuery, ref } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import { object, PAGE_BAD_REQUEST, PAGING, pageOf, pageQuery, ref, Type } from '../schemas.ts';
+import type { Api, RouteDeps } from './deps.ts';
 import { pageInMemory } from './list-page.ts';
 
 const CACHE = 'public, max-age=60';
@@ -15,8 +15,8 @@ const CATALOGUE_PAGING =
   `${PAGING} The catalogue is small and fixed (one entry per plan), so the first page holds it ` +
   'all today; it is paged anyway so that every list follows the same rule.';
 
-export function registerPlans(app: FastifyInstance, { clients }: RouteDeps): void {
-  app.get<{ Querystring: PageQuery }>(
+export function registerPlans(app: Api, { clients }: RouteDeps): void {
+  app.get(
     '/v1/plans',
     {
       schema: {
@@ -26,7 +26,7 @@ export function registerPlans(app: FastifyInstance, { clients }: RouteDeps): voi
         tags: ['billing'],
         querystring: pageQuery(),
         response: {
-          200: pageOf('plans', ref('Plan')),
+          200: pageOf('plans', ref(Plan)),
           400: PAGE_BAD_REQUEST,
         },
       },
@@ -39,7 +39,7 @@ export function registerPlans(app: FastifyInstance, { clients }: RouteDeps): voi
     },
   );
 
-  app.get<{ Querystring: PageQuery }>(
+  app.get(
     '/v1/pricing',
     {
       schema: {
@@ -53,7 +53,7 @@ export function registerPlans(app: FastifyInstance, { clients }: RouteDeps): voi
         response: {
           200: pageOf(
             'prices',
-            object({ plan_id: { type: 'string' }, plan_name: { type: 'string' }, price: ref('Price') }),
+            object({ plan_id: Type.String(), plan_name: Type.String(), price: ref(Price) }),
           ),
           400: PAGE_BAD_REQUEST,
         },

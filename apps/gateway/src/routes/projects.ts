@@ -1,22 +1,23 @@
 import { DEFAULT_PROJECT_ENVIRONMENT, PROJECT_ENVIRONMENTS } from '@relayplane/contract/contract';
-import type { FastifyInstance } from 'fastify';
+import { Project } from '../components.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { presentProject, required } from '../present.ts';
 import {
   errorResponse,
   object,
+  oneOf,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   ref,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
-export function registerProjects(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.post<{ Body: { name: string; environment?: string } }>(
+export function registerProjects(app: Api, { clients, guards }: RouteDeps): void {
+  app.post(
     '/admin/v1/projects',
     {
       onRequest: guards.allow('projects:write'),
@@ -33,19 +34,12 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
         tags: ['projects'],
         // The contract's schemes for this operation (see the description).
         security: [{ bearerAuth: [] }, { apiKey: [] }],
-        body: object(
-          {
-            name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$' },
-            environment: {
-              type: 'string',
-              enum: PROJECT_ENVIRONMENTS,
-              default: DEFAULT_PROJECT_ENVIRONMENT,
-            },
-          },
-          ['environment'],
-        ),
+        body: object({
+          name: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$' }),
+          environment: Type.Optional(oneOf(PROJECT_ENVIRONMENTS, { default: DEFAULT_PROJECT_ENVIRONMENT })),
+        }),
         response: {
-          201: ref('Project'),
+          201: ref(Project),
           409: errorResponse('A project with this name exists in the tenant.'),
           422: errorResponse(
             "The plan's project limit is reached (max_projects); the message names limit and plan.",
@@ -63,7 +57,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
     },
   );
 
-  app.get<{ Querystring: PageQuery }>(
+  app.get(
     '/admin/v1/projects',
     {
       onRequest: guards.allow('projects:read'),
@@ -73,7 +67,7 @@ export function registerProjects(app: FastifyInstance, { clients, guards }: Rout
         description: `Oldest first; a bot or an identity token sees its own project only. ${PAGING}`,
         tags: ['projects'],
         querystring: pageQuery(),
-        response: { 200: pageOf('projects', ref('Project')), 400: PAGE_BAD_REQUEST },
+        response: { 200: pageOf('projects', ref(Project)), 400: PAGE_BAD_REQUEST },
       },
     },
     async (request) => {

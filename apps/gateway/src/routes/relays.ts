@@ -1,25 +1,26 @@
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
-import type { FastifyInstance } from 'fastify';
+import { RegisteredRelay, Relay } from '../components.ts';
 import { presentRegisteredRelay, presentRelay, required } from '../present.ts';
 import {
   errorResponse,
+  noContent,
   object,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   pathParams,
   ref,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const FORBIDDEN = errorResponse('Only platform administrators manage relays.');
 const JWT_BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
 
-export function registerRelays(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get<{ Querystring: PageQuery }>(
+export function registerRelays(app: Api, { clients, guards }: RouteDeps): void {
+  app.get(
     '/admin/v1/relays',
     {
       onRequest: guards.platformAdmin,
@@ -33,7 +34,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
         tags: ['relays'],
         querystring: pageQuery(),
         response: {
-          200: pageOf('relays', ref('RegisteredRelay')),
+          200: pageOf('relays', ref(RegisteredRelay)),
           400: PAGE_BAD_REQUEST,
           403: FORBIDDEN,
         },
@@ -45,7 +46,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
     },
   );
 
-  app.post<{ Body: { region: string; host: string; port: number } }>(
+  app.post(
     '/admin/v1/relays',
     {
       onRequest: guards.platformAdmin,
@@ -57,14 +58,14 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
           'hash is stored. A relay is healthy while its heartbeats arrive within the health window.',
         tags: ['relays'],
         body: object({
-          region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' },
-          host: { type: 'string', minLength: 1, maxLength: 253 },
-          port: { type: 'integer', minimum: 1, maximum: 65535 },
+          region: Type.String({ pattern: '^[a-z0-9-]{1,32}$' }),
+          host: Type.String({ minLength: 1, maxLength: 253 }),
+          port: Type.Integer({ minimum: 1, maximum: 65535 }),
         }),
         response: {
           201: object({
-            relay: ref('RegisteredRelay'),
-            token: { type: 'string', description: 'Shown only here.' },
+            relay: ref(RegisteredRelay),
+            token: Type.String({ description: 'Shown only here.' }),
           }),
           403: FORBIDDEN,
           409: errorResponse('A relay with this host and port is registered.'),
@@ -78,7 +79,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
     },
   );
 
-  app.delete<{ Params: { relay_id: string } }>(
+  app.delete(
     '/admin/v1/relays/:relay_id',
     {
       onRequest: guards.platformAdmin,
@@ -90,7 +91,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
         tags: ['relays'],
         params: pathParams('relay_id'),
         response: {
-          204: { description: 'Removed.', type: 'null' },
+          204: noContent('Removed.'),
           400: errorResponse('A static relay cannot be removed through the API.'),
           403: FORBIDDEN,
           404: errorResponse('No such relay.'),
@@ -103,7 +104,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
     },
   );
 
-  app.post<{ Body: { load: number } }>(
+  app.post(
     '/v1/relays/heartbeat',
     {
       onRequest: guards.relayNode,
@@ -112,9 +113,9 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
         summary: 'Relay heartbeat with its load',
         description: '`load` from 0 (idle) to 1 (full). Assignment prefers the least loaded healthy relays.',
         tags: ['relays'],
-        body: object({ load: { type: 'number', minimum: 0, maximum: 1 } }),
+        body: object({ load: Type.Number({ minimum: 0, maximum: 1 }) }),
         response: {
-          200: object({ relay: ref('RegisteredRelay') }),
+          200: object({ relay: ref(RegisteredRelay) }),
         },
       },
     },
@@ -133,7 +134,7 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
     },
   );
 
-  app.get<{ Querystring: { region?: string } }>(
+  app.get(
     '/v1/relays/assignment',
     {
       schema: {
@@ -145,16 +146,9 @@ export function registerRelays(app: FastifyInstance, { clients, guards }: RouteD
         tags: ['relays'],
         // No guard: the handler reads the relay credential, which only the issuer can check.
         security: [{ relayCredential: [] }],
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: { region: { type: 'string', pattern: '^[a-z0-9-]{1,32}$' } },
-        },
+        querystring: object({ region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,32}$' })) }),
         response: {
-          200: object({
-            relays: { type: 'array', items: ref('Relay') },
-            fallback: { type: 'array', items: { type: 'string' } },
-          }),
+          200: object({ relays: Type.Array(ref(Relay)), fallback: Type.Array(Type.String()) }),
           401: errorResponse(
             'Missing credential, or a revoked, expired or forged one: `invalid or expired token`.',
           ),

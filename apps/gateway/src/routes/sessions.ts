@@ -4,58 +4,63 @@
  * refused (403); with the session cookie, state changes need `X-CSRF-Token`.
  */
 import type { SessionInfo } from '@relayplane/proto/admin';
-import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../plugins/auth.ts';
 import { clearSessionCookie } from '../plugins/csrf.ts';
-import { iso, required } from '../present.ts';
+import { iso, oneOfValues, required } from '../present.ts';
 import {
+  dateTime,
   errorResponse,
+  noContent,
+  nullable,
+  nullableDateTime,
   object,
+  oneOf,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageOf,
   pageParams,
   pageQuery,
   pathParams,
+  type Static,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
-const dateTime = { type: 'string', format: 'date-time' } as const;
-const nullableString = { type: ['string', 'null'] } as const;
+const nullableString = nullable(Type.String());
 
 /** One listed session: never its token. */
+/** How a session was made: a browser login, a bearer login, the CLI's device flow. */
+const SESSION_KINDS = ['browser', 'bearer', 'cli'] as const;
+
 const SESSION_INFO = object({
-  id: { type: 'string', pattern: '^ses_[0-9a-z]{20}$' },
-  kind: {
-    type: 'string',
-    enum: ['browser', 'bearer', 'cli'],
+  id: Type.String({ pattern: '^ses_[0-9a-z]{20}$' }),
+  kind: oneOf(SESSION_KINDS, {
     description:
       '`browser`: a login session the session cookie has authenticated (it lives in a browser); `bearer`: a ' +
       'login session only ever sent as `Authorization: Bearer` (until the cookie is seen); `cli`: a CLI token ' +
       'from the device flow (`relayplane login`).',
-  },
-  created_at: dateTime,
-  last_used_at: {
-    type: ['string', 'null'],
-    format: 'date-time',
+  }),
+  created_at: dateTime(),
+  last_used_at: nullableDateTime({
     description:
       'When a request last authenticated with it, to about a minute (written at most once a minute per ' +
       'session); null when never used after it was created.',
-  },
-  expires_at: dateTime,
+  }),
+  expires_at: dateTime(),
   ip: {
     ...nullableString,
     description: 'The client address of the login (or, for a CLI token, of the device redeeming its code).',
   },
-  user_agent: { ...nullableString, description: 'The `User-Agent` of that request, at most 256 characters.' },
-  current: { type: 'boolean', description: 'The session this request was authenticated with.' },
+  user_agent: nullable(
+    Type.String({ description: 'The `User-Agent` of that request, at most 256 characters.' }),
+  ),
+  current: Type.Boolean({ description: 'The session this request was authenticated with.' }),
 });
 
-export function presentSessionInfo(s: SessionInfo) {
+export function presentSessionInfo(s: SessionInfo): Static<typeof SESSION_INFO> {
   return {
     id: s.id,
-    kind: s.kind,
+    kind: oneOfValues(SESSION_KINDS, s.kind, 'session.kind'),
     created_at: required(iso(s.createdAt), 'session.created_at'),
     last_used_at: iso(s.lastUsedAt) ?? null,
     expires_at: required(iso(s.expiresAt), 'session.expires_at'),
@@ -68,8 +73,8 @@ export function presentSessionInfo(s: SessionInfo) {
 const USER_ROUTE =
   'Bot tokens and identity tokens: 403. With the session cookie, `X-CSRF-Token` is required on state changes.';
 
-export function registerSessions(app: FastifyInstance, { clients, guards }: RouteDeps): void {
-  app.get<{ Querystring: PageQuery }>(
+export function registerSessions(app: Api, { clients, guards }: RouteDeps): void {
+  app.get(
     '/admin/v1/auth/sessions',
     {
       onRequest: guards.session,
@@ -93,7 +98,7 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
     },
   );
 
-  app.delete<{ Params: { id: string } }>(
+  app.delete(
     '/admin/v1/auth/sessions/:id',
     {
       onRequest: guards.session,
@@ -107,7 +112,7 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
         tags: ['auth'],
         params: pathParams('id'),
         response: {
-          204: { description: 'Ended.', type: 'null' },
+          204: noContent('Ended.'),
           404: errorResponse('No session of yours has this id.'),
         },
       },
@@ -122,24 +127,22 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
     },
   );
 
-  const keepIdentityTokens = {
-    type: 'boolean',
+  const keepIdentityTokens = Type.Boolean({
     description:
       'Keep the identity tokens rooted at you (default false: they are revoked, except those created under the ' +
       'session this request came with, and the tokens created from them).',
-  } as const;
+  });
   const revokedCounts = {
-    sessions: { type: 'integer', minimum: 0, description: 'Other sessions and CLI tokens ended.' },
-    device_grants: {
-      type: 'integer',
+    sessions: Type.Integer({ minimum: 0, description: 'Other sessions and CLI tokens ended.' }),
+    device_grants: Type.Integer({
       minimum: 0,
       description:
         'Device-flow grants approved and not yet redeemed, now refused (their poll answers `access_denied`).',
-    },
-    identity_tokens: { type: 'integer', minimum: 0, description: 'Identity tokens rooted at you, revoked.' },
+    }),
+    identity_tokens: Type.Integer({ minimum: 0, description: 'Identity tokens rooted at you, revoked.' }),
   } as const;
 
-  app.post<{ Body: { keep_identity_tokens?: boolean } }>(
+  app.post(
     '/admin/v1/auth/sessions/revoke-others',
     {
       onRequest: guards.session,
@@ -158,14 +161,13 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
           'answer 401 on every gateway from the next request on. The body is optional. ' +
           USER_ROUTE,
         tags: ['auth'],
-        body: object({ keep_identity_tokens: keepIdentityTokens }, ['keep_identity_tokens']),
+        body: object({ keep_identity_tokens: Type.Optional(keepIdentityTokens) }),
         response: {
           200: object({
-            revoked: {
-              type: 'integer',
+            revoked: Type.Integer({
               minimum: 0,
               description: 'Same as `sessions` (kept for older clients).',
-            },
+            }),
             ...revokedCounts,
           }),
         },
@@ -185,14 +187,7 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
     },
   );
 
-  app.post<{
-    Body: {
-      current_password: string;
-      new_password: string;
-      keep_identity_tokens?: boolean;
-      mfa_code?: string;
-    };
-  }>(
+  app.post(
     '/admin/v1/auth/password',
     {
       onRequest: guards.session,
@@ -210,15 +205,12 @@ export function registerSessions(app: FastifyInstance, { clients, guards }: Rout
           '`Retry-After`. ' +
           USER_ROUTE,
         tags: ['auth'],
-        body: object(
-          {
-            current_password: { type: 'string', minLength: 1, maxLength: 256 },
-            new_password: { type: 'string', minLength: 1, maxLength: 256 },
-            keep_identity_tokens: keepIdentityTokens,
-            mfa_code: { type: 'string', minLength: 1, maxLength: 64 },
-          },
-          ['keep_identity_tokens', 'mfa_code'],
-        ),
+        body: object({
+          current_password: Type.String({ minLength: 1, maxLength: 256 }),
+          new_password: Type.String({ minLength: 1, maxLength: 256 }),
+          keep_identity_tokens: Type.Optional(keepIdentityTokens),
+          mfa_code: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+        }),
         response: {
           200: object(revokedCounts),
           401: errorResponse('The second-factor code is wrong or was used already.'),

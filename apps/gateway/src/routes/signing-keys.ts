@@ -1,76 +1,74 @@
 import type { SigningKey } from '@relayplane/proto/issuer';
-import type { FastifyInstance } from 'fastify';
+import { SigningKey as SigningKeySchema } from '../components.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { iso, presentSigningKey } from '../present.ts';
+import { iso, oneOfValues, presentSigningKey, required } from '../present.ts';
 import {
+  dateTime,
   errorResponse,
+  nullable,
+  nullableDateTime,
   object,
+  oneOf,
   PAGE_BAD_REQUEST,
   PAGING,
-  type PageQuery,
   pageParams,
   pageQuery,
   ref,
+  type Static,
+  Type,
 } from '../schemas.ts';
-import type { RouteDeps } from './deps.ts';
+import type { Api, RouteDeps } from './deps.ts';
 
 const FORBIDDEN = errorResponse('Only platform administrators manage signing keys.');
 
 /** `SigningKeyList` with the cursor of the next page. */
 const SIGNING_KEY_PAGE = object({
-  keys: { type: 'array', items: ref('SigningKey') },
-  rotation_pending_since: {
-    type: ['string', 'null'],
-    format: 'date-time',
+  keys: Type.Array(ref(SigningKeySchema)),
+  rotation_pending_since: nullableDateTime({
     description: 'Set while a requested rotation waits for the next key to become eligible.',
-  },
-  next_cursor: {
-    type: ['string', 'null'],
-    description: 'Pass as `cursor` for the next page; null on the last page.',
-  },
+  }),
+  next_cursor: nullable(
+    Type.String({ description: 'Pass as `cursor` for the next page; null on the last page.' }),
+  ),
 });
 
 const NOT_FOUND = errorResponse('No signing key has this kid.');
 
 /** A key as listed, with when it was revoked. */
-const REVOKED_KEY = object(
-  {
-    kid: { type: 'string' },
-    state: { type: 'string', enum: ['removed'] },
-    created_at: { type: 'string', format: 'date-time' },
-    activated_at: { type: 'string', format: 'date-time', description: 'When the key started signing.' },
-    deactivated_at: { type: 'string', format: 'date-time', description: 'When the key stopped signing.' },
-    remove_after: { type: 'string', format: 'date-time' },
-    removed_at: {
-      type: 'string',
-      format: 'date-time',
-      description: 'When the key left the JWKS and its private half was destroyed.',
-    },
-    revoked_at: { type: 'string', format: 'date-time', description: 'When the key was revoked.' },
-  },
-  ['activated_at', 'deactivated_at', 'remove_after'],
-);
+const REVOKED_KEY = object({
+  kid: Type.String(),
+  state: oneOf(['removed']),
+  created_at: dateTime(),
+  activated_at: Type.Optional(dateTime({ description: 'When the key started signing.' })),
+  deactivated_at: Type.Optional(dateTime({ description: 'When the key stopped signing.' })),
+  remove_after: Type.Optional(dateTime()),
+  removed_at: dateTime({ description: 'When the key left the JWKS and its private half was destroyed.' }),
+  revoked_at: dateTime({ description: 'When the key was revoked.' }),
+});
 
 const REVOCATION = object({
   revoked: REVOKED_KEY,
-  active: {
-    anyOf: [ref('SigningKey'), { type: 'null' }],
+  active: Type.Union([ref(SigningKeySchema), Type.Null()], {
     description:
       'The key that signs now (null only if the issuer could not make one; issuance then answers 503 until it does).',
-  },
-  already_revoked: {
-    type: 'boolean',
+  }),
+  already_revoked: Type.Boolean({
     description: 'True when the key had been revoked before this request: nothing changed.',
-  },
+  }),
 });
 
-function presentRevokedKey(key: SigningKey | undefined) {
-  if (!key) throw new Error('the issuer answered a revocation without the revoked key');
-  return { ...presentSigningKey(key), revoked_at: iso(key.revokedAt) };
+function presentRevokedKey(key: SigningKey | undefined): Static<typeof REVOKED_KEY> {
+  const revoked = presentSigningKey(required(key, 'revokeSigningKey.revoked'));
+  return {
+    ...revoked,
+    state: oneOfValues(['removed'], revoked.state, 'revoked signing_key.state'),
+    removed_at: required(revoked.removed_at, 'revoked signing_key.removed_at'),
+    revoked_at: required(iso(key?.revokedAt), 'signing_key.revoked_at'),
+  };
 }
 
-export function registerSigningKeys(app: FastifyInstance, { clients, guards, jwks }: RouteDeps): void {
-  app.get<{ Querystring: PageQuery }>(
+export function registerSigningKeys(app: Api, { clients, guards, jwks }: RouteDeps): void {
+  app.get(
     '/admin/v1/signing-keys',
     {
       onRequest: guards.platformAdmin,
@@ -127,7 +125,7 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards, jwk
     },
   );
 
-  app.post<{ Params: { kid: string } }>(
+  app.post(
     '/admin/v1/signing-keys/:kid/revoke',
     {
       onRequest: guards.platformAdmin,
@@ -144,7 +142,7 @@ export function registerSigningKeys(app: FastifyInstance, { clients, guards, jwk
           'answers 200 again with `already_revoked: true` and changes nothing. docs/credentials.md, ' +
           '"Revoking a signing key".',
         tags: ['signing-keys'],
-        params: object({ kid: { type: 'string', maxLength: 128 } }),
+        params: object({ kid: Type.String({ maxLength: 128 }) }),
         response: { 200: REVOCATION, 403: FORBIDDEN, 404: NOT_FOUND },
       },
     },

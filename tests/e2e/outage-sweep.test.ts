@@ -119,8 +119,9 @@ interface World {
   /** A live relay credential (a JWT) of p. */
   credential: string;
   credentialToRevoke: string;
-  /** A relay's node token. */
+  /** A relay's node token, and the relay's id. */
   relayToken: string;
+  relayId: string;
   relayToDelete: string;
   /** u1: a viewer of T whose role changes; its own session switches into T. */
   u1: { id: string; token: string };
@@ -330,6 +331,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       credential: credential.token,
       credentialToRevoke,
       relayToken: relay.token,
+      relayId: relay.relay.id,
       relayToDelete: relayToDelete.relay.id,
       u1: { id: u1.id, token: u1.token },
       u2,
@@ -580,6 +582,21 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     },
     relayHeartbeat: { headers: (w) => bearer(w.relayToken), body: () => ({ load: 0.5 }) },
     getRelayAssignment: { headers: (w) => bearer(w.credential) },
+    // A revalidation of a session never admitted (403 with everything up): sessions admitted
+    // here would take slots of T, whose issuance must still succeed after each outage.
+    relayAuth: {
+      headers: (w) => bearer(w.relayToken),
+      body: (w) => ({
+        id: 'ffff',
+        event: 'revalidate',
+        node: w.relayId,
+        transport: 'quic',
+        path: '/sweep',
+        query: `jwt=${w.credential}`,
+      }),
+    },
+    endRelaySession: { headers: own, params: () => ({ session_id: 'ffff' }) },
+    listRelaySessions: { headers: own, params: (w) => ({ project_id: w.p }) },
     listSigningKeys: { headers: () => platform },
     revokeSigningKey: {
       headers: () => platform,

@@ -41,6 +41,7 @@ import { registerMemberships } from './routes/memberships.ts';
 import { registerMfa } from './routes/mfa.ts';
 import { registerPlans } from './routes/plans.ts';
 import { registerProjects } from './routes/projects.ts';
+import { registerRelaySessions } from './routes/relay-sessions.ts';
 import { registerRelays } from './routes/relays.ts';
 import { registerSessions } from './routes/sessions.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
@@ -235,6 +236,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   registerCredentialContainment(api, routeDeps);
   registerAudit(api, routeDeps);
   registerRelays(api, routeDeps);
+  registerRelaySessions(api, routeDeps);
   registerBilling(api, routeDeps);
   registerMemberships(api, routeDeps);
   registerDevice(api, routeDeps);

@@ -72,6 +72,13 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
             scheme: 'bearer',
             description: 'A relay node token (prefix `rpr_`) from relay registration.',
           },
+          relayNodeBasic: {
+            type: 'http',
+            scheme: 'basic',
+            description:
+              'The relay id as user and its node token as password: what moq-relay sends for an `--auth-url` ' +
+              'with userinfo (`https://<relay_id>:<rpr_…>@host/v1/relays/auth`).',
+          },
           relayCredential: {
             type: 'http',
             scheme: 'bearer',

@@ -57,11 +57,31 @@ describe('gateway routes: authentication and authorization', () => {
         expect(res.statusCode).toBe(401);
         const body = res.json();
         expect(Object.keys(body)).toEqual(['error']);
-        if (typeof message === 'string') expect(body.error).toBe(message);
-        else expect(body.error).toMatch(message);
+        // The relay auth endpoint takes Basic too (`<relay_id>:<node token>`): `pass` is no node token.
+        const expected =
+          route.url === '/v1/relays/auth' && what === 'a Basic scheme' ? 'invalid or expired token' : message;
+        if (typeof expected === 'string') expect(body.error).toBe(expected);
+        else expect(body.error).toMatch(expected);
       });
     }
   }
+
+  it('POST /v1/relays/auth answers 401 for Basic credentials without a colon', async () => {
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/v1/relays/auth',
+      headers: { authorization: `Basic ${Buffer.from('no-colon').toString('base64')}` },
+      payload: {
+        id: '00ff',
+        event: 'connect',
+        node: 'rly_00000000000000000000',
+        transport: 'quic',
+        path: '/',
+      },
+    });
+    expect(res.statusCode).toBe(401);
+    expect(res.json()).toEqual({ error: expect.stringMatching(/malformed Basic credentials/) });
+  });
 
   const badApiKeys: [string, Record<string, string>, string | RegExp][] = [
     ['no X-API-Key header', {}, /missing API key/],
@@ -148,6 +168,7 @@ describe('gateway routes: authentication and authorization', () => {
           .replace(/usr_0+/, ':user_id')
           .replace(/cks_0+/, ':id')
           .replace(/ses_0+/, ':id')
+          .replace(/sessions\/00ff\/end$/, 'sessions/:session_id/end')
           .replace(/webhooks\/stripe$/, 'webhooks/:provider')
           .replace(/\?.*$/, '')}`,
     );

@@ -31,6 +31,16 @@ export interface CredentialsConfig {
   audience: string;
 }
 
+/** Relay sessions (docs/credentials.md, "Sessions"). */
+export interface RelaySessionsConfig {
+  /** The grant's `revalidate` cadence (s). */
+  revalidateSeconds: number;
+  /** Each grant's `expires` is now + this (s), renewed by every revalidation. */
+  expiresSeconds: number;
+  /** How long an issued credential holds a slot before it connects (s, at most its TTL). */
+  connectWindowSeconds: number;
+}
+
 export interface IssuerConfig {
   /** host:port the gRPC server binds (port 0: any free port). */
   listen: string;
@@ -63,6 +73,7 @@ export interface IssuerConfig {
    */
   redisCommandTimeoutMs: number;
   relays: RelayConfig;
+  sessions: RelaySessionsConfig;
   /** gRPC target of admin (`ISSUER_ADMIN_ADDRESS`): the audit outbox delivers events there. */
   adminAddress: string;
   /** host:port of the Prometheus metrics listener (`ISSUER_METRICS_ADDRESS`); undefined: none. */
@@ -119,6 +130,7 @@ export function readIssuerConfig(
     credentialRetentionDays: overrides.credentialRetentionDays ?? r.read(S.credentialRetention),
     redisCommandTimeoutMs: overrides.redisCommandTimeoutMs ?? r.read(S.redisCommandTimeout),
     relays: readRelayConfig(r, overrides.relays),
+    sessions: overrides.sessions ?? readSessions(r),
     adminAddress: overrides.adminAddress ?? r.read(S.adminAddress),
     metricsAddress:
       'metricsAddress' in overrides ? overrides.metricsAddress : readMetricsAddress(r, S.metrics.env),
@@ -127,6 +139,22 @@ export function readIssuerConfig(
       'healthListen' in overrides ? overrides.healthListen : readHealthListen(r, S.healthListen.env),
     logLevel: overrides.logLevel ?? (r.read(S.logLevel) as LogLevel),
   };
+}
+
+function readSessions(r: EnvReader): RelaySessionsConfig {
+  const S = ISSUER;
+  const sessions = {
+    revalidateSeconds: r.read(S.sessionRevalidate),
+    expiresSeconds: r.read(S.sessionExpires),
+    connectWindowSeconds: r.read(S.connectWindow),
+  };
+  if (sessions.expiresSeconds <= sessions.revalidateSeconds) {
+    throw new ConfigError(
+      S.sessionExpires.env,
+      `must be more than RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS (${sessions.revalidateSeconds})`,
+    );
+  }
+  return sessions;
 }
 
 function claimValue(r: EnvReader, setting: TextSetting): string {

@@ -50,6 +50,8 @@ import { RedisRevocationMarks } from './revocation/revocation-marks.ts';
 import { RevocationStore } from './revocation/revocation-store.ts';
 import { Revocations } from './revocation/revocations.ts';
 import { SigningKeyRevocation } from './revocation/signing-key-revocation.ts';
+import { RelaySessions } from './sessions/relay-sessions.ts';
+import { RelaySessionStore } from './sessions/session-store.ts';
 
 /** The issuers' bullmq queue of maintenance jobs (key maintenance, credential retention). */
 export const MAINTENANCE_QUEUE = 'issuer-maintenance';
@@ -213,6 +215,8 @@ export class IssuerContext {
         (k) => k.stop(),
       );
       const credentialStore = new CredentialStore(db, database.schema);
+      // Slots are held by credentials until they connect, then by their sessions.
+      const sessionStore = new RelaySessionStore(db, config.sessions.connectWindowSeconds);
       const issuance = new Issuance({
         config: config.credentials,
         maxTtlSeconds,
@@ -221,6 +225,8 @@ export class IssuerContext {
         slots,
         writer: credentialWriter,
         store: credentialStore,
+        ledger: sessionStore,
+        connectWindowMs: config.sessions.connectWindowSeconds * 1000,
         keys: keys.ring,
         relays,
         sign: overrides.sign,
@@ -253,6 +259,13 @@ export class IssuerContext {
         database,
         redis: redis?.requestPath,
       });
+      const introspection = new Introspection({
+        config: config.credentials,
+        clock,
+        keys: keys.ring,
+        revocations,
+        relays,
+      });
       const handlers = issuerHandlers({
         keys,
         keyRevocation: new SigningKeyRevocation({
@@ -266,13 +279,19 @@ export class IssuerContext {
           audit,
         }),
         issuance,
-        introspection: new Introspection({
-          config: config.credentials,
+        introspection,
+        sessions: new RelaySessions({
+          config: config.sessions,
           clock,
-          keys: keys.ring,
+          logger,
+          store: sessionStore,
+          introspection,
           revocations,
           relays,
+          slots,
+          audit,
         }),
+        sessionStore,
         credentialList: new CredentialList({ store: credentialStore, clock }),
         revocations,
         feed: revocationFeed,

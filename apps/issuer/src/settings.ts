@@ -105,6 +105,27 @@ export const ISSUER = {
     max: 60_000,
     description: 'How often the relay registry is re-read.',
   }),
+  sessionRevalidate: integer('RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS', {
+    default: 15,
+    min: 1,
+    max: 3600,
+    description:
+      "Relay sessions: the grant's `revalidate` cadence. Revocation ends a live session within one cadence; a relay that dies without `end` frees its sessions' slots after two (docs/credentials.md, Sessions).",
+  }),
+  sessionExpires: integer('RELAYPLANE_RELAY_SESSION_EXPIRES_SECONDS', {
+    default: 120,
+    min: 2,
+    max: 86_400,
+    description:
+      "Relay sessions: each grant's `expires` is now + this, renewed by every revalidation: how long sessions outlive an outage of Relayplane. More than the cadence.",
+  }),
+  connectWindow: integer('RELAYPLANE_RELAY_CONNECT_WINDOW_SECONDS', {
+    default: 60,
+    min: 1,
+    max: 3600,
+    description:
+      'A credential issued holds a concurrent-connection slot for this long (at most its TTL) unless it connects first; a session then holds it until it ends.',
+  }),
   adminAddress: text('ISSUER_ADMIN_ADDRESS', 'target', {
     default: '127.0.0.1:50052',
     description:

@@ -202,6 +202,32 @@ describe.each(implementations)('slot store conformance: %s', (_name, make) => {
     expect(await store.leases(tenant)).toEqual([b, c].sort());
   });
 
+  it('renews a lease whatever the cap: held or lapsed, it counts once and is never refused', async () => {
+    const tenant = newId('tenant');
+    const session = 's:00ff';
+    await store.reserve(tenant, newJti(), ttl, 2);
+    await store.reserve(tenant, newJti(), ttl, 2);
+    // At the cap: a renewal still holds a slot (a live session is never refused for the cap).
+    await store.renew(tenant, session, ttl);
+    expect(await store.leases(tenant)).toHaveLength(3);
+    expect(await store.leases(tenant)).toContain(session);
+    await store.renew(tenant, session, ttl);
+    expect(await store.leases(tenant)).toHaveLength(3);
+    // And it counts against new reservations.
+    expect((await store.reserve(tenant, newJti(), ttl, 3)).granted).toBe(false);
+    await store.release(tenant, session);
+    expect((await store.reserve(tenant, newJti(), ttl, 3)).granted).toBe(true);
+  });
+
+  it('lets a renewed lease lapse with no one releasing it', async () => {
+    const tenant = newId('tenant');
+    await store.renew(tenant, 's:0aa', ttl);
+    expect(await store.leases(tenant)).toEqual(['s:0aa']);
+    await harness.expireAll(tenant);
+    expect(await store.leases(tenant)).toEqual([]);
+    expect(await store.reserve(tenant, newJti(), ttl, 1)).toEqual({ granted: true, inUse: 1 });
+  });
+
   it('frees slots whose lease expired, with no one releasing them', async () => {
     const tenant = newId('tenant');
     for (let i = 0; i < 3; i++) expect((await store.reserve(tenant, newJti(), ttl, 3)).granted).toBe(true);

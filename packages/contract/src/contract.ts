@@ -156,6 +156,7 @@ export const AUDIT_ACTIONS = [
   'relay.delete',
   'signing_key.rotate',
   'signing_key.revoke',
+  'relay_session.end',
   // billing
   'plan.change',
   'checkout.create',
@@ -193,6 +194,7 @@ export const AUDIT_SOURCE_ACTIONS: Readonly<Record<AuditSource, readonly AuditAc
     'relay.delete',
     'signing_key.rotate',
     'signing_key.revoke',
+    'relay_session.end',
   ],
   billing: ['plan.change', 'checkout.create', 'checkout.confirm', 'billing.webhook'],
 };

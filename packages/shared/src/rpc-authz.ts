@@ -45,6 +45,9 @@ export const RPC_CALLERS: Readonly<Record<string, Callers>> = {
   'relayplane.issuer.v1.IssuerService/AuthenticateRelay': GATEWAY,
   'relayplane.issuer.v1.IssuerService/Heartbeat': GATEWAY,
   'relayplane.issuer.v1.IssuerService/AssignRelays': GATEWAY,
+  'relayplane.issuer.v1.IssuerService/DecideRelaySession': GATEWAY,
+  'relayplane.issuer.v1.IssuerService/EndRelaySession': GATEWAY,
+  'relayplane.issuer.v1.IssuerService/ListRelaySessions': GATEWAY,
   'relayplane.issuer.v1.IssuerService/SummarizeUsage': ['billing'],
 
   'relayplane.billing.v1.BillingService/ListPlans': GATEWAY,

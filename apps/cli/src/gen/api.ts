@@ -757,6 +757,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/projects/{project_id}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's relay sessions
+         * @description Newest first; `state`: `live` (not ended) or `ended`; neither: both. No credential values. Paged: `limit` 1..200 (default 50); pass `next_cursor` as `cursor` for the next page (`null`: the last page). A client sending neither gets the first page. Needs permission `api_keys:read` (roles owner, admin, developer, viewer; bots and identity tokens whose role (and scopes) grant it; docs/iam.md).
+         */
+        get: operations["listRelaySessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/relays": {
         parameters: {
             query?: never;
@@ -796,6 +816,26 @@ export interface paths {
          * @description Its node token stops working. Static relays are configured in `RELAYPLANE_RELAYS_FILE` instead.
          */
         delete: operations["deleteRelay"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/sessions/{session_id}/end": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End a live relay session
+         * @description The session's next revalidation is refused, so its relay closes it within one cadence (`RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS`, 15 s by default); its slot is freed at once. Audited (`relay_session.end`). Ending an ended session answers it again and changes nothing. Needs permission `credentials:revoke` (roles owner, admin, developer; never bots or identity tokens; docs/iam.md).
+         */
+        post: operations["endRelaySession"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1228,6 +1268,26 @@ export interface paths {
         get: operations["getRelayAssignment"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/relays/auth": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A relay's session event: connect, revalidate or end (moq-relay's auth contract)
+         * @description The auth server moq-relay calls (`--auth-url https://<relay_id>:<node token>@<gateway>/v1/relays/auth`): HTTP Basic with the relay id and its node token, or the token as bearer; `node` must be the same relay id (another relay's: 403). The credential comes as `jwt=<relay credential>` in `query` (or a SETUP token of kind 0). `connect` verifies it fully, checks the relay is one it may use, admits the session under the plan's `max_concurrent_connections` (live sessions plus credentials issued within the connect window that have not connected) and answers the grant; the same `id` again gets the same answer. `revalidate` answers the grant with a later `expires` until the session is ended or its credential revoked (by jti, API key, project watermark or signing key): then 403, and the relay closes the session. `end` records reason, duration and bytes and frees the slot (204). A refusal is 403 with the reason, which the relay may log; any other status is an outage to the relay (a `connect` is refused, a live session keeps its grant until `expires`). docs/credentials.md, "Sessions".
+         */
+        post: operations["relayAuth"];
         delete?: never;
         options?: never;
         head?: never;
@@ -5555,6 +5615,117 @@ export interface operations {
             };
         };
     };
+    listRelaySessions: {
+        parameters: {
+            query?: {
+                /** @description The previous page's `next_cursor`; absent: the first page. */
+                cursor?: string;
+                /** @description Items per page, 1..200 (default 50). */
+                limit?: string;
+                state?: "live" | "ended";
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Pass as `cursor` for the next page; null on the last page. */
+                        next_cursor: string | null;
+                        sessions: {
+                            bytes: {
+                                received: number;
+                                sent: number;
+                            };
+                            duration_seconds: number | null;
+                            /** Format: date-time */
+                            ended_at: string | null;
+                            id: string;
+                            /** @description The credential it connected with. */
+                            jti: string;
+                            /**
+                             * Format: date-time
+                             * @description The last connect or revalidation.
+                             */
+                            last_seen_at: string;
+                            /** @description Why it ended (the relay's reason, `revoked`, `ended_by_admin`). */
+                            reason: string | null;
+                            relay_id: string;
+                            remote: string | null;
+                            /** @description `publisher`, `subscriber`, or null (both). */
+                            role: string | null;
+                            /** Format: date-time */
+                            started_at: string;
+                            transport: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description A malformed query parameter: `limit` not a whole number from 1 to 200, or a `cursor` this API did not return. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `api_keys:read`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listRelays: {
         parameters: {
             query?: {
@@ -5779,6 +5950,98 @@ export interface operations {
                 };
             };
             /** @description No such relay. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    endRelaySession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        bytes: {
+                            received: number;
+                            sent: number;
+                        };
+                        duration_seconds: number | null;
+                        /** Format: date-time */
+                        ended_at: string | null;
+                        id: string;
+                        /** @description The credential it connected with. */
+                        jti: string;
+                        /**
+                         * Format: date-time
+                         * @description The last connect or revalidation.
+                         */
+                        last_seen_at: string;
+                        /** @description Why it ended (the relay's reason, `revoked`, `ended_by_admin`). */
+                        reason: string | null;
+                        relay_id: string;
+                        remote: string | null;
+                        /** @description `publisher`, `subscriber`, or null (both). */
+                        role: string | null;
+                        /** Format: date-time */
+                        started_at: string;
+                        transport: string;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `credentials:revoke`. Or: A cookie-authenticated request without the session's `X-CSRF-Token`: `missing or invalid CSRF token`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No relay session has this id in the active tenant. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7561,6 +7824,160 @@ export interface operations {
             };
             /** @description Missing credential, or a revoked, expired or forged one: `invalid or expired token`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    relayAuth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    alpn?: string;
+                    bytes?: {
+                        received: number;
+                        sent: number;
+                    };
+                    /** @description `end` only: seconds admitted. */
+                    duration?: number;
+                    /** @enum {string} */
+                    event: "connect" | "revalidate" | "end";
+                    /** @description The session id, 128-bit hex. */
+                    id: string;
+                    local?: string;
+                    /** @description The relay's registered id (`rly_…`). */
+                    node: string;
+                    path: string;
+                    /** @description The raw query: the credential is `jwt=<relay credential>` (the last non-empty one). */
+                    query?: string;
+                    /** @description `end` only. */
+                    reason?: string;
+                    remote?: string;
+                    /**
+                     * @description Absent: both.
+                     * @enum {string}
+                     */
+                    role?: "publisher" | "subscriber";
+                    server_name?: string;
+                    /** @description The client's certificate; not used to admit. */
+                    tls?: Record<string, never>;
+                    /** @description A SETUP token: kind 0 carries the relay credential (the same as `jwt=` if both come). */
+                    token?: {
+                        kind: number;
+                        /** @description base64url, unpadded. */
+                        value: string;
+                    };
+                    /** @description Unknown transports are read as `unknown`. */
+                    transport: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Unix seconds; renewed by every revalidation. */
+                        expires: number;
+                        /** @description Patterns relative to `root`. */
+                        publish?: string[];
+                        /** @description Seconds until the relay asks again. */
+                        revalidate: number;
+                        /** @description `<project id>/<dialed path>`: a session reaches its project's broadcasts only. */
+                        root: string;
+                        subscribe?: string[];
+                        /** @description The tenant's plan. */
+                        tier: string;
+                    };
+                };
+            };
+            /** @description `end` recorded. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed JSON, a missing or wrongly typed field, or an unknown field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid relay node token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Refused, with the reason: another relay's `node`, no or an invalid credential, over the cap, a relay the credential may not use, an ended session or a revoked credential. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `end` or `revalidate` of a session never admitted here. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not `application/json`. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

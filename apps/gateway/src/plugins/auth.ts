@@ -98,6 +98,31 @@ function bearerToken(request: FastifyRequest): string {
   return match[1];
 }
 
+const BASIC = /^Basic ([A-Za-z0-9+/]+={0,2})$/i;
+
+/**
+ * A relay's node token: `Authorization: Bearer rpr_…`, or HTTP Basic `<relay_id>:<token>` (what
+ * an HTTP client sends for a URL with userinfo, as moq-relay's `--auth-url` does).
+ */
+function relayNodeCredential(request: FastifyRequest): { token: string; user?: string } {
+  const basic = BASIC.exec(request.headers.authorization ?? '');
+  if (!basic?.[1]) return { token: bearerToken(request) };
+  const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0)
+    throw new AppError('unauthenticated', 'malformed Basic credentials: expected <relay_id>:<token>');
+  let user: string;
+  try {
+    user = decodeURIComponent(decoded.slice(0, colon));
+  } catch {
+    throw new AppError(
+      'unauthenticated',
+      'malformed Basic credentials: the user is not percent-encoded text',
+    );
+  }
+  return { token: decoded.slice(colon + 1), ...(user === '' ? {} : { user }) };
+}
+
 /**
  * The session credential of a request: the bearer header when one is sent (it wins over a
  * cookie), else the session cookie. A cookie only ever holds a user session token.
@@ -162,6 +187,11 @@ export interface AuthGuards {
   /** A relay node token (`rpr_…`) as bearer. */
   relayNode(request: FastifyRequest): Promise<void>;
   /**
+   * The relay auth endpoint's: the node token as bearer, or HTTP Basic `<relay_id>:<token>`
+   * (moq-relay's `--auth-url` with userinfo).
+   */
+  relaySession(request: FastifyRequest): Promise<void>;
+  /**
    * A user session token (or a CLI token), as bearer or as the session cookie (then
    * state-changing methods need `X-CSRF-Token`). A valid bot or identity token: 403.
    */
@@ -185,6 +215,16 @@ export interface GuardCaches {
 }
 
 export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: GuardCaches): AuthGuards {
+  /** The registered relay a node token (`rpr_…`) belongs to (cached briefly); else 401. */
+  async function relayOf(token: string): Promise<Relay> {
+    if (parseToken(token) !== 'relayNode') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    return caches.relays.get(token, async () => {
+      const res = await issuer.authenticateRelay({ token });
+      if (!res.relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      return res.relay;
+    });
+  }
+
   const principal = guard({ scheme: 'bearerAuth' }, async (request: FastifyRequest) => {
     const { token, via } = sessionCredential(request);
     // `via`: a login session the cookie authenticates is listed as a browser session.
@@ -279,13 +319,19 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
         }, done);
     }),
     relayNode: guard({ scheme: 'relayNodeToken' }, async (request) => {
-      const token = bearerToken(request);
-      if (parseToken(token) !== 'relayNode') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-      request.relay = await caches.relays.get(token, async () => {
-        const res = await issuer.authenticateRelay({ token });
-        if (!res.relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
-        return res.relay;
-      });
+      request.relay = await relayOf(bearerToken(request));
+    }),
+    relaySession: guard({ scheme: 'relayNodeToken' }, async (request) => {
+      const { token, user } = relayNodeCredential(request);
+      const relay = await relayOf(token);
+      // Basic: the user part names the relay the token belongs to (`https://<relay_id>:<token>@…`).
+      if (user !== undefined && user !== relay.id) {
+        throw new AppError(
+          'unauthenticated',
+          'the Basic user is not the id of the relay this token belongs to',
+        );
+      }
+      request.relay = relay;
     }),
     platformAdmin: guard({ scheme: 'bearerAuth' }, async (request: FastifyRequest) => {
       await session(request);

@@ -1,12 +1,12 @@
 /**
- * A project's credentials, which the issuer holds, behind the project access admin decides
+ * A project's credentials and relay sessions, which the issuer holds, behind the project access admin decides
  * (docs/CONTRIBUTING.md, "Use cases across services"): another tenant's project is 404 before
  * the issuer is asked anything.
  */
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { AppError } from '@relayplane/contract/errors';
 import type { Principal } from '@relayplane/proto/admin';
-import type { ListCredentialsResponse } from '@relayplane/proto/issuer';
+import type { ListCredentialsResponse, ListRelaySessionsResponse } from '@relayplane/proto/issuer';
 import type { AdminClient, IssuerClient } from '../clients.ts';
 import { parseRfc3339 } from '../present.ts';
 
@@ -68,6 +68,21 @@ export async function listProjectCredentials(
     projectId: input.projectId,
     apiKeyId: input.apiKeyId,
     active: input.active,
+    limit: input.limit,
+    cursor: input.cursor,
+  });
+}
+
+/** A page of the project's relay sessions, once the project is known to be the caller's (404). */
+export async function listProjectRelaySessions(
+  clients: { admin: AdminClient; issuer: IssuerClient },
+  input: ProjectScope & { state: string; limit: number; cursor: string },
+): Promise<ListRelaySessionsResponse> {
+  await keysOf(clients.admin, input);
+  return clients.issuer.listRelaySessions({
+    tenantId: input.tenantId,
+    projectId: input.projectId,
+    state: input.state,
     limit: input.limit,
     cursor: input.cursor,
   });

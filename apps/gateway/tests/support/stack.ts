@@ -43,6 +43,8 @@ export interface StackOptions {
   adminClock?: Clock;
   /** Admin's variables on top of the stack's (e.g. login or sign-up limits). */
   adminEnv?: Record<string, string>;
+  /** The issuer's variables on top of the stack's (e.g. a short relay-session cadence). */
+  issuerEnv?: Record<string, string>;
   /** The gateway app's logger (e.g. one that captures its lines); default a test logger. */
   gatewayLogger?: Logger;
   /** The gateway's header, request and keep-alive timeouts and connection cap; default the app's. */
@@ -69,9 +71,13 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
   const metricsAddress = options.serveMetrics ? '127.0.0.1:0' : undefined;
   const closers: (() => Promise<void>)[] = [];
   try {
-    const issuer = await IssuerApp.create(readIssuerConfig(env, { listen: '127.0.0.1:0', metricsAddress }), {
-      logger: testLogger('issuer'),
-    });
+    const issuerEnv = { ...env, ...options.issuerEnv };
+    const issuer = await IssuerApp.create(
+      readIssuerConfig(issuerEnv, { listen: '127.0.0.1:0', metricsAddress }),
+      {
+        logger: testLogger('issuer'),
+      },
+    );
     await issuer.start();
     closers.push(() => issuer.destroy());
 

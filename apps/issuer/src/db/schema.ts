@@ -39,6 +39,7 @@ export interface IssuerDatabase {
   relays: RelaysTable;
   project_watermarks: ProjectWatermarksTable;
   revoked_api_keys: RevokedApiKeysTable;
+  relay_sessions: RelaySessionsTable;
   /** Audit events not yet delivered to admin (@relayplane/shared/audit-outbox). */
   audit_outbox: AuditOutboxTable;
 }
@@ -101,4 +102,37 @@ export interface RevocationsTable {
   tenant_id: string;
   revoked_at: Date;
   expires_at: Date;
+}
+
+/** Relay sessions admitted through the relay auth endpoint (docs/credentials.md, "Sessions"). */
+export interface RelaySessionsTable {
+  /** The relay's session id, 128-bit hex. */
+  id: string;
+  relay_id: string;
+  tenant_id: string;
+  project_id: string;
+  api_key_id: string;
+  jti: string;
+  kid: string;
+  /** The credential's `iat` (seconds; int8: a string from pg). */
+  credential_iat: ColumnType<string | number | bigint, number, never>;
+  transport: string;
+  remote: string;
+  role: string;
+  path: string;
+  grant_root: string;
+  grant_publish: boolean;
+  grant_subscribe: boolean;
+  tier: string;
+  revalidate_seconds: number;
+  started_at: Date;
+  last_seen_at: Date;
+  grant_expires_at: Date;
+  ended_at: Date | null;
+  end_reason: string | null;
+  /** relay | admin | revocation */
+  ended_by: string | null;
+  duration_seconds: number | null;
+  bytes_sent: ColumnType<string | number | bigint, number | undefined, number>;
+  bytes_received: ColumnType<string | number | bigint, number | undefined, number>;
 }

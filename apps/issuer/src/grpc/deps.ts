@@ -9,6 +9,8 @@ import type { RelayDirectory } from '../relays/relay-directory.ts';
 import type { RevocationFeed } from '../revocation/revocation-feed.ts';
 import type { Revocations } from '../revocation/revocations.ts';
 import type { SigningKeyRevocation } from '../revocation/signing-key-revocation.ts';
+import type { RelaySessions } from '../sessions/relay-sessions.ts';
+import type { RelaySessionStore } from '../sessions/session-store.ts';
 
 /** What the issuer RPC handlers work with; each handler takes only the part it uses. */
 export interface IssuerDeps {
@@ -21,6 +23,8 @@ export interface IssuerDeps {
   feed: RevocationFeed;
   relays: RelayDirectory;
   usage: UsageSummaryStore;
+  sessions: RelaySessions;
+  sessionStore: RelaySessionStore;
   logger: Logger;
   /** Absent: nothing is counted (handlers built outside the service). */
   metrics?: IssuerMetrics;

@@ -14,6 +14,7 @@ import { listRelays } from './list-relays.ts';
 import { listRevocations } from './list-revocations.ts';
 import { listSigningKeys } from './list-signing-keys.ts';
 import { registerRelay } from './register-relay.ts';
+import { decideRelaySession, endRelaySession, listRelaySessions } from './relay-sessions.ts';
 import { revokeCredential } from './revoke-credential.ts';
 import { revokeCredentials } from './revoke-credentials.ts';
 import { revokeSigningKey } from './revoke-signing-key.ts';
@@ -41,5 +42,8 @@ export function issuerHandlers(deps: IssuerDeps): ServiceImpl<typeof IssuerServi
     authenticateRelay: authenticateRelay(deps),
     heartbeat: heartbeat(deps),
     summarizeUsage: summarizeUsage(deps),
+    decideRelaySession: decideRelaySession(deps),
+    endRelaySession: endRelaySession(deps),
+    listRelaySessions: listRelaySessions(deps),
   };
 }

@@ -25,6 +25,11 @@ export class Introspection {
 
   /** The claims of a valid, unexpired, unrevoked credential; undefined otherwise. */
   async verify(token: string): Promise<CredentialClaims | undefined> {
+    return (await this.verifySigned(token))?.claims;
+  }
+
+  /** `verify`, with the kid of the key that signed it (a relay session re-checks that key). */
+  async verifySigned(token: string): Promise<{ claims: CredentialClaims; kid: string } | undefined> {
     let kid = '';
     const claims = verifyCredential(token, {
       issuer: this.#d.config.issuer,
@@ -41,7 +46,7 @@ export class Introspection {
       iat: claims.iat,
       kid,
     });
-    return revoked ? undefined : claims;
+    return revoked ? undefined : { claims, kid };
   }
 
   /** Fresh relays for the holder of a valid credential (region: asked, else the credential's). */

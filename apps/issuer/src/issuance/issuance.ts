@@ -23,7 +23,7 @@ import type { RelayView } from '../relays/relay-directory.ts';
 import { type IssueInput, issueRequest } from './credential-request.ts';
 import type { CredentialStore } from './credential-store.ts';
 import { ApiKeyRevokedError, type CredentialWriter, SigningKeyRevokedError } from './credential-writer.ts';
-import { SlotLedgerUnavailableError, type SlotStore } from './slot-store.ts';
+import { type SlotLedger, SlotLedgerUnavailableError, type SlotStore } from './slot-store.ts';
 
 const SLOTS_UNAVAILABLE_MESSAGE = 'concurrency limits are unavailable; retry shortly';
 const RECORD_UNAVAILABLE_MESSAGE = 'credentials cannot be recorded right now; retry shortly';
@@ -52,8 +52,15 @@ export interface IssuanceDeps {
   logger: Logger;
   slots: SlotStore;
   writer: CredentialWriter;
-  /** Withdraws recorded credentials that will not be answered; the ledger slots are rebuilt from. */
+  /** Withdraws recorded credentials that will not be answered. */
   store: CredentialStore;
+  /** What a lost slot set is rebuilt from (default: `store`, every live credential). */
+  ledger?: SlotLedger;
+  /**
+   * How long a credential holds its slot before it connects (ms; default: its TTL). A relay
+   * session then takes the slot over (sessions/relay-sessions.ts).
+   */
+  connectWindowMs?: number;
   keys: { activeKey(): ActiveSigningKey | undefined };
   relays: { assign(region?: string): { relays: RelayView[]; fallback: string[] } };
   /** Signs the JWT (replaceable for fault-injection tests). */
@@ -70,7 +77,7 @@ export class Issuance {
     this.#d = deps;
     this.#sign = deps.sign ?? signCredential;
     // The rows this class records before answering are what a lost slot set is rebuilt from.
-    deps.slots.recoverFrom(deps.store);
+    deps.slots.recoverFrom(deps.ledger ?? deps.store);
   }
 
   async issue(input: IssueInput, signal?: AbortSignal): Promise<IssuedCredential> {
@@ -126,7 +133,7 @@ export class Issuance {
         retryAfterSeconds: 1,
       });
     const jti = newJti();
-    const ttlMs = req.ttlSeconds * 1000;
+    const ttlMs = Math.min(req.ttlSeconds * 1000, this.#d.connectWindowMs ?? Number.POSITIVE_INFINITY);
 
     let granted: boolean;
     try {

@@ -15,6 +15,7 @@ import {
  * lifetime in ms of each lease. Answers 0 (rebuild needed), or 1 then granted and in-use per lease.
  */
 const RESERVE_SLOTS = loadScript(new URL('./reserve-slots-2.lua', import.meta.url));
+const RENEW_SLOT = loadScript(new URL('./renew-slot-1.lua', import.meta.url));
 
 /** At most this many leases go in one script call (its run time blocks Redis). */
 const MAX_SLOT_BATCH = 256;
@@ -195,6 +196,10 @@ export class RedisSlotStore implements SlotStore {
 
   async release(tenantId: string, jti: string): Promise<void> {
     await this.#redis.zrem(this.#keys.slots(tenantId), jti);
+  }
+
+  async renew(tenantId: string, leaseId: string, ttlMs: number): Promise<void> {
+    await RENEW_SLOT.run(this.#redis, [this.#keys.slots(tenantId)], [ttlMs, leaseId]);
   }
 
   async leases(tenantId: string): Promise<string[]> {

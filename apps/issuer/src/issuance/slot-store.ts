@@ -63,6 +63,12 @@ export interface SlotStore {
   confirm(tenantId: string, jti: string, ttlMs: number, cap: number): Promise<SlotReservation>;
   /** Frees the lease (revocation, or an issuance that failed after reserving). */
   release(tenantId: string, jti: string): Promise<void>;
+  /**
+   * Sets the lease's expiry to now + `ttlMs`, adding it if it is not held, whatever the cap: a
+   * live relay session's lease, renewed at each revalidation (an admitted session is never
+   * refused for the cap; a plan lowered below the live count refuses new connects only).
+   */
+  renew(tenantId: string, leaseId: string, ttlMs: number): Promise<void>;
   /** The tenant's live leases (expired ones excluded), for tests and diagnostics. */
   leases(tenantId: string): Promise<string[]>;
   close(): Promise<void>;
@@ -249,6 +255,19 @@ export class MemorySlotStore implements SlotStore {
 
   async release(tenantId: string, jti: string): Promise<void> {
     this.#tenants.get(tenantId)?.leases.delete(jti);
+  }
+
+  async renew(tenantId: string, leaseId: string, ttlMs: number): Promise<void> {
+    let tenant = this.#tenants.get(tenantId);
+    if (!tenant) {
+      // Not loaded yet: the lease waits in an entry that covers no cap, so the first
+      // reservation still loads the ledger (and keeps this lease, as a rebuilt Redis set does).
+      tenant = { leases: new Map(), expiries: new ExpiryHeap(), covers: 0 };
+      this.#tenants.set(tenantId, tenant);
+    }
+    const expiry = this.#now() + ttlMs;
+    tenant.leases.set(leaseId, expiry);
+    tenant.expiries.push(expiry, leaseId);
   }
 
   async leases(tenantId: string): Promise<string[]> {

@@ -219,6 +219,17 @@ export class RelayDirectory {
     });
   }
 
+  /**
+   * A registered relay by id: from memory, else read once (registered on another replica a
+   * moment ago); undefined when it is not registered (or removed).
+   */
+  async find(id: string): Promise<RelayView | undefined> {
+    if (!isId('relay', id)) return undefined;
+    if (!this.#registered.has(id)) await this.#reloadOne(id);
+    const record = this.#registered.get(id);
+    return record ? this.#view(record, this.#clock.now()) : undefined;
+  }
+
   /** Registers a relay; the token (`rpr_…`) is returned only here and stored as a hash. */
   async register(input: {
     region: string;

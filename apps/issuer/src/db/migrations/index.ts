@@ -9,6 +9,7 @@ import * as credentialContainment from './20261128T2000-credential-containment.t
 import * as auditOutbox from './20261129T1000-audit-outbox.ts';
 import * as relaysLiveOrder from './20261130T1000-relays-live-order.ts';
 import * as signingKeyRevocations from './20261201T1000-signing-key-revocations.ts';
+import * as relaySessions from './20261202T1000-relay-sessions.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -22,4 +23,5 @@ export const migrations: Record<string, Migration> = {
   '20261129T1000-audit-outbox': auditOutbox,
   '20261130T1000-relays-live-order': relaysLiveOrder,
   '20261201T1000-signing-key-revocations': signingKeyRevocations,
+  '20261202T1000-relay-sessions': relaySessions,
 };

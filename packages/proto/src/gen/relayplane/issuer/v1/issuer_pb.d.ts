@@ -1434,6 +1434,352 @@ export declare type SummarizeUsageResponse = Message<"relayplane.issuer.v1.Summa
 export declare const SummarizeUsageResponseSchema: GenMessage<SummarizeUsageResponse>;
 
 /**
+ * One session event as the relay sent it (docs/credentials.md, "Sessions").
+ *
+ * @generated from message relayplane.issuer.v1.DecideRelaySessionRequest
+ */
+export declare type DecideRelaySessionRequest = Message<"relayplane.issuer.v1.DecideRelaySessionRequest"> & {
+  /**
+   * The registered relay that sent it (authenticated by the gateway).
+   *
+   * @generated from field: string relay_id = 1;
+   */
+  relayId: string;
+
+  /**
+   * The relay's session id: 128-bit hex, the same for every event of one session.
+   *
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * connect | revalidate | end
+   *
+   * @generated from field: string event = 3;
+   */
+  event: string;
+
+  /**
+   * @generated from field: string node = 4;
+   */
+  node: string;
+
+  /**
+   * @generated from field: string transport = 5;
+   */
+  transport: string;
+
+  /**
+   * @generated from field: string remote = 6;
+   */
+  remote: string;
+
+  /**
+   * @generated from field: string path = 7;
+   */
+  path: string;
+
+  /**
+   * The credential (a JWT) from `jwt=` in the query or a SETUP token; empty if none.
+   *
+   * @generated from field: string token = 8;
+   */
+  token: string;
+
+  /**
+   * publisher | subscriber | "" (both)
+   *
+   * @generated from field: string role = 9;
+   */
+  role: string;
+
+  /**
+   * end only
+   *
+   * @generated from field: string reason = 10;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: double duration_seconds = 11;
+   */
+  durationSeconds: number;
+
+  /**
+   * @generated from field: uint64 bytes_sent = 12;
+   */
+  bytesSent: bigint;
+
+  /**
+   * @generated from field: uint64 bytes_received = 13;
+   */
+  bytesReceived: bigint;
+
+  /**
+   * connect: the tenant's plan as billing answers it (the cap and the tier); the issuer checks
+   * that the verified credential belongs to `policy_tenant_id`.
+   *
+   * @generated from field: relayplane.issuer.v1.IssuancePolicy policy = 14;
+   */
+  policy?: IssuancePolicy | undefined;
+
+  /**
+   * @generated from field: string policy_tenant_id = 15;
+   */
+  policyTenantId: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.DecideRelaySessionRequest.
+ * Use `create(DecideRelaySessionRequestSchema)` to create a new message.
+ */
+export declare const DecideRelaySessionRequestSchema: GenMessage<DecideRelaySessionRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.DecideRelaySessionResponse
+ */
+export declare type DecideRelaySessionResponse = Message<"relayplane.issuer.v1.DecideRelaySessionResponse"> & {
+  /**
+   * connect and revalidate: the grant. end: empty.
+   *
+   * @generated from field: relayplane.issuer.v1.RelaySessionGrant grant = 1;
+   */
+  grant?: RelaySessionGrant | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.DecideRelaySessionResponse.
+ * Use `create(DecideRelaySessionResponseSchema)` to create a new message.
+ */
+export declare const DecideRelaySessionResponseSchema: GenMessage<DecideRelaySessionResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RelaySessionGrant
+ */
+export declare type RelaySessionGrant = Message<"relayplane.issuer.v1.RelaySessionGrant"> & {
+  /**
+   * @generated from field: repeated string publish = 1;
+   */
+  publish: string[];
+
+  /**
+   * @generated from field: repeated string subscribe = 2;
+   */
+  subscribe: string[];
+
+  /**
+   * @generated from field: string root = 3;
+   */
+  root: string;
+
+  /**
+   * Unix seconds.
+   *
+   * @generated from field: int64 expires = 4;
+   */
+  expires: bigint;
+
+  /**
+   * @generated from field: uint32 revalidate_seconds = 5;
+   */
+  revalidateSeconds: number;
+
+  /**
+   * @generated from field: string tier = 6;
+   */
+  tier: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RelaySessionGrant.
+ * Use `create(RelaySessionGrantSchema)` to create a new message.
+ */
+export declare const RelaySessionGrantSchema: GenMessage<RelaySessionGrant>;
+
+/**
+ * @generated from message relayplane.issuer.v1.EndRelaySessionRequest
+ */
+export declare type EndRelaySessionRequest = Message<"relayplane.issuer.v1.EndRelaySessionRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.EndRelaySessionRequest.
+ * Use `create(EndRelaySessionRequestSchema)` to create a new message.
+ */
+export declare const EndRelaySessionRequestSchema: GenMessage<EndRelaySessionRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.EndRelaySessionResponse
+ */
+export declare type EndRelaySessionResponse = Message<"relayplane.issuer.v1.EndRelaySessionResponse"> & {
+  /**
+   * @generated from field: relayplane.issuer.v1.RelaySession session = 1;
+   */
+  session?: RelaySession | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.EndRelaySessionResponse.
+ * Use `create(EndRelaySessionResponseSchema)` to create a new message.
+ */
+export declare const EndRelaySessionResponseSchema: GenMessage<EndRelaySessionResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListRelaySessionsRequest
+ */
+export declare type ListRelaySessionsRequest = Message<"relayplane.issuer.v1.ListRelaySessionsRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * live | ended | "" (both)
+   *
+   * @generated from field: string state = 3;
+   */
+  state: string;
+
+  /**
+   * @generated from field: int32 limit = 4;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string cursor = 5;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRelaySessionsRequest.
+ * Use `create(ListRelaySessionsRequestSchema)` to create a new message.
+ */
+export declare const ListRelaySessionsRequestSchema: GenMessage<ListRelaySessionsRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.ListRelaySessionsResponse
+ */
+export declare type ListRelaySessionsResponse = Message<"relayplane.issuer.v1.ListRelaySessionsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.issuer.v1.RelaySession sessions = 1;
+   */
+  sessions: RelaySession[];
+
+  /**
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.ListRelaySessionsResponse.
+ * Use `create(ListRelaySessionsResponseSchema)` to create a new message.
+ */
+export declare const ListRelaySessionsResponseSchema: GenMessage<ListRelaySessionsResponse>;
+
+/**
+ * @generated from message relayplane.issuer.v1.RelaySession
+ */
+export declare type RelaySession = Message<"relayplane.issuer.v1.RelaySession"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string relay_id = 2;
+   */
+  relayId: string;
+
+  /**
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string project_id = 4;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string jti = 5;
+   */
+  jti: string;
+
+  /**
+   * @generated from field: string transport = 6;
+   */
+  transport: string;
+
+  /**
+   * @generated from field: string remote = 7;
+   */
+  remote: string;
+
+  /**
+   * @generated from field: string role = 8;
+   */
+  role: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp started_at = 9;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp ended_at = 10;
+   */
+  endedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string reason = 11;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: uint64 bytes_sent = 12;
+   */
+  bytesSent: bigint;
+
+  /**
+   * @generated from field: uint64 bytes_received = 13;
+   */
+  bytesReceived: bigint;
+
+  /**
+   * @generated from field: double duration_seconds = 14;
+   */
+  durationSeconds: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_seen_at = 15;
+   */
+  lastSeenAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.RelaySession.
+ * Use `create(RelaySessionSchema)` to create a new message.
+ */
+export declare const RelaySessionSchema: GenMessage<RelaySession>;
+
+/**
  * @generated from enum relayplane.issuer.v1.KeyState
  */
 export enum KeyState {
@@ -1673,6 +2019,37 @@ export declare const IssuerService: GenService<{
     methodKind: "unary";
     input: typeof AssignRelaysRequestSchema;
     output: typeof AssignRelaysResponseSchema;
+  },
+  /**
+   * A relay's session event (moq-relay's auth contract: connect, revalidate, end), from the
+   * relay the gateway authenticated. Refusals are PERMISSION_DENIED with the reason.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.DecideRelaySession
+   */
+  decideRelaySession: {
+    methodKind: "unary";
+    input: typeof DecideRelaySessionRequestSchema;
+    output: typeof DecideRelaySessionResponseSchema;
+  },
+  /**
+   * Ends a live relay session from the control plane: its next revalidate is refused.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.EndRelaySession
+   */
+  endRelaySession: {
+    methodKind: "unary";
+    input: typeof EndRelaySessionRequestSchema;
+    output: typeof EndRelaySessionResponseSchema;
+  },
+  /**
+   * A project's relay sessions, newest first.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.ListRelaySessions
+   */
+  listRelaySessions: {
+    methodKind: "unary";
+    input: typeof ListRelaySessionsRequestSchema;
+    output: typeof ListRelaySessionsResponseSchema;
   },
   /**
    * SummarizeUsage recomputes one UTC day of issuance from the credentials table: per tenant

@@ -1,0 +1,392 @@
+import { grantProblem, type RelayGrant } from '@relayplane/contract/relay-auth';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type Stack, startStack } from './support/stack.ts';
+import { type Tenant, tenant } from './support/tenant.ts';
+
+/**
+ * `POST /v1/relays/auth`, moq-relay's session contract (docs/credentials.md, "Sessions"), on the
+ * real services (PostgreSQL, Redis) with a 1 s cadence: what a relay sends, exactly, and what it
+ * must obey. The free plan's cap is 10 concurrent connections.
+ */
+describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
+  let stack: Stack;
+  let t: Tenant;
+  let projectId: string;
+  let apiKey: string;
+  const relays: { id: string; token: string }[] = [];
+  let seq = 0;
+
+  const basic = (relay: { id: string; token: string }) => ({
+    authorization: `Basic ${Buffer.from(`${relay.id}:${relay.token}`).toString('base64')}`,
+  });
+  const sessionId = () => (++seq).toString(16).padStart(32, '0');
+
+  async function registerRelay(host: string) {
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/relays',
+      headers: await stack.ownerAuth(),
+      payload: { region: 'eu-west', host, port: 4433 },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const relay = { id: res.json().relay.id as string, token: res.json().token as string };
+    const beat = await stack.app.inject({
+      method: 'POST',
+      url: '/v1/relays/heartbeat',
+      headers: { authorization: `Bearer ${relay.token}` },
+      payload: { load: 0.1 },
+    });
+    expect(beat.statusCode, beat.body).toBe(200);
+    return relay;
+  }
+
+  /**
+   * A tenant of its own for each test: credentials issued and not connected hold slots for the
+   * connect window (60 s), so tests sharing a tenant would share its cap.
+   */
+  async function fresh(): Promise<void> {
+    const n = ++seq;
+    t = await tenant(stack, { email: `relay-sessions-${n}@example.test`, name: `Relay sessions ${n}` });
+    projectId = await t.project('live');
+    apiKey = (await t.apiKey(projectId, {})).key;
+  }
+  beforeEach(fresh);
+
+  async function credential(): Promise<{ token: string; jti: string }> {
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/api/v1/credentials',
+      headers: { 'x-api-key': apiKey },
+      payload: {},
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    return res.json();
+  }
+
+  function send(relay: { id: string; token: string }, body: Record<string, unknown>) {
+    return stack.app.inject({ method: 'POST', url: '/v1/relays/auth', headers: basic(relay), payload: body });
+  }
+  const connect = (relay: { id: string; token: string }, id: string, token: string, extra = {}) =>
+    send(relay, {
+      id,
+      event: 'connect',
+      node: relay.id,
+      transport: 'webtransport',
+      remote: '203.0.113.9:4433',
+      path: '/demo/room',
+      query: `jwt=${token}`,
+      ...extra,
+    });
+  const revalidate = (relay: { id: string; token: string }, id: string, token: string) =>
+    send(relay, {
+      id,
+      event: 'revalidate',
+      node: relay.id,
+      transport: 'quic',
+      path: '/demo/room',
+      query: `jwt=${token}`,
+    });
+  const end = (relay: { id: string; token: string }, id: string, bytes = { sent: 10, received: 20 }) =>
+    send(relay, {
+      id,
+      event: 'end',
+      reason: 'disconnected',
+      duration: 1.5,
+      bytes,
+      node: relay.id,
+      transport: 'quic',
+      path: '/demo/room',
+    });
+
+  function expectValidGrant(body: RelayGrant) {
+    expect(grantProblem(body, Math.floor(Date.now() / 1000))).toBeUndefined();
+  }
+
+  beforeAll(async () => {
+    stack = await startStack('gw_relay_sessions', {
+      issuerEnv: {
+        RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS: '1',
+        RELAYPLANE_RELAY_SESSION_EXPIRES_SECONDS: '30',
+      },
+    });
+    relays.push(await registerRelay('relay-a.example'), await registerRelay('relay-b.example'));
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it('admits a connect authenticated with HTTP Basic from URL userinfo and answers a grant upstream would obey', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token } = await credential();
+    const id = sessionId();
+    const before = Math.floor(Date.now() / 1000);
+    const res = await connect(relay, id, token);
+    expect(res.statusCode, res.body).toBe(200);
+    const grant = res.json<RelayGrant>();
+    expectValidGrant(grant);
+    expect(grant).toMatchObject({
+      publish: ['**'],
+      subscribe: ['**'],
+      root: `${projectId}/demo/room`,
+      revalidate: 1,
+      tier: 'free',
+    });
+    expect(grant.expires).toBeGreaterThanOrEqual(before + 29);
+    // The same id again: the same answer, one session.
+    const again = await connect(relay, id, token);
+    expect(again.statusCode).toBe(200);
+    expect(again.json()).toEqual(grant);
+    const listed = await stack.app.inject({
+      method: 'GET',
+      url: `/admin/v1/projects/${projectId}/sessions?state=live`,
+      headers: t.auth,
+    });
+    expect(listed.statusCode, listed.body).toBe(200);
+    const mine = listed.json<{ sessions: { id: string; relay_id: string; transport: string }[] }>().sessions;
+    expect(mine.filter((s) => s.id === id)).toHaveLength(1);
+    expect(mine.find((s) => s.id === id)).toMatchObject({ relay_id: relay.id, transport: 'webtransport' });
+    expect(listed.body).not.toContain(token);
+    expect((await end(relay, id)).statusCode).toBe(204);
+  });
+
+  it('limits a role to what it asked: a publisher gets publish only', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token } = await credential();
+    const id = sessionId();
+    const res = await connect(relay, id, token, { role: 'publisher' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ publish: ['**'] });
+    expect(res.json().subscribe).toBeUndefined();
+    expect((await end(relay, id)).statusCode).toBe(204);
+  });
+
+  it("refuses another relay's node (403), a Basic user that is not the token's relay (401), and bad credentials (403)", async () => {
+    const [a, b] = relays as [{ id: string; token: string }, { id: string; token: string }];
+    const { token } = await credential();
+    const other = await send(a, {
+      id: sessionId(),
+      event: 'connect',
+      node: b.id,
+      transport: 'quic',
+      path: '/x',
+      query: `jwt=${token}`,
+    });
+    expect(other.statusCode).toBe(403);
+    expect(other.json().error).toContain(a.id);
+    const wrongUser = await stack.app.inject({
+      method: 'POST',
+      url: '/v1/relays/auth',
+      headers: { authorization: `Basic ${Buffer.from(`${b.id}:${a.token}`).toString('base64')}` },
+      payload: {
+        id: sessionId(),
+        event: 'connect',
+        node: b.id,
+        transport: 'quic',
+        path: '/x',
+        query: `jwt=${token}`,
+      },
+    });
+    expect(wrongUser.statusCode).toBe(401);
+    const none = await connect(a, sessionId(), '');
+    expect(none.statusCode).toBe(403);
+    expect(none.json().error).toMatch(/no credential/);
+    const forged = await connect(a, sessionId(), `${token.slice(0, -4)}AAAA`);
+    expect(forged.statusCode).toBe(403);
+    expect(forged.json().error).toMatch(/invalid, expired or revoked/);
+    const twoTokens = await connect(a, sessionId(), token, {
+      token: { kind: 0, value: Buffer.from('something.else.entirely').toString('base64url') },
+    });
+    expect(twoTokens.statusCode).toBe(403);
+    const noAuth = await stack.app.inject({
+      method: 'POST',
+      url: '/v1/relays/auth',
+      payload: { id: sessionId(), event: 'connect', node: a.id, transport: 'quic', path: '/x' },
+    });
+    expect(noAuth.statusCode).toBe(401);
+  });
+
+  it('accepts the credential as a SETUP token of kind 0', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token } = await credential();
+    const id = sessionId();
+    const res = await send(relay, {
+      id,
+      event: 'connect',
+      node: relay.id,
+      transport: 'quic',
+      path: '/demo',
+      token: { kind: 0, value: Buffer.from(token).toString('base64url') },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect((await end(relay, id)).statusCode).toBe(204);
+  });
+
+  it('parses every upstream request vector (refused for their node, relay-1, never as malformed)', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const vectors = [
+      '{"id":"00ff","event":"end","reason":"expired","duration":1.5,"bytes":{"sent":10,"received":20},"node":"relay-1","transport":"websocket","remote":"203.0.113.9:4433","path":"/demo/room","query":"jwt=abc"}',
+      '{"id":"00ff","event":"end","reason":"invalid","duration":1.5,"bytes":{"sent":10,"received":20},"node":"relay-1","transport":"websocket","remote":"203.0.113.9:4433","path":"/demo/room","query":"jwt=abc"}',
+      '{"id":"00ff","event":"connect","node":"relay-1","transport":"quic","path":"/demo/room","token":{"kind":1,"value":"APv_"}}',
+      `{"id":"00ff","event":"connect","node":"relay-1","transport":"quic","remote":"203.0.113.9:4433","local":"[::1]:443","server_name":"relay.example","alpn":"moq-lite-05","path":"/demo/room","query":"jwt=abc","role":"publisher","tls":{"name":"edge0","fingerprint":"${'ab'.repeat(32)}","expires":4102444800,"issuer":"CN=cluster"}}`,
+      '{"id":"00ff","event":"end","reason":"disconnected","duration":1.5,"bytes":{"sent":10,"received":20},"node":"relay-1","transport":"unix","path":""}',
+      '{"id":"00ff","event":"connect","node":"relay-1","transport":"carrier-pigeon","path":"/","future_field":{"x":1}}',
+    ];
+    for (const vector of vectors) {
+      const res = await stack.app.inject({
+        method: 'POST',
+        url: '/v1/relays/auth',
+        headers: { ...basic(relay), 'content-type': 'application/json' },
+        payload: vector,
+      });
+      expect(res.statusCode, `${vector}: ${res.body}`).toBe(403);
+      expect(res.json().error).toContain('relay-1');
+    }
+  });
+
+  it('caps live sessions at the plan (10): a second parallel session of one credential needs a slot; end frees it at once', async () => {
+    const [a, b] = relays as [{ id: string; token: string }, { id: string; token: string }];
+    const { token } = await credential();
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const id = sessionId();
+      const res = await connect(i % 2 === 0 ? a : b, id, token);
+      expect(res.statusCode, `session ${i + 1}: ${res.body}`).toBe(200);
+      ids.push(id);
+    }
+    const over = await connect(a, sessionId(), token);
+    expect(over.statusCode).toBe(403);
+    expect(over.json().error).toMatch(/10/);
+    // Issuance is at the cap too.
+    const issue = await stack.app.inject({
+      method: 'POST',
+      url: '/api/v1/credentials',
+      headers: { 'x-api-key': apiKey },
+      payload: {},
+    });
+    expect(issue.statusCode).toBe(402);
+    expect((await end(a, ids[0] as string)).statusCode).toBe(204);
+    const next = sessionId();
+    expect((await connect(a, next, token)).statusCode).toBe(200);
+    ids[0] = next;
+    for (const [i, id] of ids.entries()) expect((await end(i % 2 === 0 ? a : b, id)).statusCode).toBe(204);
+  });
+
+  it('frees the slots of a relay that died without end within two cadences (2 s)', async () => {
+    const [a] = relays as [{ id: string; token: string }];
+    const { token } = await credential();
+    for (let i = 0; i < 10; i++) expect((await connect(a, sessionId(), token)).statusCode).toBe(200);
+    expect((await connect(a, sessionId(), token)).statusCode).toBe(403);
+    await new Promise((resolve) => setTimeout(resolve, 2_300));
+    const id = sessionId();
+    expect((await connect(a, id, token)).statusCode).toBe(200);
+    expect((await end(a, id)).statusCode).toBe(204);
+  });
+
+  it('renews the grant at each revalidate and refuses it once the credential is revoked', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token, jti } = await credential();
+    const id = sessionId();
+    const first = await connect(relay, id, token);
+    expect(first.statusCode).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const again = await revalidate(relay, id, token);
+    expect(again.statusCode, again.body).toBe(200);
+    expectValidGrant(again.json());
+    expect(again.json().expires).toBeGreaterThan(first.json().expires);
+    // Another relay cannot revalidate it.
+    expect((await revalidate(relays[1] as { id: string; token: string }, id, token)).statusCode).toBe(403);
+    const revoke = await stack.app.inject({
+      method: 'POST',
+      url: `/admin/v1/credentials/${jti}/revoke`,
+      headers: t.auth,
+    });
+    expect(revoke.statusCode, revoke.body).toBe(200);
+    const refused = await revalidate(relay, id, token);
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().error).toMatch(/revoked/);
+    const listed = await stack.app.inject({
+      method: 'GET',
+      url: `/admin/v1/projects/${projectId}/sessions?state=ended`,
+      headers: t.auth,
+    });
+    expect(listed.json().sessions.find((s: { id: string }) => s.id === id)).toMatchObject({
+      reason: 'revoked',
+    });
+    // The relay's own end still records what it saw.
+    expect((await end(relay, id, { sent: 5, received: 6 })).statusCode).toBe(204);
+  });
+
+  it('ends a session from the control plane: the next revalidate is refused; the end records bytes and duration', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token } = await credential();
+    const id = sessionId();
+    expect((await connect(relay, id, token)).statusCode).toBe(200);
+    const ended = await stack.app.inject({
+      method: 'POST',
+      url: `/admin/v1/sessions/${id}/end`,
+      headers: t.auth,
+    });
+    expect(ended.statusCode, ended.body).toBe(200);
+    expect(ended.json()).toMatchObject({ id, reason: 'ended_by_admin' });
+    expect(ended.json().ended_at).toEqual(expect.any(String));
+    const refused = await revalidate(relay, id, token);
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().error).toMatch(/ended/);
+    expect((await end(relay, id, { sent: 1000, received: 2000 })).statusCode).toBe(204);
+    const listed = await stack.app.inject({
+      method: 'GET',
+      url: `/admin/v1/projects/${projectId}/sessions?state=ended`,
+      headers: t.auth,
+    });
+    expect(listed.json().sessions.find((s: { id: string }) => s.id === id)).toMatchObject({
+      reason: 'ended_by_admin',
+      duration_seconds: 1.5,
+      bytes: { sent: 1000, received: 2000 },
+    });
+    // Another tenant cannot end it (404), nor see it.
+    const other = await tenant(stack, { email: 'relay-sessions-other@example.test', name: 'Other' });
+    const foreign = await stack.app.inject({
+      method: 'POST',
+      url: `/admin/v1/sessions/${id}/end`,
+      headers: other.auth,
+    });
+    expect(foreign.statusCode).toBe(404);
+    const foreignList = await stack.app.inject({
+      method: 'GET',
+      url: `/admin/v1/projects/${projectId}/sessions`,
+      headers: other.auth,
+    });
+    expect(foreignList.statusCode).toBe(404);
+  });
+
+  it('answers sessions it never admitted: revalidate 403, end 404; a malformed event 400', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    expect((await revalidate(relay, sessionId(), 'x')).statusCode).toBe(403);
+    expect((await end(relay, sessionId())).statusCode).toBe(404);
+    const noFacts = await send(relay, {
+      id: sessionId(),
+      event: 'end',
+      node: relay.id,
+      transport: 'quic',
+      path: '/',
+    });
+    expect(noFacts.statusCode).toBe(400);
+    expect(noFacts.json()).toEqual({ error: expect.stringMatching(/reason, duration and bytes/) });
+    const badEvent = await send(relay, {
+      id: sessionId(),
+      event: 'pause',
+      node: relay.id,
+      transport: 'quic',
+      path: '/',
+    });
+    expect(badEvent.statusCode).toBe(400);
+    const badId = await send(relay, {
+      id: 'ZZ',
+      event: 'connect',
+      node: relay.id,
+      transport: 'quic',
+      path: '/',
+    });
+    expect(badId.statusCode).toBe(400);
+  });
+});

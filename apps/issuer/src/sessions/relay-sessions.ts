@@ -1,0 +1,268 @@
+/**
+ * Relay sessions (docs/credentials.md, "Sessions"): the decisions behind `POST /v1/relays/auth`.
+ *
+ * - **connect**: the credential verified as for introspection (signature against the live keys,
+ *   `exp`/`nbf`, revoked jti, project watermark, revoked signing key), the relay one the
+ *   credential may use, a slot under the tenant's cap, then the session recorded and granted.
+ *   The credential's own slot (held since issuance for the connect window) passes to the
+ *   session, so a credential's first session costs nothing more, and a second parallel session
+ *   of the same credential needs a slot of its own.
+ * - **revalidate**: refused once the session was ended or its credential revoked (by jti, API
+ *   key, project watermark or signing key), else the grant again with a later `expires` and the
+ *   session's slot renewed, whatever the cap (a plan lowered below the live count refuses new
+ *   connects, not live sessions).
+ * - **end**: recorded with the relay's reason, duration and bytes; the slot is freed at once.
+ *
+ * A relay that dies sends no `end`: its sessions' slots lapse two cadences after their last
+ * revalidation (the lease's lifetime), and the ledger no longer counts them either.
+ */
+import { AppError } from '@relayplane/contract/errors';
+import { grantProblem, grantRoot, type RelayGrant } from '@relayplane/contract/relay-auth';
+import type { IssuancePolicy } from '@relayplane/proto/issuer';
+import type { AuditRecorder } from '@relayplane/shared/audit-outbox';
+import type { Clock } from '@relayplane/shared/clock';
+import type { Logger } from '@relayplane/shared/logger';
+import type { RelaySessionsConfig } from '../config.ts';
+import type { Introspection } from '../issuance/introspection.ts';
+import type { SlotStore } from '../issuance/slot-store.ts';
+import type { RelayView } from '../relays/relay-directory.ts';
+import type { Revocations } from '../revocation/revocations.ts';
+import { type RelaySessionRow, type RelaySessionStore, sessionLease } from './session-store.ts';
+
+export interface SessionEventInput {
+  relayId: string;
+  id: string;
+  event: string;
+  transport: string;
+  remote: string;
+  path: string;
+  token: string;
+  role: string;
+  reason: string;
+  durationSeconds: number;
+  bytesSent: number;
+  bytesReceived: number;
+  policy?: IssuancePolicy | undefined;
+  policyTenantId: string;
+}
+
+export interface RelaySessionsDeps {
+  config: RelaySessionsConfig;
+  clock: Clock;
+  logger: Logger;
+  store: RelaySessionStore;
+  introspection: Pick<Introspection, 'verifySigned'>;
+  revocations: Pick<Revocations, 'isRevoked'>;
+  relays: {
+    find(id: string): Promise<RelayView | undefined>;
+    assign(region?: string): { relays: RelayView[]; fallback: string[] };
+  };
+  slots: SlotStore;
+  audit: AuditRecorder;
+}
+
+/** A refusal the relay logs (403 at the gateway): the session is not admitted, or ends. */
+export const refuse = (reason: string): AppError => new AppError('forbidden', reason);
+
+export const SESSION_ID_PATTERN = /^[0-9a-f]{1,64}$/;
+
+export class RelaySessions {
+  readonly #d: RelaySessionsDeps;
+
+  constructor(deps: RelaySessionsDeps) {
+    this.#d = deps;
+  }
+
+  /** connect and revalidate: the grant; end: undefined. Refusals throw `forbidden`. */
+  async decide(input: SessionEventInput): Promise<RelayGrant | undefined> {
+    if (!SESSION_ID_PATTERN.test(input.id))
+      throw new AppError('invalid_request', 'id must be the relay session id: hex, at most 64 characters');
+    switch (input.event) {
+      case 'connect':
+        return this.#connect(input);
+      case 'revalidate':
+        return this.#revalidate(input);
+      case 'end':
+        await this.#end(input);
+        return undefined;
+      default:
+        throw new AppError('invalid_request', 'event must be connect, revalidate or end');
+    }
+  }
+
+  async #connect(input: SessionEventInput): Promise<RelayGrant> {
+    const existing = await this.#d.store.get(input.id);
+    // The same id again (a retry): the same answer, one session.
+    if (existing) return this.#grantFor(this.#ownLiveSession(existing, input.relayId));
+    if (!input.token) throw refuse('no credential: the session must present jwt=<relay credential>');
+    const verified = await this.#d.introspection.verifySigned(input.token);
+    if (!verified) throw refuse('invalid, expired or revoked credential');
+    const { claims, kid } = verified;
+    const policy = input.policy;
+    if (!policy?.maxConcurrentConnections || input.policyTenantId !== claims.tid) {
+      throw new AppError('invalid_request', "the plan of the credential's tenant must come with a connect");
+    }
+    const relay = await this.#d.relays.find(input.relayId);
+    if (!relay) throw refuse('the relay is not registered');
+    if (!this.#mayUse(claims.rgn, relay))
+      throw refuse(
+        `a credential for region ${claims.rgn} may not connect to relay ${relay.id} in ${relay.region}`,
+      );
+    const scopes = claims.scope.split(' ');
+    if (!scopes.includes('relay:session')) throw refuse('the credential lacks scope relay:session');
+    // relay:session alone is a whole session; relay:publish / relay:subscribe narrow it to those.
+    const narrowed = scopes.includes('relay:publish') || scopes.includes('relay:subscribe');
+    const publish = (!narrowed || scopes.includes('relay:publish')) && input.role !== 'subscriber';
+    const subscribe = (!narrowed || scopes.includes('relay:subscribe')) && input.role !== 'publisher';
+    if (!publish && !subscribe) throw refuse(`the credential grants nothing to a ${input.role || 'session'}`);
+
+    const cap = policy.maxConcurrentConnections.value;
+    const windowMs = this.#d.config.connectWindowSeconds * 1000;
+    // The credential's slot while it holds one (idempotent), else a new one under the cap.
+    const slot = await this.#d.slots.reserve(claims.tid, claims.jti, windowMs, cap);
+    if (!slot.granted) {
+      throw refuse(
+        policy.maxConcurrentConnections.exceededMessage ||
+          `the tenant's concurrent connections are at the plan's limit of ${cap} (max_concurrent_connections)`,
+      );
+    }
+    const now = this.#d.clock.now();
+    const lease = sessionLease(input.id);
+    const leaseMs = this.#leaseMs(this.#d.config.revalidateSeconds);
+    // The session takes the credential's slot over: added whatever the cap, then the credential's released.
+    await this.#d.slots.renew(claims.tid, lease, leaseMs);
+    let row: RelaySessionRow;
+    try {
+      row = await this.#d.store.insert({
+        id: input.id,
+        relayId: relay.id,
+        tenantId: claims.tid,
+        projectId: claims.pid,
+        apiKeyId: claims.akid,
+        jti: claims.jti,
+        kid,
+        credentialIat: claims.iat,
+        transport: input.transport,
+        remote: input.remote,
+        role: input.role,
+        path: input.path,
+        grantRoot: grantRoot(claims.pid, input.path),
+        grantPublish: publish,
+        grantSubscribe: subscribe,
+        tier: policy.planId,
+        revalidateSeconds: this.#d.config.revalidateSeconds,
+        startedAt: now,
+        grantExpiresAt: this.#expiresAt(now),
+      });
+    } catch (err) {
+      await this.#d.slots.release(claims.tid, lease).catch(() => undefined);
+      throw err;
+    }
+    await this.#d.slots.release(claims.tid, claims.jti);
+    this.#d.logger.debug(
+      { sessionId: input.id, relayId: relay.id, jti: claims.jti },
+      'relay session admitted',
+    );
+    return this.#grantFor(this.#ownLiveSession(row, input.relayId));
+  }
+
+  async #revalidate(input: SessionEventInput): Promise<RelayGrant> {
+    const row = await this.#d.store.get(input.id);
+    if (!row) throw refuse('unknown session: it was never admitted here');
+    this.#ownLiveSession(row, input.relayId);
+    const revoked = await this.#d.revocations.isRevoked(row.jti, {
+      projectId: row.project_id,
+      iat: Number(row.credential_iat),
+      kid: row.kid,
+    });
+    if (revoked) {
+      await this.#d.store.end(row.id, { at: this.#d.clock.now(), reason: 'revoked', endedBy: 'revocation' });
+      await this.#d.slots.release(row.tenant_id, sessionLease(row.id));
+      throw refuse("the session's credential was revoked");
+    }
+    const now = this.#d.clock.now();
+    const touched = await this.#d.store.touch(row.id, now, this.#expiresAt(now));
+    if (!touched) throw refuse('the session was ended');
+    await this.#d.slots.renew(row.tenant_id, sessionLease(row.id), this.#leaseMs(row.revalidate_seconds));
+    return this.#grantFor(touched);
+  }
+
+  async #end(input: SessionEventInput): Promise<void> {
+    const row = await this.#d.store.get(input.id);
+    if (!row) throw new AppError('not_found', 'unknown session: it was never admitted here');
+    if (row.relay_id !== input.relayId) throw refuse('the session belongs to another relay');
+    await this.#d.store.end(row.id, {
+      at: this.#d.clock.now(),
+      reason: input.reason || 'ended',
+      endedBy: 'relay',
+      durationSeconds: Math.max(0, input.durationSeconds),
+      bytesSent: input.bytesSent,
+      bytesReceived: input.bytesReceived,
+    });
+    await this.#d.slots.release(row.tenant_id, sessionLease(row.id));
+  }
+
+  /** The control plane ends a live session of the tenant: its next revalidation is refused. */
+  async endByAdmin(tenantId: string, sessionId: string): Promise<RelaySessionRow> {
+    const row = await this.#d.store.endInTenant(
+      tenantId,
+      sessionId,
+      { at: this.#d.clock.now(), reason: 'ended_by_admin', endedBy: 'admin' },
+      async (trx) => {
+        await this.#d.audit.enqueue(trx, {
+          action: 'relay_session.end',
+          tenantId,
+          target: { type: 'relay_session', id: sessionId },
+        });
+      },
+    );
+    if (!row) throw new AppError('not_found', 'no relay session has this id in the tenant');
+    this.#d.audit.kick();
+    await this.#d.slots.release(tenantId, sessionLease(sessionId));
+    return (await this.#d.store.get(sessionId)) ?? row;
+  }
+
+  /** The row, if it is this relay's and not ended; else the refusal. */
+  #ownLiveSession(row: RelaySessionRow, relayId: string): RelaySessionRow {
+    if (row.relay_id !== relayId) throw refuse('the session belongs to another relay');
+    if (row.ended_at !== null) throw refuse(`the session was ended (${row.end_reason ?? 'ended'})`);
+    return row;
+  }
+
+  /**
+   * Which relays a credential may use: any, without a region hint; with one, its region's, and
+   * any relay assignment would hand its holder as a fallback (docs/credentials.md, Sessions).
+   */
+  #mayUse(region: string | undefined, relay: RelayView): boolean {
+    if (!region || relay.region === region) return true;
+    const address = relay.url.replace(/^https:\/\//, '');
+    const { relays, fallback } = this.#d.relays.assign(region);
+    return relays.some((r) => r.id === relay.id) || fallback.includes(address);
+  }
+
+  #grantFor(row: RelaySessionRow): RelayGrant {
+    if (row.grant_expires_at.getTime() <= this.#d.clock.now().getTime())
+      throw refuse("the session's grant expired without a revalidation");
+    const grant: RelayGrant = {
+      ...(row.grant_publish ? { publish: ['**'] } : {}),
+      ...(row.grant_subscribe ? { subscribe: ['**'] } : {}),
+      root: row.grant_root,
+      expires: Math.floor(row.grant_expires_at.getTime() / 1000),
+      revalidate: row.revalidate_seconds,
+      tier: row.tier,
+    };
+    const problem = grantProblem(grant, Math.floor(this.#d.clock.now().getTime() / 1000));
+    if (problem)
+      throw new AppError('internal', `relay session grant would be refused by the relay: ${problem}`);
+    return grant;
+  }
+
+  #expiresAt(now: Date): Date {
+    return new Date(now.getTime() + this.#d.config.expiresSeconds * 1000);
+  }
+
+  /** A session's slot lasts two cadences past its last word (the bound for a relay that died). */
+  #leaseMs(revalidateSeconds: number): number {
+    return 2 * revalidateSeconds * 1000;
+  }
+}

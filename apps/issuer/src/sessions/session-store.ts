@@ -1,0 +1,232 @@
+/**
+ * The relay-session ledger (PostgreSQL, the source of truth): sessions as relays admitted, ended
+ * and reported them, and the leases a lost slot set is rebuilt from.
+ */
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { IssuerDatabase, RelaySessionsTable } from '../db/schema.ts';
+import type { DurableLease, SlotLedger } from '../issuance/slot-store.ts';
+
+export type RelaySessionRow = Selectable<RelaySessionsTable>;
+
+/** A session's slot lease id: distinct from any credential's (`crd_…`). */
+export const sessionLease = (sessionId: string): string => `s:${sessionId}`;
+
+export interface NewRelaySession {
+  id: string;
+  relayId: string;
+  tenantId: string;
+  projectId: string;
+  apiKeyId: string;
+  jti: string;
+  kid: string;
+  credentialIat: number;
+  transport: string;
+  remote: string;
+  role: string;
+  path: string;
+  grantRoot: string;
+  grantPublish: boolean;
+  grantSubscribe: boolean;
+  tier: string;
+  revalidateSeconds: number;
+  startedAt: Date;
+  grantExpiresAt: Date;
+}
+
+export interface SessionEnd {
+  at: Date;
+  reason: string;
+  /** relay | admin | revocation */
+  endedBy: string;
+  /** What the relay reported with `end` (absent when the control plane ended it). */
+  durationSeconds?: number;
+  bytesSent?: number;
+  bytesReceived?: number;
+}
+
+/** A page position: the last row of the previous page (newest first). */
+export interface SessionListPosition {
+  startedAt: Date;
+  id: string;
+}
+
+export class RelaySessionStore implements SlotLedger {
+  readonly #db: Kysely<IssuerDatabase>;
+  readonly #connectWindowSeconds: number;
+
+  /** `connectWindowSeconds`: how long an issued credential holds its slot before it connects. */
+  constructor(db: Kysely<IssuerDatabase>, connectWindowSeconds: number) {
+    this.#db = db;
+    this.#connectWindowSeconds = connectWindowSeconds;
+  }
+
+  get(id: string): Promise<RelaySessionRow | undefined> {
+    return this.#db.selectFrom('relay_sessions').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** Records a new session; the same id twice keeps the first (returned either way). */
+  async insert(s: NewRelaySession): Promise<RelaySessionRow> {
+    const inserted = await this.#db
+      .insertInto('relay_sessions')
+      .values({
+        id: s.id,
+        relay_id: s.relayId,
+        tenant_id: s.tenantId,
+        project_id: s.projectId,
+        api_key_id: s.apiKeyId,
+        jti: s.jti,
+        kid: s.kid,
+        credential_iat: s.credentialIat,
+        transport: s.transport,
+        remote: s.remote,
+        role: s.role,
+        path: s.path,
+        grant_root: s.grantRoot,
+        grant_publish: s.grantPublish,
+        grant_subscribe: s.grantSubscribe,
+        tier: s.tier,
+        revalidate_seconds: s.revalidateSeconds,
+        started_at: s.startedAt,
+        last_seen_at: s.startedAt,
+        grant_expires_at: s.grantExpiresAt,
+      })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (inserted) return inserted;
+    const existing = await this.get(s.id);
+    if (!existing) throw new Error(`relay session ${s.id} neither inserted nor found`);
+    return existing;
+  }
+
+  /** A revalidation: the session was seen now and its grant runs to `expiresAt`. Undefined: ended. */
+  touch(id: string, now: Date, expiresAt: Date): Promise<RelaySessionRow | undefined> {
+    return this.#db
+      .updateTable('relay_sessions')
+      .set({ last_seen_at: now, grant_expires_at: expiresAt })
+      .where('id', '=', id)
+      .where('ended_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /**
+   * Ends the session. The first end names the reason and who ended it; what the relay reports
+   * with its own `end` (duration, bytes) is recorded whenever it arrives, also after the control
+   * plane ended the session. Undefined: no such session.
+   */
+  end(
+    id: string,
+    end: SessionEnd,
+    db: Kysely<IssuerDatabase> = this.#db,
+  ): Promise<RelaySessionRow | undefined> {
+    const fromRelay = end.durationSeconds !== undefined;
+    return db
+      .updateTable('relay_sessions')
+      .set((eb) => ({
+        ended_at: eb.fn.coalesce('ended_at', sql<Date>`${end.at}::timestamptz`),
+        end_reason: eb.fn.coalesce('end_reason', sql<string>`${end.reason}::text`),
+        ended_by: eb.fn.coalesce('ended_by', sql<string>`${end.endedBy}::text`),
+        ...(fromRelay
+          ? {
+              duration_seconds: end.durationSeconds ?? null,
+              bytes_sent: end.bytesSent ?? 0,
+              bytes_received: end.bytesReceived ?? 0,
+            }
+          : {}),
+      }))
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /**
+   * The control plane ends a live session of `tenantId` (an administrator), with `record` run in
+   * the same transaction (its audit event). Undefined: no such session in the tenant; a session
+   * already ended is answered as it is, and `record` is not run.
+   */
+  endInTenant(
+    tenantId: string,
+    id: string,
+    end: SessionEnd,
+    record: (trx: Kysely<IssuerDatabase>) => Promise<void>,
+  ): Promise<RelaySessionRow | undefined> {
+    return this.#db.transaction().execute(async (trx) => {
+      const row = await trx
+        .selectFrom('relay_sessions')
+        .selectAll()
+        .where('id', '=', id)
+        .where('tenant_id', '=', tenantId)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!row || row.ended_at !== null) return row;
+      await record(trx);
+      return this.end(id, end, trx);
+    });
+  }
+
+  /** A project's sessions, newest first, after `after`, at most `limit`. */
+  list(query: {
+    tenantId: string;
+    projectId: string;
+    state: 'live' | 'ended' | '';
+    limit: number;
+    after?: SessionListPosition;
+  }): Promise<RelaySessionRow[]> {
+    let select = this.#db
+      .selectFrom('relay_sessions')
+      .selectAll()
+      .where('tenant_id', '=', query.tenantId)
+      .where('project_id', '=', query.projectId);
+    if (query.state === 'live') select = select.where('ended_at', 'is', null);
+    if (query.state === 'ended') select = select.where('ended_at', 'is not', null);
+    const after = query.after;
+    if (after) {
+      select = select.where((eb) =>
+        eb.or([
+          eb('started_at', '<', after.startedAt),
+          eb.and([eb('started_at', '=', after.startedAt), eb('id', '<', after.id)]),
+        ]),
+      );
+    }
+    return select.orderBy('started_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
+  }
+
+  /**
+   * SlotLedger: the tenant's slot holders as the ledger says, longest-lived first: credentials
+   * issued within the connect window that have not connected (until the window closes or they
+   * expire, whichever is first), and sessions not ended that were seen within two cadences.
+   */
+  async liveLeases(tenantId: string, limit: number): Promise<DurableLease[]> {
+    const window = this.#connectWindowSeconds;
+    const credentials = this.#db
+      .selectFrom('credentials as c')
+      .select([
+        'c.jti as lease',
+        sql<Date>`least(c.expires_at, c.issued_at + make_interval(secs => ${window}))`.as('until'),
+      ])
+      .where('c.tenant_id', '=', tenantId)
+      .where('c.revoked_at', 'is', null)
+      .where('c.expires_at', '>', sql<Date>`now()`)
+      .where('c.issued_at', '>', sql<Date>`now() - make_interval(secs => ${window})`)
+      .where(({ not, exists, selectFrom }) =>
+        not(exists(selectFrom('relay_sessions as s').select('s.id').whereRef('s.jti', '=', 'c.jti'))),
+      );
+    const sessions = this.#db
+      .selectFrom('relay_sessions')
+      .select([
+        sql<string>`'s:' || id`.as('lease'),
+        sql<Date>`last_seen_at + make_interval(secs => revalidate_seconds * 2)`.as('until'),
+      ])
+      .where('tenant_id', '=', tenantId)
+      .where('ended_at', 'is', null)
+      .where(sql<boolean>`last_seen_at + make_interval(secs => revalidate_seconds * 2) > now()`);
+    const rows = await this.#db
+      .selectFrom(credentials.unionAll(sessions).as('held'))
+      .select(['held.lease', 'held.until'])
+      .orderBy('held.until', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ jti: r.lease, expiresAtMs: new Date(r.until).getTime() }));
+  }
+}

@@ -100,13 +100,24 @@ describe('gateway routes: bad input', () => {
         });
       }
 
-      it('rejects unknown fields with 400 naming them', async () => {
-        const payload = JSON.stringify({ ...route.body, surprise: 1, other: true });
-        const res = await send(payload);
-        const message = expectError(res, 400);
-        expect(message).toContain('"surprise"');
-        expect(message).toContain('"other"');
-      });
+      if (route.url === '/v1/relays/auth') {
+        // The one exception (docs/credentials.md, Sessions): upstream's session events may gain
+        // fields, which its own parsers ignore; the event is decided as if they were absent.
+        it('ignores unknown fields in a relay session event', async () => {
+          const payload = JSON.stringify({ ...route.body, surprise: 1, other: true });
+          const res = await send(payload);
+          expect(res.statusCode).not.toBe(400);
+          expect(res.json().error).not.toContain('surprise');
+        });
+      } else {
+        it('rejects unknown fields with 400 naming them', async () => {
+          const payload = JSON.stringify({ ...route.body, surprise: 1, other: true });
+          const res = await send(payload);
+          const message = expectError(res, 400);
+          expect(message).toContain('"surprise"');
+          expect(message).toContain('"other"');
+        });
+      }
 
       it('rejects an oversized body with 413', async () => {
         const payload = JSON.stringify({ ...route.body, padding: 'x'.repeat(70 * 1024) });

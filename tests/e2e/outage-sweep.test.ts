@@ -93,6 +93,9 @@ const NORMALLY_REFUSED: Record<string, number> = {
   // The owner has no pending enrolment to confirm, and no factor to remove.
   confirmTotpEnrollment: 409,
   disableTotp: 404,
+  // The revalidation, and the end from the control plane, of a relay session never admitted.
+  relayAuth: 403,
+  endRelaySession: 404,
 };
 
 type Headers = Record<string, string>;

@@ -51,6 +51,7 @@ import { RevocationStore } from './revocation/revocation-store.ts';
 import { Revocations } from './revocation/revocations.ts';
 import { SigningKeyRevocation } from './revocation/signing-key-revocation.ts';
 import { RelaySessions } from './sessions/relay-sessions.ts';
+import { RelaySessionMetrics } from './sessions/session-metrics.ts';
 import { RelaySessionStore } from './sessions/session-store.ts';
 
 /** The issuers' bullmq queue of maintenance jobs (key maintenance, credential retention). */
@@ -290,6 +291,7 @@ export class IssuerContext {
           relays,
           slots,
           audit,
+          metrics: new RelaySessionMetrics(registry, () => sessionStore.liveCount()),
         }),
         sessionStore,
         credentialList: new CredentialList({ store: credentialStore, clock }),

@@ -27,6 +27,7 @@ import type { Introspection } from '../issuance/introspection.ts';
 import type { SlotStore } from '../issuance/slot-store.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
 import type { Revocations } from '../revocation/revocations.ts';
+import type { RefusalReason, RelaySessionMetrics } from './session-metrics.ts';
 import { type RelaySessionRow, type RelaySessionStore, sessionLease } from './session-store.ts';
 
 export interface SessionEventInput {
@@ -59,10 +60,21 @@ export interface RelaySessionsDeps {
   };
   slots: SlotStore;
   audit: AuditRecorder;
+  /** Absent: nothing is counted. */
+  metrics?: RelaySessionMetrics;
 }
 
 /** A refusal the relay logs (403 at the gateway): the session is not admitted, or ends. */
-export const refuse = (reason: string): AppError => new AppError('forbidden', reason);
+export class SessionRefusal extends AppError {
+  readonly reason: RefusalReason;
+  constructor(reason: RefusalReason, message: string) {
+    super('forbidden', message);
+    this.reason = reason;
+  }
+}
+
+export const refuse = (reason: RefusalReason, message: string): SessionRefusal =>
+  new SessionRefusal(reason, message);
 
 export const SESSION_ID_PATTERN = /^[0-9a-f]{1,64}$/;
 
@@ -75,6 +87,21 @@ export class RelaySessions {
 
   /** connect and revalidate: the grant; end: undefined. Refusals throw `forbidden`. */
   async decide(input: SessionEventInput): Promise<RelayGrant | undefined> {
+    const metrics = this.#d.metrics;
+    if (!metrics) return this.#decide(input);
+    const started = performance.now();
+    try {
+      const grant = await this.#decide(input);
+      metrics.decided(input.event, 'granted', started);
+      return grant;
+    } catch (err) {
+      metrics.decided(input.event, err instanceof SessionRefusal ? 'refused' : 'error', started);
+      if (err instanceof SessionRefusal) metrics.refused(err.reason);
+      throw err;
+    }
+  }
+
+  async #decide(input: SessionEventInput): Promise<RelayGrant | undefined> {
     if (!SESSION_ID_PATTERN.test(input.id))
       throw new AppError('invalid_request', 'id must be the relay session id: hex, at most 64 characters');
     switch (input.event) {
@@ -94,27 +121,30 @@ export class RelaySessions {
     const existing = await this.#d.store.get(input.id);
     // The same id again (a retry): the same answer, one session.
     if (existing) return this.#grantFor(this.#ownLiveSession(existing, input.relayId));
-    if (!input.token) throw refuse('no credential: the session must present jwt=<relay credential>');
+    if (!input.token)
+      throw refuse('no_credential', 'no credential: the session must present jwt=<relay credential>');
     const verified = await this.#d.introspection.verifySigned(input.token);
-    if (!verified) throw refuse('invalid, expired or revoked credential');
+    if (!verified) throw refuse('invalid_credential', 'invalid, expired or revoked credential');
     const { claims, kid } = verified;
     const policy = input.policy;
     if (!policy?.maxConcurrentConnections || input.policyTenantId !== claims.tid) {
       throw new AppError('invalid_request', "the plan of the credential's tenant must come with a connect");
     }
     const relay = await this.#d.relays.find(input.relayId);
-    if (!relay) throw refuse('the relay is not registered');
+    if (!relay) throw refuse('relay', 'the relay is not registered');
     if (!this.#mayUse(claims.rgn, relay))
       throw refuse(
+        'relay',
         `a credential for region ${claims.rgn} may not connect to relay ${relay.id} in ${relay.region}`,
       );
     const scopes = claims.scope.split(' ');
-    if (!scopes.includes('relay:session')) throw refuse('the credential lacks scope relay:session');
+    if (!scopes.includes('relay:session')) throw refuse('scope', 'the credential lacks scope relay:session');
     // relay:session alone is a whole session; relay:publish / relay:subscribe narrow it to those.
     const narrowed = scopes.includes('relay:publish') || scopes.includes('relay:subscribe');
     const publish = (!narrowed || scopes.includes('relay:publish')) && input.role !== 'subscriber';
     const subscribe = (!narrowed || scopes.includes('relay:subscribe')) && input.role !== 'publisher';
-    if (!publish && !subscribe) throw refuse(`the credential grants nothing to a ${input.role || 'session'}`);
+    if (!publish && !subscribe)
+      throw refuse('scope', `the credential grants nothing to a ${input.role || 'session'}`);
 
     const cap = policy.maxConcurrentConnections.value;
     const windowMs = this.#d.config.connectWindowSeconds * 1000;
@@ -122,6 +152,7 @@ export class RelaySessions {
     const slot = await this.#d.slots.reserve(claims.tid, claims.jti, windowMs, cap);
     if (!slot.granted) {
       throw refuse(
+        'cap',
         policy.maxConcurrentConnections.exceededMessage ||
           `the tenant's concurrent connections are at the plan's limit of ${cap} (max_concurrent_connections)`,
       );
@@ -168,7 +199,7 @@ export class RelaySessions {
 
   async #revalidate(input: SessionEventInput): Promise<RelayGrant> {
     const row = await this.#d.store.get(input.id);
-    if (!row) throw refuse('unknown session: it was never admitted here');
+    if (!row) throw refuse('unknown_session', 'unknown session: it was never admitted here');
     this.#ownLiveSession(row, input.relayId);
     const revoked = await this.#d.revocations.isRevoked(row.jti, {
       projectId: row.project_id,
@@ -178,11 +209,11 @@ export class RelaySessions {
     if (revoked) {
       await this.#d.store.end(row.id, { at: this.#d.clock.now(), reason: 'revoked', endedBy: 'revocation' });
       await this.#d.slots.release(row.tenant_id, sessionLease(row.id));
-      throw refuse("the session's credential was revoked");
+      throw refuse('revoked', "the session's credential was revoked");
     }
     const now = this.#d.clock.now();
     const touched = await this.#d.store.touch(row.id, now, this.#expiresAt(now));
-    if (!touched) throw refuse('the session was ended');
+    if (!touched) throw refuse('ended', 'the session was ended');
     await this.#d.slots.renew(row.tenant_id, sessionLease(row.id), this.#leaseMs(row.revalidate_seconds));
     return this.#grantFor(touched);
   }
@@ -190,7 +221,7 @@ export class RelaySessions {
   async #end(input: SessionEventInput): Promise<void> {
     const row = await this.#d.store.get(input.id);
     if (!row) throw new AppError('not_found', 'unknown session: it was never admitted here');
-    if (row.relay_id !== input.relayId) throw refuse('the session belongs to another relay');
+    if (row.relay_id !== input.relayId) throw refuse('other_relay', 'the session belongs to another relay');
     await this.#d.store.end(row.id, {
       at: this.#d.clock.now(),
       reason: input.reason || 'ended',
@@ -224,8 +255,8 @@ export class RelaySessions {
 
   /** The row, if it is this relay's and not ended; else the refusal. */
   #ownLiveSession(row: RelaySessionRow, relayId: string): RelaySessionRow {
-    if (row.relay_id !== relayId) throw refuse('the session belongs to another relay');
-    if (row.ended_at !== null) throw refuse(`the session was ended (${row.end_reason ?? 'ended'})`);
+    if (row.relay_id !== relayId) throw refuse('other_relay', 'the session belongs to another relay');
+    if (row.ended_at !== null) throw refuse('ended', `the session was ended (${row.end_reason ?? 'ended'})`);
     return row;
   }
 
@@ -242,7 +273,7 @@ export class RelaySessions {
 
   #grantFor(row: RelaySessionRow): RelayGrant {
     if (row.grant_expires_at.getTime() <= this.#d.clock.now().getTime())
-      throw refuse("the session's grant expired without a revalidation");
+      throw refuse('expired', "the session's grant expired without a revalidation");
     const grant: RelayGrant = {
       ...(row.grant_publish ? { publish: ['**'] } : {}),
       ...(row.grant_subscribe ? { subscribe: ['**'] } : {}),

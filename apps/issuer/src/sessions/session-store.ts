@@ -165,6 +165,17 @@ export class RelaySessionStore implements SlotLedger {
     });
   }
 
+  /** Sessions not ended and seen within two cadences, over every tenant (the live-sessions gauge). */
+  async liveCount(): Promise<number> {
+    const row = await this.#db
+      .selectFrom('relay_sessions')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('ended_at', 'is', null)
+      .where(sql<boolean>`last_seen_at + make_interval(secs => revalidate_seconds * 2) > now()`)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /** A project's sessions, newest first, after `after`, at most `limit`. */
   list(query: {
     tenantId: string;

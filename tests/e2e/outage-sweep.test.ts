@@ -396,6 +396,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     getLiveness: {},
     getReadiness: {},
     getJwks: {},
+    getJwk: { params: (w) => ({ file: `${w.kids[0] as string}.jwk` }) },
     listPlans: {},
     getPricing: {},
     getAuthorizationServerMetadata: {},

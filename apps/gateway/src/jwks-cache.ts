@@ -8,6 +8,8 @@ export interface JwksSnapshot {
   /** The serialized `{"keys":[...]}` document, exactly as served. */
   body: string;
   etag: string;
+  /** The keys it lists. */
+  keys: readonly Jwk[];
 }
 
 /** After a revocation, the issuer is asked again this often while it still lists the key. */
@@ -108,9 +110,9 @@ export class JwksCache {
   #publish(fetched: { keys: Jwk[]; etag: string }): JwksSnapshot {
     const keys = fetched.keys.filter((k) => !this.#revoked.has(k.kid));
     const body = JSON.stringify({ keys });
-    if (keys.length === fetched.keys.length) return { body, etag: fetched.etag };
+    if (keys.length === fetched.keys.length) return { body, etag: fetched.etag, keys };
     // The issuer's tag formula (base64url SHA-256 of the body): the same set, the same tag.
-    return { body, etag: `"${createHash('sha256').update(body).digest('base64url')}"` };
+    return { body, etag: `"${createHash('sha256').update(body).digest('base64url')}"`, keys };
   }
 
   /**

@@ -1,4 +1,6 @@
+import * as moqToken from '@moq/token';
 import { grantProblem, type RelayGrant } from '@relayplane/contract/relay-auth';
+import { importJWK, jwtVerify } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from './support/stack.ts';
 import { type Tenant, tenant } from './support/tenant.ts';
@@ -388,5 +390,33 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
       path: '/',
     });
     expect(badId.statusCode).toBe(400);
+  });
+
+  it('serves each JWKS key as {kid}.jwk in the form @moq/token loads as a public key, and it verifies a credential', async () => {
+    const set = await stack.app.inject({ method: 'GET', url: '/v1/credentials/jwks' });
+    const kids = set.json<{ keys: { kid: string }[] }>().keys.map((k) => k.kid);
+    const { token } = await credential();
+    const kid = JSON.parse(Buffer.from(token.split('.')[0] as string, 'base64url').toString()).kid as string;
+    expect(kids).toContain(kid);
+    const res = await stack.app.inject({ method: 'GET', url: `/v1/credentials/jwks/${kid}.jwk` });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.headers['cache-control']).toBe('public, max-age=300');
+    expect(res.json()).toMatchObject({ kty: 'OKP', crv: 'Ed25519', kid, alg: 'EdDSA', key_ops: ['verify'] });
+    // moq's own library loads it as a public key (alg EdDSA, key_ops with verify)…
+    const key = moqToken.loadPublic(res.body);
+    expect(key.alg).toBe('EdDSA');
+    // …and the key verifies the credential's signature.
+    const verified = await jwtVerify(token, await importJWK(res.json(), 'EdDSA'), { algorithms: ['EdDSA'] });
+    expect(verified.payload.jti).toEqual(expect.stringMatching(/^crd_/));
+    // @moq/token's verify gets past the signature and stops at the claims: credentials do not
+    // carry moq's root/put/get claims yet (path-scoped credentials, docs/credentials.md Sessions).
+    await expect(moqToken.verify(key, token, '')).rejects.toThrow(/root|put|get/);
+    expect(
+      (await stack.app.inject({ method: 'GET', url: `/v1/credentials/jwks/${'A'.repeat(43)}.jwk` }))
+        .statusCode,
+    ).toBe(404);
+    expect(
+      (await stack.app.inject({ method: 'GET', url: '/v1/credentials/jwks/bad%20kid.jwk' })).statusCode,
+    ).toBe(400);
   });
 });

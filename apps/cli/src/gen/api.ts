@@ -1150,6 +1150,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/credentials/jwks/{file}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One key that verifies relay credentials, as a JWK file (`{kid}.jwk`)
+         * @description Public. The key of the JWKS whose `kid` is named, as moq's libraries load a public key (moq-relay's `--auth-key-dir <base URL>` fetches `<base>/{kid}.jwk`; `@moq/token` `loadPublic`): `alg: EdDSA` and `key_ops: ["verify"]`. A key out of the JWKS (removed, revoked, unknown): 404. `Cache-Control: public, max-age=300`.
+         */
+        get: operations["getJwk"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/credentials/revocations": {
         parameters: {
             query?: never;
@@ -7288,6 +7308,68 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getJwk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `{kid}.jwk` */
+                file: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        alg: "EdDSA";
+                        /** @enum {string} */
+                        crv: "Ed25519";
+                        key_ops: "verify"[];
+                        kid: string;
+                        /** @enum {string} */
+                        kty: "OKP";
+                        /** @enum {string} */
+                        use: "sig";
+                        x: string;
+                    };
+                };
+            };
+            /** @description No key of the JWKS has this kid. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
             /** @description Internal error. Retryable. */
             500: {

@@ -1,7 +1,8 @@
+import { AppError } from '@relayplane/contract/errors';
 import type { FastifyReply } from 'fastify';
 import { Jwk } from '../components.ts';
 import type { JwksSnapshot } from '../jwks-cache.ts';
-import { listOf, noContent, ref } from '../schemas.ts';
+import { errorResponse, listOf, noContent, object, ref, Type } from '../schemas.ts';
 import type { Api, RouteDeps } from './deps.ts';
 
 const CACHE_CONTROL = 'public, max-age=300';
@@ -49,6 +50,53 @@ export function registerJwks(app: Api, { jwks }: RouteDeps): void {
       const snapshot = jwks.current();
       if (snapshot) answer(snapshot);
       else return jwks.get().then(answer);
+    },
+  );
+
+  app.get(
+    '/v1/credentials/jwks/:file',
+    {
+      schema: {
+        operationId: 'getJwk',
+        summary: 'One key that verifies relay credentials, as a JWK file (`{kid}.jwk`)',
+        description:
+          "Public. The key of the JWKS whose `kid` is named, as moq's libraries load a public key (moq-relay's " +
+          '`--auth-key-dir <base URL>` fetches `<base>/{kid}.jwk`; `@moq/token` `loadPublic`): `alg: EdDSA` and ' +
+          '`key_ops: ["verify"]`. A key out of the JWKS (removed, revoked, unknown): 404. `Cache-Control: public, ' +
+          'max-age=300`.',
+        tags: ['credentials'],
+        params: object({
+          file: Type.String({ pattern: '^[A-Za-z0-9_-]{1,128}\\.jwk$', description: '`{kid}.jwk`' }),
+        }),
+        response: {
+          200: object({
+            kty: Type.Literal('OKP'),
+            crv: Type.Literal('Ed25519'),
+            x: Type.String(),
+            kid: Type.String(),
+            alg: Type.Literal('EdDSA'),
+            use: Type.Literal('sig'),
+            key_ops: Type.Array(Type.Literal('verify')),
+          }),
+          404: errorResponse('No key of the JWKS has this kid.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const snapshot = jwks.current() ?? (await jwks.get());
+      const kid = request.params.file.slice(0, -'.jwk'.length);
+      const key = snapshot.keys.find((k) => k.kid === kid);
+      if (!key) throw new AppError('not_found', 'no key of the JWKS has this kid');
+      reply.header('cache-control', CACHE_CONTROL);
+      return {
+        kty: 'OKP' as const,
+        crv: 'Ed25519' as const,
+        x: key.x,
+        kid: key.kid,
+        alg: 'EdDSA' as const,
+        use: 'sig' as const,
+        key_ops: ['verify' as const],
+      };
     },
   );
 }

@@ -38,6 +38,7 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/readyz', auth: 'none' },
   { method: 'GET', url: '/openapi.json', auth: 'none' },
   { method: 'GET', url: '/v1/plans', auth: 'none' },
+  { method: 'GET', url: '/v1/credentials/jwks/kid_000.jwk', auth: 'none' },
   { method: 'GET', url: '/v1/pricing', auth: 'none' },
   { method: 'GET', url: '/v1/credentials/jwks', auth: 'none' },
   {

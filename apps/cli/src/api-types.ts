@@ -62,6 +62,14 @@ export type TotpConfirmation = ResponseBody<'/admin/v1/auth/mfa/totp/confirm', '
 export type SessionInfo = ResponseBody<'/admin/v1/auth/sessions', 'get', 200>['sessions'][number];
 export type OtherSessionsRevocation = ResponseBody<'/admin/v1/auth/sessions/revoke-others', 'post', 200>;
 
+/** One relay session as `GET /admin/v1/projects/{project_id}/sessions` lists it (no credential). */
+export type RelaySession = ResponseBody<
+  '/admin/v1/projects/{project_id}/sessions',
+  'get',
+  200
+>['sessions'][number];
+export type EndedRelaySession = ResponseBody<'/admin/v1/sessions/{session_id}/end', 'post', 200>;
+
 /** One event as `GET /admin/v1/audit-events` answers it. */
 export type AuditEvent = ResponseBody<'/admin/v1/audit-events', 'get', 200>['events'][number];
 export type AuditVerification = ResponseBody<'/admin/v1/audit-events/verify', 'get', 200>;

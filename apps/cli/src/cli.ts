@@ -9,6 +9,7 @@ import { CREDENTIAL_COMMANDS } from './commands/credentials.ts';
 import { MFA_COMMANDS } from './commands/mfa.ts';
 import { PLATFORM_COMMANDS } from './commands/platform.ts';
 import { PROJECT_COMMANDS } from './commands/projects.ts';
+import { RELAY_SESSION_COMMANDS } from './commands/relay-sessions.ts';
 import { SESSION_COMMANDS } from './commands/sessions.ts';
 import { ConfigStore, type SavedConfig } from './config.ts';
 import { CliError, EXIT, type ExitCode, UsageError } from './errors.ts';
@@ -28,6 +29,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   ...API_KEY_COMMANDS,
   ...BOT_COMMANDS,
   ...CREDENTIAL_COMMANDS,
+  ...RELAY_SESSION_COMMANDS,
   ...AUDIT_COMMANDS,
   ...PLATFORM_COMMANDS,
 ];

@@ -25,7 +25,13 @@ export async function fetchAll<K extends string, T>(
   do {
     const query = new URLSearchParams({ limit: String(PAGE_LIMIT) });
     if (cursor !== undefined) query.set('cursor', cursor);
-    const { body } = await api.request<Paged<K, T>>('GET', `${path}?${query}`, { auth });
+    const { body } = await api.request<Paged<K, T>>(
+      'GET',
+      `${path}${path.includes('?') ? '&' : '?'}${query}`,
+      {
+        auth,
+      },
+    );
     items.push(...(body[field] ?? []));
     cursor = body.next_cursor || undefined;
     // A server that answered one cursor twice would otherwise keep this loop going for ever.

@@ -2,6 +2,7 @@ import * as moqToken from '@moq/token';
 import { grantProblem, type RelayGrant } from '@relayplane/contract/relay-auth';
 import { importJWK, jwtVerify } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { inProcessCli } from './support/cli.ts';
 import { type Stack, startStack } from './support/stack.ts';
 import { type Tenant, tenant } from './support/tenant.ts';
 
@@ -113,6 +114,8 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     });
     relays.push(await registerRelay('relay-a.example'), await registerRelay('relay-b.example'));
   });
+  // After the stack's beforeAll: listens on the app it built.
+  const cli = inProcessCli(() => stack.app, 'relay-sessions');
   afterAll(async () => {
     await stack?.close();
   });
@@ -418,5 +421,30 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     expect(
       (await stack.app.inject({ method: 'GET', url: '/v1/credentials/jwks/bad%20kid.jwk' })).statusCode,
     ).toBe(400);
+  });
+
+  it('lists and ends relay sessions from the CLI (relayplane relay-sessions)', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token, jti } = await credential();
+    const id = sessionId();
+    expect((await connect(relay, id, token)).statusCode).toBe(200);
+    const live = await cli(['relay-sessions', projectId, '--state', 'live', '--json'], t.token);
+    expect(live.code, live.stderr).toBe(0);
+    expect(JSON.parse(live.stdout).sessions).toEqual([
+      expect.objectContaining({ id, jti, relay_id: relay.id }),
+    ]);
+    expect(live.stdout).not.toContain(token);
+    const table = await cli(['relay-sessions', projectId], t.token);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toContain(id);
+    const ended = await cli(['relay-sessions', 'end', id, '--json'], t.token);
+    expect(ended.code, ended.stderr).toBe(0);
+    expect(JSON.parse(ended.stdout)).toMatchObject({ id, reason: 'ended_by_admin' });
+    expect((await revalidate(relay, id, token)).statusCode).toBe(403);
+    const missing = await cli(['relay-sessions', 'end', 'ffff'], t.token);
+    expect(missing.code).toBe(5);
+    const badState = await cli(['relay-sessions', projectId, '--state', 'paused'], t.token);
+    expect(badState.code).not.toBe(0);
+    expect(badState.stderr).toMatch(/live or ended/);
   });
 });

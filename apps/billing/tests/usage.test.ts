@@ -41,6 +41,11 @@ const usageDay = (day: string, projectId: string, issued: number, peak: number):
   projectId,
   credentialsIssued: BigInt(issued),
   peakConcurrentConnections: peak,
+  // No relay sessions in these scripts (issuer tests cover the session columns' sums).
+  sessionsEnded: 0n,
+  sessionSeconds: 0,
+  bytesSent: 0n,
+  bytesReceived: 0n,
 });
 
 describe('usage metering (real issuer over gRPC, PostgreSQL, Redis)', () => {

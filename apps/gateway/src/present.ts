@@ -411,5 +411,9 @@ export function presentUsageDay(d: UsageDay) {
     project_id: d.projectId || null,
     credentials_issued: Number(d.credentialsIssued),
     peak_concurrent_connections: d.peakConcurrentConnections,
+    sessions_ended: Number(d.sessionsEnded),
+    session_minutes: Math.round((d.sessionSeconds / 60) * 100) / 100,
+    bytes_sent: Number(d.bytesSent),
+    bytes_received: Number(d.bytesReceived),
   };
 }

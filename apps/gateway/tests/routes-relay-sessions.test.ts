@@ -447,4 +447,41 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     expect(badState.code).not.toBe(0);
     expect(badState.stderr).toMatch(/live or ended/);
   });
+
+  it('shows the minutes and bytes of ended sessions in the daily usage', async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token } = await credential();
+    const id = sessionId();
+    expect((await connect(relay, id, token)).statusCode).toBe(200);
+    const ended = await send(relay, {
+      id,
+      event: 'end',
+      reason: 'done',
+      duration: 150,
+      bytes: { sent: 4_000_000, received: 25_000 },
+      node: relay.id,
+      transport: 'quic',
+      path: '/demo/room',
+    });
+    expect(ended.statusCode).toBe(204);
+    const today = new Date().toISOString().slice(0, 10);
+    await stack.billing.usage.aggregateDay(today);
+    const usage = await stack.app.inject({
+      method: 'GET',
+      url: `/admin/v1/billing/usage?from=${today}&to=${today}`,
+      headers: t.auth,
+    });
+    expect(usage.statusCode, usage.body).toBe(200);
+    const days = usage.json<{ days: { project_id: string | null }[] }>().days;
+    for (const projectRow of [null, projectId]) {
+      expect(days.find((d) => d.project_id === projectRow)).toMatchObject({
+        day: today,
+        sessions_ended: 1,
+        session_minutes: 2.5,
+        bytes_sent: 4_000_000,
+        bytes_received: 25_000,
+        credentials_issued: 1,
+      });
+    }
+  });
 });

@@ -178,6 +178,98 @@ describe('SummarizeUsage (real gRPC, PostgreSQL)', () => {
     expect(mine).toEqual([row(tenantId, '', 4, 3), row(tenantId, projectId, 4, 3)]);
   });
 
+  it('sums the relay sessions that ended in the day, whole on their end day, per project and tenant', async () => {
+    const tenantId = newId('tenant');
+    const pa = newId('project');
+    const pb = newId('project');
+    let n = 0;
+    const session = (projectId: string, started: string, ended: string | null, extra = {}) => ({
+      id: (++n).toString(16).padStart(32, 'a'),
+      relay_id: 'rly_00000000000000000000',
+      tenant_id: tenantId,
+      project_id: projectId,
+      api_key_id: newId('apiKey'),
+      jti: newId('session').replace('ses_', 'crd_'),
+      kid: 'k',
+      credential_iat: 0,
+      transport: 'quic',
+      remote: '',
+      role: '',
+      path: '/',
+      grant_root: projectId,
+      grant_publish: true,
+      grant_subscribe: true,
+      tier: 'free',
+      revalidate_seconds: 15,
+      started_at: new Date(started),
+      last_seen_at: new Date(ended ?? started),
+      grant_expires_at: new Date(ended ?? started),
+      ended_at: ended === null ? null : new Date(ended),
+      ...extra,
+    });
+    await issuer.service.database.db
+      .insertInto('relay_sessions')
+      .values([
+        // Reported by its relay: 90 s and its bytes.
+        session(pa, at('10:00'), at('10:02'), { duration_seconds: 90, bytes_sent: 1000, bytes_received: 10 }),
+        // Started the day before, ended in the day: counted whole, on its end day.
+        session(pa, at('23:00', -1), at('01:00'), {
+          duration_seconds: 7200,
+          bytes_sent: 5,
+          bytes_received: 6,
+        }),
+        // Ended by the control plane, never reported: its start to its end (600 s), no bytes.
+        session(pb, at('12:00'), at('12:10')),
+        // Still live, and one that ended the next day: not this day's.
+        session(pb, at('13:00'), null),
+        session(pb, at('23:00'), at('00:30', 1), { duration_seconds: 5400 }),
+      ])
+      .execute();
+    const rows = (await issuer.client.summarizeUsage({ day: '2026-03-10' })).summaries.filter(
+      (r) => r.tenantId === tenantId,
+    );
+    const facts = rows.map((r) => ({
+      projectId: r.projectId,
+      sessionsEnded: r.sessionsEnded,
+      sessionSeconds: r.sessionSeconds,
+      bytesSent: r.bytesSent,
+      bytesReceived: r.bytesReceived,
+      credentialsIssued: r.credentialsIssued,
+    }));
+    expect(facts).toEqual(
+      [
+        {
+          projectId: '',
+          sessionsEnded: 3n,
+          sessionSeconds: 7890,
+          bytesSent: 1005n,
+          bytesReceived: 16n,
+          credentialsIssued: 0n,
+        },
+        {
+          projectId: pa,
+          sessionsEnded: 2n,
+          sessionSeconds: 7290,
+          bytesSent: 1005n,
+          bytesReceived: 16n,
+          credentialsIssued: 0n,
+        },
+        {
+          projectId: pb,
+          sessionsEnded: 1n,
+          sessionSeconds: 600,
+          bytesSent: 0n,
+          bytesReceived: 0n,
+          credentialsIssued: 0n,
+        },
+      ].sort((a, b) => (a.projectId < b.projectId ? -1 : a.projectId > b.projectId ? 1 : 0)),
+    );
+    const next = (await issuer.client.summarizeUsage({ day: '2026-03-11' })).summaries.find(
+      (r) => r.tenantId === tenantId && r.projectId === '',
+    );
+    expect(next?.sessionSeconds).toBe(5400);
+  });
+
   it('refuses a day that is not a calendar day as YYYY-MM-DD', async () => {
     for (const day of [
       '',

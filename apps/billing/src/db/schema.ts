@@ -63,6 +63,11 @@ export interface UsageDailyTable {
     string | number | bigint
   >;
   peak_concurrent_connections: number;
+  /** Relay sessions that ended that day, their seconds and bytes (int8 columns: strings from pg). */
+  sessions_ended: ColumnType<string | number | bigint, string | undefined, string>;
+  session_seconds: ColumnType<number | string, number | undefined, number>;
+  bytes_sent: ColumnType<string | number | bigint, string | undefined, string>;
+  bytes_received: ColumnType<string | number | bigint, string | undefined, string>;
   /** Taken before the issuer was asked: the rows cover at least everything up to it. */
   computed_at: Date;
 }

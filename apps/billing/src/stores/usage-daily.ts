@@ -13,6 +13,10 @@ export interface UsageDay {
   projectId: string;
   credentialsIssued: bigint;
   peakConcurrentConnections: number;
+  sessionsEnded: bigint;
+  sessionSeconds: number;
+  bytesSent: bigint;
+  bytesReceived: bigint;
 }
 
 /** One row of a day as the issuer summarized it. */
@@ -22,6 +26,11 @@ export interface UsageRow {
   projectId: string;
   credentialsIssued: bigint;
   peakConcurrentConnections: number;
+  /** Relay sessions that ended that day (absent from an issuer before sessions: 0). */
+  sessionsEnded?: bigint;
+  sessionSeconds?: number;
+  bytesSent?: bigint;
+  bytesReceived?: bigint;
 }
 
 // Transaction-scoped advisory lock per day: two workers replacing the same day take turns.
@@ -44,6 +53,10 @@ export class UsageStore {
       day,
       credentials_issued: r.credentialsIssued.toString(),
       peak_concurrent_connections: r.peakConcurrentConnections,
+      sessions_ended: (r.sessionsEnded ?? 0n).toString(),
+      session_seconds: r.sessionSeconds ?? 0,
+      bytes_sent: (r.bytesSent ?? 0n).toString(),
+      bytes_received: (r.bytesReceived ?? 0n).toString(),
       computed_at: computedAt,
     }));
     await this.#db.transaction().execute(async (tx) => {
@@ -68,6 +81,10 @@ export class UsageStore {
         'project_id',
         'credentials_issued',
         'peak_concurrent_connections',
+        'sessions_ended',
+        'session_seconds',
+        'bytes_sent',
+        'bytes_received',
       ])
       .where('tenant_id', '=', tenantId)
       .where('day', '>=', from)
@@ -80,6 +97,10 @@ export class UsageStore {
       projectId: r.project_id,
       credentialsIssued: BigInt(r.credentials_issued),
       peakConcurrentConnections: Number(r.peak_concurrent_connections),
+      sessionsEnded: BigInt(r.sessions_ended),
+      sessionSeconds: Number(r.session_seconds),
+      bytesSent: BigInt(r.bytes_sent),
+      bytesReceived: BigInt(r.bytes_received),
     }));
   }
 }

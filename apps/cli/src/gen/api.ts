@@ -458,7 +458,7 @@ export interface paths {
         };
         /**
          * Daily usage of the active tenant
-         * @description Per UTC day: credentials issued and the peak of concurrently live credentials, for the tenant (`project_id` null) and per project. Aggregated by background jobs, so today fills in over the day. Needs permission `billing:read` (roles owner, admin, developer, viewer; never bots or identity tokens; docs/iam.md).
+         * @description Per UTC day: credentials issued and the peak of concurrently live credentials, and the relay sessions that ended that day (`sessions_ended`, `session_minutes`, `bytes_sent`, `bytes_received`, as the relays reported them; a session counts whole on the day it ended), for the tenant (`project_id` null) and per project. Aggregated by background jobs, so today fills in over the day. Needs permission `billing:read` (roles owner, admin, developer, viewer; never bots or identity tokens; docs/iam.md).
          */
         get: operations["getUsage"];
         put?: never;
@@ -3757,10 +3757,17 @@ export interface operations {
                 content: {
                     "application/json": {
                         days: {
+                            /** @description By the relays, from the clients. */
+                            bytes_received: number;
+                            /** @description By the relays, to the clients. */
+                            bytes_sent: number;
                             credentials_issued: number;
                             day: string;
                             peak_concurrent_connections: number;
                             project_id: string | null;
+                            /** @description Minutes, to a hundredth. */
+                            session_minutes: number;
+                            sessions_ended: number;
                         }[];
                     };
                 };

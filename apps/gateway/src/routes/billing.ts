@@ -111,8 +111,10 @@ export function registerBilling(app: Api, { clients, guards }: RouteDeps): void 
         operationId: 'getUsage',
         summary: 'Daily usage of the active tenant',
         description:
-          'Per UTC day: credentials issued and the peak of concurrently live credentials, for the tenant ' +
-          '(`project_id` null) and per project. Aggregated by background jobs, so today fills in over the day.',
+          'Per UTC day: credentials issued and the peak of concurrently live credentials, and the relay sessions ' +
+          'that ended that day (`sessions_ended`, `session_minutes`, `bytes_sent`, `bytes_received`, as the relays ' +
+          'reported them; a session counts whole on the day it ended), for the tenant (`project_id` null) and per ' +
+          'project. Aggregated by background jobs, so today fills in over the day.',
         tags: ['billing'],
         querystring: object({
           from: Type.String({ pattern: DAY, description: 'First UTC day, YYYY-MM-DD.' }),
@@ -126,6 +128,10 @@ export function registerBilling(app: Api, { clients, guards }: RouteDeps): void 
               project_id: nullable(Type.String()),
               credentials_issued: Type.Integer(),
               peak_concurrent_connections: Type.Integer(),
+              sessions_ended: Type.Integer(),
+              session_minutes: Type.Number({ description: 'Minutes, to a hundredth.' }),
+              bytes_sent: Type.Integer({ description: 'By the relays, to the clients.' }),
+              bytes_received: Type.Integer({ description: 'By the relays, from the clients.' }),
             }),
           ),
           400: errorResponse(

@@ -1,7 +1,8 @@
 /**
- * Usage of one UTC day, recomputed from the credentials table (the source of truth): per
- * tenant and project, and per tenant, the credentials issued that day and the peak number of
- * credentials live at the same instant. A pure read: the billing usage job may ask for the
+ * Usage of one UTC day, recomputed from the credentials and relay-session tables (the source of
+ * truth): per tenant and project, and per tenant, the credentials issued that day, the peak number
+ * of credentials live at the same instant, and the relay sessions that ended that day (their
+ * count, seconds and bytes). A pure read: the billing usage job may ask for the
  * same day any number of times and always gets the same answer for a settled day.
  */
 import { DAY_MS } from '@relayplane/shared/usage-day';
@@ -14,6 +15,11 @@ export interface UsageSummaryRow {
   projectId: string;
   credentialsIssued: bigint;
   peakConcurrentConnections: number;
+  /** Relay sessions that ended this day: how many, seconds in all, bytes sent and received. */
+  sessionsEnded: bigint;
+  sessionSeconds: number;
+  bytesSent: bigint;
+  bytesReceived: bigint;
 }
 
 export class UsageSummaryStore {
@@ -89,11 +95,73 @@ export class UsageSummaryStore {
       left join peaks p on p.tenant_id = c.tenant_id and p.project_id = c.project_id
       order by c.tenant_id, c.project_id
     `.execute(this.#db);
-    return result.rows.map((r) => ({
-      tenantId: r.tenant_id,
-      projectId: r.project_id,
-      credentialsIssued: BigInt(r.credentials_issued),
-      peakConcurrentConnections: Number(r.peak),
-    }));
+    const rows = new Map<string, UsageSummaryRow>();
+    const rowOf = (tenantId: string, projectId: string): UsageSummaryRow => {
+      const key = `${tenantId}\u0000${projectId}`;
+      let row = rows.get(key);
+      if (!row) {
+        row = {
+          tenantId,
+          projectId,
+          credentialsIssued: 0n,
+          peakConcurrentConnections: 0,
+          sessionsEnded: 0n,
+          sessionSeconds: 0,
+          bytesSent: 0n,
+          bytesReceived: 0n,
+        };
+        rows.set(key, row);
+      }
+      return row;
+    };
+    for (const r of result.rows) {
+      const row = rowOf(r.tenant_id, r.project_id);
+      row.credentialsIssued = BigInt(r.credentials_issued);
+      row.peakConcurrentConnections = Number(r.peak);
+    }
+    for (const r of await this.#sessions(from, to)) {
+      const row = rowOf(r.tenant_id, r.project_id);
+      row.sessionsEnded = BigInt(r.sessions);
+      row.sessionSeconds = Number(r.seconds);
+      row.bytesSent = BigInt(r.bytes_sent);
+      row.bytesReceived = BigInt(r.bytes_received);
+    }
+    return [...rows.values()].sort((a, b) =>
+      a.tenantId === b.tenantId
+        ? a.projectId < b.projectId
+          ? -1
+          : a.projectId > b.projectId
+            ? 1
+            : 0
+        : a.tenantId < b.tenantId
+          ? -1
+          : 1,
+    );
+  }
+
+  /**
+   * Relay sessions that ended in [from, to), per tenant and project and per tenant: a session is
+   * counted whole on the day it ended, with the duration its relay reported (or, ended by the
+   * control plane and never reported, from its start to its end).
+   */
+  #sessions(from: string, to: string) {
+    return this.#db
+      .selectFrom('relay_sessions')
+      .select([
+        'tenant_id',
+        sql<string>`coalesce(project_id, '')`.as('project_id'),
+        sql<string | number | bigint>`count(*)`.as('sessions'),
+        sql<
+          string | number
+        >`coalesce(sum(coalesce(duration_seconds, extract(epoch from ended_at - started_at))), 0)`.as(
+          'seconds',
+        ),
+        sql<string | number | bigint>`coalesce(sum(bytes_sent), 0)`.as('bytes_sent'),
+        sql<string | number | bigint>`coalesce(sum(bytes_received), 0)`.as('bytes_received'),
+      ])
+      .where('ended_at', '>=', sql<Date>`${from}::timestamptz`)
+      .where('ended_at', '<', sql<Date>`${to}::timestamptz`)
+      .groupBy(sql`grouping sets ((tenant_id, project_id), (tenant_id))`)
+      .execute();
   }
 }

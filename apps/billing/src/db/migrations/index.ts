@@ -5,6 +5,7 @@ import * as usageDaily from './20261123T1100-usage-daily.ts';
 import * as stripeMetering from './20261123T1300-stripe-metering.ts';
 import * as auditOutbox from './20261129T1000-audit-outbox.ts';
 import * as stripeSubscriptionOrder from './20261130T0100-stripe-subscription-order.ts';
+import * as usageSessions from './20261202T1000-usage-sessions.ts';
 
 /** Every migration of the billing schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +15,5 @@ export const migrations: Record<string, Migration> = {
   '20261123T1300-stripe-metering': stripeMetering,
   '20261129T1000-audit-outbox': auditOutbox,
   '20261130T0100-stripe-subscription-order': stripeSubscriptionOrder,
+  '20261202T1000-usage-sessions': usageSessions,
 };

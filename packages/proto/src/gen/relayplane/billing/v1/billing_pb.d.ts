@@ -680,6 +680,28 @@ export declare type UsageDay = Message<"relayplane.billing.v1.UsageDay"> & {
    * @generated from field: int32 peak_concurrent_connections = 4;
    */
   peakConcurrentConnections: number;
+
+  /**
+   * Relay sessions that ended this day: count, seconds in all, bytes sent and received.
+   *
+   * @generated from field: int64 sessions_ended = 5;
+   */
+  sessionsEnded: bigint;
+
+  /**
+   * @generated from field: double session_seconds = 6;
+   */
+  sessionSeconds: number;
+
+  /**
+   * @generated from field: int64 bytes_sent = 7;
+   */
+  bytesSent: bigint;
+
+  /**
+   * @generated from field: int64 bytes_received = 8;
+   */
+  bytesReceived: bigint;
 };
 
 /**

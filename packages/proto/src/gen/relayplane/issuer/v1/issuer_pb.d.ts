@@ -1409,6 +1409,29 @@ export declare type UsageSummary = Message<"relayplane.issuer.v1.UsageSummary"> 
    * @generated from field: int32 peak_concurrent_connections = 4;
    */
   peakConcurrentConnections: number;
+
+  /**
+   * Relay sessions that ended this day (docs/credentials.md, Sessions): how many, how long in
+   * all (seconds, as the relays reported), and the bytes they sent and received.
+   *
+   * @generated from field: int64 sessions_ended = 5;
+   */
+  sessionsEnded: bigint;
+
+  /**
+   * @generated from field: double session_seconds = 6;
+   */
+  sessionSeconds: number;
+
+  /**
+   * @generated from field: int64 bytes_sent = 7;
+   */
+  bytesSent: bigint;
+
+  /**
+   * @generated from field: int64 bytes_received = 8;
+   */
+  bytesReceived: bigint;
 };
 
 /**

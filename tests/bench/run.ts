@@ -47,6 +47,7 @@ import { type Proc, ROOT, startProcess } from '../support/processes.ts';
 import { SystemTls } from '../support/tls.ts';
 import { type PacedResult, paced } from './paced.ts';
 import { awaitOutput, type Peer, startPeer } from './peer.ts';
+import { measureRelayAuth, type RelayAuthFigures } from './relay-auth.ts';
 import {
   formatGoal,
   goals,
@@ -93,6 +94,8 @@ const ISSUANCE_CONNECTIONS = Number(process.env.BENCH_ISSUANCE_CONNECTIONS ?? 12
  */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const MODES_RUN = parseModes(process.env.BENCH_MODES);
+/** BENCH_RELAY_AUTH=0 skips the relay-session decisions (relay-auth.ts) after each mode. */
+const RELAY_AUTH = process.env.BENCH_RELAY_AUTH !== '0';
 /** Mutual TLS on every gRPC link of the distributed modes (BENCH_GRPC_TLS=1). */
 const GRPC_TLS = process.env.BENCH_GRPC_TLS === '1';
 /** Slices per comparison within a round (see the round loop). */
@@ -274,6 +277,8 @@ export interface Target {
   issue: { method: 'POST'; headers: Record<string, string>; body: string };
   /** Distributed: the bench's own database, for the storage costs. */
   databaseUrl?: string;
+  /** The first owner (a platform administrator): registers the relay of the relay-auth part. */
+  owner: { email: string; password: string };
   stop(): Promise<void>;
 }
 
@@ -366,7 +371,7 @@ async function startEmbedded(plansFile: string): Promise<Target> {
     const base = `http://127.0.0.1:${port}`;
     await waitFor(async () => (await fetch(`${base}/readyz`)).status === 200, 30_000, 'embedded /readyz');
     const key = await apiKey(base, owner);
-    return { mode: 'embedded', urls: [base], procs: [proc], issue: issueRequest(key), stop };
+    return { mode: 'embedded', urls: [base], procs: [proc], issue: issueRequest(key), owner, stop };
   } catch (err) {
     await stop();
     throw err;
@@ -420,6 +425,7 @@ export async function startDistributedMode(
         procs: system.procs,
         issue: issueRequest(key),
         databaseUrl: dbUrl.toString(),
+        owner,
         stop,
       };
     } catch (err) {
@@ -459,6 +465,8 @@ interface ModeResult {
   machine_busy_at_rest: number;
   mode_busy_at_rest: number;
   storage?: { at_rate_per_s: number } & StorageCosts;
+  /** Relay session decisions (relay-auth.ts), unless BENCH_RELAY_AUTH=0. */
+  relay_auth?: RelayAuthFigures;
 }
 
 const figures = (r: Round): RoundFigures => ({
@@ -762,6 +770,14 @@ async function main(): Promise<void> {
           ? await startEmbedded(plansFile)
           : await startDistributedMode(mode, plansFile, admin, tls);
       const result = await measureMode(target, peer, hello);
+      if (RELAY_AUTH) {
+        console.log(`${MODE_LABELS[mode]}: relay session decisions (POST /v1/relays/auth)…`);
+        result.relay_auth = await measureRelayAuth(target, target.owner, {
+          seconds: DURATION,
+          connections: CONNECTIONS,
+        });
+        console.log(`${MODE_LABELS[mode]}: relay auth ${JSON.stringify(result.relay_auth)}`);
+      }
       await target.stop();
       target = undefined;
       results.push(result);
@@ -803,6 +819,7 @@ async function main(): Promise<void> {
             mode_busy_at_rest: r.mode_busy_at_rest,
             rounds: r.rounds,
             ...(r.storage ? { per_credential: r.storage } : {}),
+            ...(r.relay_auth ? { relay_auth: r.relay_auth } : {}),
           },
         ]),
       ),

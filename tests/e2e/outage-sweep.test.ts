@@ -396,7 +396,13 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     getLiveness: {},
     getReadiness: {},
     getJwks: {},
-    getJwk: { params: (w) => ({ file: `${w.kids[0] as string}.jwk` }) },
+    // The key that signed the world's credential: listed all along (rotations keep a previous key
+    // until its credentials expire; the sweep revokes only a next key).
+    getJwk: {
+      params: (w) => ({
+        file: `${JSON.parse(Buffer.from(w.credential.split('.')[0] as string, 'base64url').toString()).kid}.jwk`,
+      }),
+    },
     listPlans: {},
     getPricing: {},
     getAuthorizationServerMetadata: {},

@@ -202,7 +202,12 @@ describe('a rolling restart of every process under a steady issuance load', () =
       kek: Buffer.alloc(32, 11).toString('base64'),
       bootstrap: OWNER,
       replicas: { gateway: 2, issuer: 3, admin: 2, billing: 2 },
-      extraEnv: { RELAYPLANE_PLANS_FILE: plans },
+      extraEnv: {
+        RELAYPLANE_PLANS_FILE: plans,
+        // The capped tenant's credentials never connect to a relay: held for their whole TTL
+        // (600 s) rather than the default connect window (60 s), which this run outlasts.
+        RELAYPLANE_RELAY_CONNECT_WINDOW_SECONDS: '600',
+      },
     });
     db = new pg.Client({ connectionString: database.url });
     await db.connect();

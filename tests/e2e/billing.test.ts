@@ -358,7 +358,16 @@ describe('billing: built-in provider', () => {
     const N = 3;
     for (let i = 0; i < N; i++) expect((await issue(api, t)).status).toBe(201);
     const today = new Date().toISOString().slice(0, 10);
-    const expected = { day: today, credentials_issued: N, peak_concurrent_connections: N };
+    // No relay session ended here: the session columns of the day are 0 (docs/billing.md, Usage).
+    const expected = {
+      day: today,
+      credentials_issued: N,
+      peak_concurrent_connections: N,
+      sessions_ended: 0,
+      session_minutes: 0,
+      bytes_sent: 0,
+      bytes_received: 0,
+    };
 
     const deadline = Date.now() + 15_000;
     type Row = {

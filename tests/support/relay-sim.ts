@@ -49,14 +49,6 @@ export class RelaySim {
     this.node = node;
   }
 
-  /** Points the relay at another auth URL (another gateway), keeping its sessions. */
-  use(authUrl: string): void {
-    const url = new URL(authUrl);
-    url.username = '';
-    url.password = '';
-    this.#url = url.toString();
-  }
-
   async #post(body: Record<string, unknown>): Promise<Answer> {
     let res: Response;
     try {

@@ -2,7 +2,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { AppError } from '@relayplane/contract/errors';
 import { isId } from '@relayplane/contract/ids';
-import type { IssuerService, RelaySession, RelaySessionSchema } from '@relayplane/proto/issuer';
+import type { IssuerService, RelaySessionSchema } from '@relayplane/proto/issuer';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { decodeCursor, encodeCursor, instantOf, pageLimit } from '../common/list-paging.ts';
 import type { RelaySessionRow } from '../sessions/session-store.ts';
@@ -102,5 +102,3 @@ function sessionMessage(row: RelaySessionRow): MessageInitShape<typeof RelaySess
     lastSeenAt: timestampFromDate(row.last_seen_at),
   };
 }
-
-export type { RelaySession };

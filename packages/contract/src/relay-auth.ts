@@ -4,6 +4,7 @@
  * session and obeys the grant answered. Pure: the gateway parses with it, the issuer decides
  * with it, and the contract tests feed it upstream's cross-language vectors.
  */
+import { PatternError, parsePattern } from './moq-pattern.ts';
 
 /** The session events a relay sends. */
 export const RELAY_SESSION_EVENTS = ['connect', 'revalidate', 'end'] as const;
@@ -128,17 +129,13 @@ export function grantProblem(grant: RelayGrant, nowSeconds: number): string | un
   return undefined;
 }
 
-/** Upstream's pattern grammar: `/`-separated segments, `*` within one, `**` at most once. */
+/** Upstream's pattern grammar (moq-pattern.ts): the reason `pattern` is not one, or undefined. */
 export function patternProblem(pattern: string): string | undefined {
-  if (pattern === '') return undefined;
-  const segments = pattern.split('/');
-  if (segments.some((s) => s === '')) return 'a leading, trailing or doubled /';
-  if (segments.length > 32) return 'more than 32 segments';
-  let globstars = 0;
-  for (const segment of segments) {
-    if (segment === '**') globstars++;
-    else if (segment.includes('**')) return '** mixed with other characters';
-    else if (segment.split('*').length > 2) return 'two * in one segment';
+  try {
+    parsePattern(pattern);
+    return undefined;
+  } catch (err) {
+    if (err instanceof PatternError) return err.message;
+    throw err;
   }
-  return globstars > 1 ? 'more than one **' : undefined;
 }

@@ -10,8 +10,9 @@ import {
   PROJECT_ENVIRONMENTS,
   ROLE_NAMES,
 } from '@relayplane/contract/contract';
+import { MAX_PATH_LENGTH, MAX_PATH_PATTERNS } from '@relayplane/contract/credential-paths';
 import { PERMISSIONS } from '@relayplane/shared/iam';
-import { dateTime, nullableDateTime, object, oneOf, ref, Type } from './schemas.ts';
+import { dateTime, nullable, nullableDateTime, object, oneOf, ref, Type } from './schemas.ts';
 
 /** The scopes of an identity token: IAM permissions. */
 export const PERMISSION_LIST = Type.Array(oneOf([...PERMISSIONS]), {
@@ -149,6 +150,40 @@ export const SigningKey = object(
   { $id: 'SigningKey' },
 );
 
+/** A request's root: a path relative to the project (slashes normalised; no wildcards). */
+export const PATH_ROOT = Type.String({
+  maxLength: MAX_PATH_LENGTH,
+  description:
+    'A path relative to the project (`room/42`); slashes are normalised, `""` is the whole project.',
+});
+
+/** A request's patterns of one role (moq's pattern syntax). */
+export const PATTERN_LIST = Type.Array(Type.String({ maxLength: 256 }), {
+  maxItems: MAX_PATH_PATTERNS,
+  description:
+    'moq patterns relative to `root`: `/`-separated segments, `*` one segment, `pre*suf` one segment by its ends, ' +
+    '`**` any run of segments (once); `room` is one broadcast, `room/**` it and everything beneath, `**` everything.',
+});
+
+/** An API key's ceiling as answered: the paths every credential of the key is bounded by. */
+export const PathCeilingOut = object(
+  {
+    root: Type.String({ description: 'A path relative to the project; `""` is its whole namespace.' }),
+    publish: Type.Array(Type.String(), {
+      description: 'moq patterns relative to `root`; empty: no publishing.',
+    }),
+    subscribe: Type.Array(Type.String(), {
+      description: 'moq patterns relative to `root`; empty: no subscribing.',
+    }),
+  },
+  {
+    description:
+      'Every credential the key mints is bounded by it: a request within it is issued as asked, one without paths ' +
+      "gets the ceiling, one beyond it is refused (403). Fixed at the key's creation (docs/credentials.md, " +
+      '"Path-scoped credentials").',
+  },
+);
+
 export const ApiKey = object(
   {
     id: Type.String(),
@@ -158,6 +193,7 @@ export const ApiKey = object(
     display_prefix: Type.String({ description: 'The first characters of the key, e.g. `svc_live_1a2b`.' }),
     last_four: Type.String(),
     scopes: Type.Array(Type.String()),
+    ceiling: nullable(PathCeilingOut),
     created_at: dateTime(),
     last_used_at: nullableDateTime({ description: 'Accurate to about a minute.' }),
     revoked_at: nullableDateTime(),

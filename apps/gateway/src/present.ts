@@ -270,6 +270,9 @@ export function presentApiKey(k: ApiKey): Static<typeof ApiKeySchema> {
     name: k.name,
     mode: oneOfValues(KEY_MODE_NAMES, k.mode, 'api_key.mode'),
     scopes: k.scopes,
+    ceiling: k.ceiling
+      ? { root: k.ceiling.root, publish: k.ceiling.publish, subscribe: k.ceiling.subscribe }
+      : null,
     ...presentSecret(k, 'api_key'),
   };
 }

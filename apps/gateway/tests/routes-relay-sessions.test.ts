@@ -55,12 +55,15 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
   }
   beforeEach(fresh);
 
-  async function credential(): Promise<{ token: string; jti: string }> {
+  async function credential(
+    payload: Record<string, unknown> = {},
+    key = apiKey,
+  ): Promise<{ token: string; jti: string }> {
     const res = await stack.app.inject({
       method: 'POST',
       url: '/api/v1/credentials',
-      headers: { 'x-api-key': apiKey },
-      payload: {},
+      headers: { 'x-api-key': key },
+      payload,
     });
     expect(res.statusCode, res.body).toBe(201);
     return res.json();
@@ -395,10 +398,10 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     expect(badId.statusCode).toBe(400);
   });
 
-  it('serves each JWKS key as {kid}.jwk in the form @moq/token loads as a public key, and it verifies a credential', async () => {
+  it('serves each JWKS key as {kid}.jwk in the form @moq/token loads as a public key, and it verifies a path-scoped credential', async () => {
     const set = await stack.app.inject({ method: 'GET', url: '/v1/credentials/jwks' });
     const kids = set.json<{ keys: { kid: string }[] }>().keys.map((k) => k.kid);
-    const { token } = await credential();
+    const { token } = await credential({ root: '/room/7', publish: ['alice/**'], subscribe: ['**'] });
     const kid = JSON.parse(Buffer.from(token.split('.')[0] as string, 'base64url').toString()).kid as string;
     expect(kids).toContain(kid);
     const res = await stack.app.inject({ method: 'GET', url: `/v1/credentials/jwks/${kid}.jwk` });
@@ -411,9 +414,15 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     // …and the key verifies the credential's signature.
     const verified = await jwtVerify(token, await importJWK(res.json(), 'EdDSA'), { algorithms: ['EdDSA'] });
     expect(verified.payload.jti).toEqual(expect.stringMatching(/^crd_/));
-    // @moq/token's verify gets past the signature and stops at the claims: credentials do not
-    // carry moq's root/put/get claims yet (path-scoped credentials, docs/credentials.md Sessions).
-    await expect(moqToken.verify(key, token, '')).rejects.toThrow(/root|put|get/);
+    // @moq/token's own verify: the signature with the .jwk key, then moq's claims, for the root
+    // the credential was issued for (beneath its project id).
+    const claims = await moqToken.verify(key, token, `${projectId}/room/7`);
+    expect(claims).toMatchObject({ root: `${projectId}/room/7`, put: ['alice'], get: [''] });
+    await expect(moqToken.verify(key, token, `${projectId}/room/8`)).rejects.toThrow(/path does not match/);
+    // Patterns a prefix cannot say travel as publish/subscribe, which @moq/token 0.2 refuses
+    // rather than misreads (it knows only put/get), as upstream intends.
+    const exact = await credential({ root: 'room/7', publish: ['alice'] });
+    await expect(moqToken.verify(key, exact.token, `${projectId}/room/7`)).rejects.toThrow(/put or get/);
     expect(
       (await stack.app.inject({ method: 'GET', url: `/v1/credentials/jwks/${'A'.repeat(43)}.jwk` }))
         .statusCode,
@@ -421,6 +430,118 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     expect(
       (await stack.app.inject({ method: 'GET', url: '/v1/credentials/jwks/bad%20kid.jwk' })).statusCode,
     ).toBe(400);
+  });
+
+  it("grants a path-scoped credential's patterns at the dialed path, as moq-relay would decide them offline", async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const { token } = await credential({ root: 'room/7', publish: ['alice/**'], subscribe: ['**'] });
+    // The path reaches into the credential's root: each pattern narrowed to what is left below it.
+    const deep = await connect(relay, sessionId(), token, { path: '/room/7/alice' });
+    expect(deep.statusCode, deep.body).toBe(200);
+    expect(deep.json()).toMatchObject({
+      root: `${projectId}/room/7/alice`,
+      publish: ['**'],
+      subscribe: ['**'],
+    });
+    expectValidGrant(deep.json());
+    const atRoot = await connect(relay, sessionId(), token, { path: '/room/7' });
+    expect(atRoot.json()).toMatchObject({
+      root: `${projectId}/room/7`,
+      publish: ['alice/**'],
+      subscribe: ['**'],
+    });
+    // Above the root: the root's extra segments are prepended.
+    const above = await connect(relay, sessionId(), token, { path: '/room' });
+    expect(above.json()).toMatchObject({
+      root: `${projectId}/room`,
+      publish: ['7/alice/**'],
+      subscribe: ['7/**'],
+    });
+    // Beside it: refused, with the reason the relay logs.
+    const beside = await connect(relay, sessionId(), token, { path: '/room/8' });
+    expect(beside.statusCode).toBe(403);
+    expect(beside.json().error).toMatch(/does not cover the path/);
+    // A subscriber at a path where only publishing was granted gets nothing: refused.
+    const bob = await credential({ root: 'room/7', publish: ['alice'] });
+    const sub = await connect(relay, sessionId(), bob.token, { path: '/room/7', role: 'subscriber' });
+    expect(sub.statusCode).toBe(403);
+    const pubId = sessionId();
+    const pub = await connect(relay, pubId, bob.token, { path: '/room/7', role: 'publisher' });
+    expect(pub.json()).toMatchObject({ publish: ['alice'] });
+    expect(pub.json()).not.toHaveProperty('subscribe');
+    // Revalidations answer the same patterns.
+    const again = await revalidate(relay, pubId, bob.token);
+    expect(again.json()).toMatchObject({ publish: ['alice'] });
+  });
+
+  it("bounds every credential of an API key by the key's ceiling: within it as asked, none asked the ceiling, beyond it 403", async () => {
+    const created = await stack.app.inject({
+      method: 'POST',
+      url: `/admin/v1/projects/${projectId}/api-keys`,
+      headers: { authorization: `Bearer ${t.token}` },
+      payload: { name: 'studio', ceiling: { root: '/live/', publish: ['studio/**'] } },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json().api_key.ceiling).toEqual({ root: 'live', publish: ['studio/**'], subscribe: [] });
+    const key = created.json().key as string;
+    const listed = await stack.app.inject({
+      method: 'GET',
+      url: `/admin/v1/projects/${projectId}/api-keys`,
+      headers: { authorization: `Bearer ${t.token}` },
+    });
+    expect(listed.json().api_keys.find((k: { name: string }) => k.name === 'studio').ceiling).toEqual({
+      root: 'live',
+      publish: ['studio/**'],
+      subscribe: [],
+    });
+    const claimsOf = (token: string) =>
+      JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString()) as Record<
+        string,
+        unknown
+      >;
+    // Nothing asked: the ceiling, narrowed to the roles it grants.
+    expect(claimsOf((await credential({}, key)).token)).toMatchObject({
+      root: `${projectId}/live`,
+      put: ['studio'],
+    });
+    expect(claimsOf((await credential({}, key)).token)).not.toHaveProperty('get');
+    // Within it: as asked.
+    expect(
+      claimsOf((await credential({ root: 'live/studio/a', publish: ['cam'] }, key)).token),
+    ).toMatchObject({
+      root: `${projectId}/live/studio/a`,
+      publish: ['cam'],
+    });
+    // Beyond it: 403 naming the pattern; a malformed request: 400.
+    for (const payload of [{ root: 'lively' }, { root: 'live', subscribe: ['**'] }, { publish: ['**'] }]) {
+      const res = await stack.app.inject({
+        method: 'POST',
+        url: '/api/v1/credentials',
+        headers: { 'x-api-key': key },
+        payload,
+      });
+      expect(res.statusCode, JSON.stringify(payload)).toBe(403);
+      expect(res.json().error).toMatch(/exceeds the API key's ceiling/);
+    }
+    const malformed = await stack.app.inject({
+      method: 'POST',
+      url: '/api/v1/credentials',
+      headers: { 'x-api-key': key },
+      payload: { root: 'live', publish: ['studio//x'] },
+    });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().error).toMatch(/^publish: "studio\/\/x" is not a moq pattern/);
+    // A ceiling is checked at the key's creation.
+    for (const ceiling of [{ root: 'live' }, { publish: ['/x'] }, { root: 'a/*', publish: ['**'] }]) {
+      const res = await stack.app.inject({
+        method: 'POST',
+        url: `/admin/v1/projects/${projectId}/api-keys`,
+        headers: { authorization: `Bearer ${t.token}` },
+        payload: { ceiling },
+      });
+      expect(res.statusCode, JSON.stringify(ceiling)).toBe(400);
+      expect(res.json().error).toMatch(/^ceiling/);
+    }
   });
 
   it('lists and ends relay sessions from the CLI (relayplane relay-sessions)', async () => {

@@ -94,6 +94,41 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
     expect(await indexes()).not.toContain('credentials_tenant_issued');
   });
 
+  it("carries the gateway's paths as moq-token's claims beneath the project id, in upstream's encoding", async () => {
+    const tenantId = newId('tenant');
+    const claimsOf = async (paths: IssueInit['paths']) => {
+      const res = await a.client.issueCredential(request(tenantId, { paths }));
+      const jwks = createLocalJWKSet({ keys: [...a.service.keys.jwks().keys] });
+      const { payload } = await jwtVerify(res.token, jwks, { currentDate: clock.now() });
+      const { root, put, get, publish, subscribe } = payload;
+      return { root, put, get, publish, subscribe };
+    };
+    // Subtrees only: the legacy put/get prefixes every moq verifier reads.
+    expect(await claimsOf({ root: 'room/7', publish: ['alice/**'], subscribe: ['**'] })).toEqual({
+      root: `${projectId}/room/7`,
+      put: ['alice'],
+      get: [''],
+      publish: undefined,
+      subscribe: undefined,
+    });
+    // Anything else: publish/subscribe patterns, never mixed with put/get.
+    expect(await claimsOf({ root: 'room/7', publish: ['alice'], subscribe: ['*/cam'] })).toEqual({
+      root: `${projectId}/room/7`,
+      put: undefined,
+      get: undefined,
+      publish: ['alice'],
+      subscribe: ['*/cam'],
+    });
+    // A gateway from before path scoping sends none: the whole project to both roles.
+    expect(await claimsOf(undefined)).toEqual({
+      root: projectId,
+      put: [''],
+      get: [''],
+      publish: undefined,
+      subscribe: undefined,
+    });
+  });
+
   it('issues a credential that jose verifies against the JWKS, with exactly the documented claims', async () => {
     const tenantId = newId('tenant');
     const res = await a.client.issueCredential(
@@ -123,6 +158,9 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
       mode: 'live',
       akid: apiKeyId,
       rgn: 'eu-west',
+      // moq-token's path claims: the whole project, to the one role relay:publish narrows to.
+      root: projectId,
+      put: [''],
     });
     expect(res.jti).toMatch(/^crd_[0-9abcdefghjkmnpqrstvwxyz]{20}$/);
     expect(res.expiresAt && timestampDate(res.expiresAt).getTime()).toBe((iat + 900) * 1000);
@@ -171,6 +209,19 @@ describe('relay credentials (two replicas, real gRPC, PostgreSQL and Redis)', ()
       [{ projectId: '' }, /project_id/],
       [{ region: 'EU WEST!' }, /region/],
       [{ maxConcurrentConnections: -1 }, /max_concurrent_connections/],
+      [
+        { paths: { root: 'room', publish: ['a//b'], subscribe: [] } },
+        /^publish: "a\/\/b" is not a moq pattern/,
+      ],
+      [
+        { paths: { root: 'room/*', publish: ['**'], subscribe: [] } },
+        /^root must be a path without wildcards/,
+      ],
+      [{ paths: { root: '', publish: [], subscribe: [] } }, /would grant nothing/],
+      [
+        { scopes: ['relay:session', 'relay:subscribe'], paths: { root: '', publish: ['**'], subscribe: [] } },
+        /publish patterns need scope relay:publish/,
+      ],
     ];
     for (const [over, message] of cases) {
       const err = await rejection(a.client.issueCredential(request(tenantId, over)));

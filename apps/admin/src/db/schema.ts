@@ -1,4 +1,5 @@
-import type { Generated } from 'kysely';
+import type { CredentialPaths } from '@relayplane/contract/credential-paths';
+import type { ColumnType, Generated } from 'kysely';
 
 export interface TenantsTable {
   id: string;
@@ -73,6 +74,8 @@ export interface ApiKeysTable {
   last_four: string;
   /** Sorted, without duplicates. */
   scopes: string[];
+  /** The key's ceiling (jsonb, written as JSON text); null: none. */
+  ceiling: ColumnType<CredentialPaths | null, string | null | undefined, never>;
   created_at: Date;
   /** Written by VerifyApiKey at most once a minute: accurate to about a minute. */
   last_used_at: Date | null;

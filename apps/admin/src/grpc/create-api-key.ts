@@ -1,3 +1,4 @@
+import { checkCeiling } from '@relayplane/contract/credential-paths';
 import { entitlementOf } from '@relayplane/contract/entitlements';
 import { AppError } from '@relayplane/contract/errors';
 import { newId } from '@relayplane/contract/ids';
@@ -22,6 +23,7 @@ export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
     const name = valid(checkApiKeyName(req.name));
     const mode = valid(checkApiKeyMode(req.mode));
     const scopes = valid(checkApiKeyScopes(req.scopes));
+    const ceiling = req.ceiling ? valid(checkCeiling(req.ceiling)) : null;
     const project = await requireProject(deps, actor, req.projectId);
 
     // Billing decides the limit and what exceeding it answers; without a reachable billing the call fails (503).
@@ -40,6 +42,7 @@ export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
       displayPrefix: secret.displayPrefix,
       lastFour: secret.lastFour,
       scopes,
+      ceiling,
       createdAt: deps.clock.now(),
       lastUsedAt: null,
       revokedAt: null,
@@ -55,6 +58,7 @@ export function createApiKey(deps: AdminDeps): ServiceImpl<typeof AdminService>[
           name,
           mode,
           scopes: [...scopes],
+          ...(ceiling ? { ceiling: { ...ceiling } } : {}),
           display_prefix: apiKey.displayPrefix,
           last_four: apiKey.lastFour,
         },

@@ -84,6 +84,7 @@ export function apiKeyMessage(key: ApiKeyRecord): MessageInitShape<typeof ApiKey
     displayPrefix: key.displayPrefix,
     lastFour: key.lastFour,
     scopes: key.scopes,
+    ceiling: key.ceiling ?? undefined,
     createdAt: timestampFromDate(key.createdAt),
     lastUsedAt: key.lastUsedAt ? timestampFromDate(key.lastUsedAt) : undefined,
     revokedAt: key.revokedAt ? timestampFromDate(key.revokedAt) : undefined,

@@ -26,6 +26,7 @@ const COLUMNS = [
   'k.display_prefix',
   'k.last_four',
   'k.scopes',
+  'k.ceiling',
   'k.created_at',
   'k.last_used_at',
   'k.revoked_at',
@@ -44,6 +45,7 @@ function toRecord(row: ApiKeyRow): ApiKeyRecord {
     displayPrefix: row.display_prefix,
     lastFour: row.last_four,
     scopes: row.scopes,
+    ceiling: row.ceiling,
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
     revokedAt: row.revoked_at,
@@ -90,6 +92,7 @@ export class ApiKeyStore {
             display_prefix: key.displayPrefix,
             last_four: key.lastFour,
             scopes: key.scopes,
+            ceiling: key.ceiling ? JSON.stringify(key.ceiling) : null,
             created_at: key.createdAt,
           })
           .execute();

@@ -1,4 +1,5 @@
 import type { BotRoleName, KeyMode, RoleName } from '@relayplane/contract/contract';
+import type { CredentialPaths } from '@relayplane/contract/credential-paths';
 
 export interface TenantRecord {
   id: string;
@@ -39,6 +40,8 @@ export interface ApiKeyRecord {
   displayPrefix: string;
   lastFour: string;
   scopes: string[];
+  /** The paths every credential of the key is bounded by; null: none. */
+  ceiling: CredentialPaths | null;
   createdAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;

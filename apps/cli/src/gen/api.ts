@@ -956,7 +956,7 @@ export interface paths {
         put?: never;
         /**
          * Issue a relay credential
-         * @description Mints a short-lived Ed25519 JWT for connecting to relays, plus the relays to use. `scopes` default to `["relay:session"]` (known: `relay:session`, `relay:publish`, `relay:subscribe`); each must be granted to the API key (403). `ttl_seconds` defaults to 600, 60..3600, and at most the plan's maximum (400). `region` biases relay assignment. Each credential holds one of the tenant's concurrent-connection slots until it expires or is revoked; at the plan's cap: 402. When the connection counters are unreachable: 503 with `Retry-After` (never a credential). Each API key may make at most the plan's `max_issuance_per_second_per_key` requests per second, counted over every gateway and refused requests included (a client that keeps sending over it stays refused until the second ends); over it: 429 with `Retry-After` (seconds until the count starts again) and an error naming the limit. Other keys of the tenant have counts of their own.
+         * @description Mints a short-lived Ed25519 JWT for connecting to relays, plus the relays to use. `scopes` default to `["relay:session"]` (known: `relay:session`, `relay:publish`, `relay:subscribe`); each must be granted to the API key (403). `ttl_seconds` defaults to 600, 60..3600, and at most the plan's maximum (400). `region` biases relay assignment. Each credential holds one of the tenant's concurrent-connection slots until it expires or is revoked; at the plan's cap: 402. When the connection counters are unreachable: 503 with `Retry-After` (never a credential). Each API key may make at most the plan's `max_issuance_per_second_per_key` requests per second, counted over every gateway and refused requests included (a client that keeps sending over it stays refused until the second ends); over it: 429 with `Retry-After` (seconds until the count starts again) and an error naming the limit. Other keys of the tenant have counts of their own. `root`, `publish` and `subscribe` scope the credential to paths of the project (moq patterns relative to `root`; without patterns, `**` for each role the scopes allow): it carries them as moq-token's `root` (`<project id>/<root>`) and `put`/`get` claims (`publish`/`subscribe` when a pattern is not a subtree), and relays grant no more. An API key with a `ceiling` issues the ceiling when no paths are asked and refuses a request beyond it (403). Patterns for a role the scopes do not allow: 400.
          */
         post: operations["issueCredential"];
         delete?: never;
@@ -1347,6 +1347,15 @@ export interface components {
             project_id: string;
         };
         ApiKey: {
+            /** @description Every credential the key mints is bounded by it: a request within it is issued as asked, one without paths gets the ceiling, one beyond it is refused (403). Fixed at the key's creation (docs/credentials.md, "Path-scoped credentials"). */
+            ceiling: {
+                /** @description moq patterns relative to `root`; empty: no publishing. */
+                publish: string[];
+                /** @description A path relative to the project; `""` is its whole namespace. */
+                root: string;
+                /** @description moq patterns relative to `root`; empty: no subscribing. */
+                subscribe: string[];
+            } | null;
             /** Format: date-time */
             created_at: string;
             /** @description The first characters of the key, e.g. `svc_live_1a2b`. */
@@ -4811,6 +4820,15 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description Optional: the paths every credential of the key is bounded by (a root and moq patterns per role; it must name some). A malformed one: 400. Fixed for the key's life. */
+                    ceiling?: {
+                        /** @description moq patterns relative to `root`: `/`-separated segments, `*` one segment, `pre*suf` one segment by its ends, `**` any run of segments (once); `room` is one broadcast, `room/**` it and everything beneath, `**` everything. */
+                        publish?: string[];
+                        /** @description A path relative to the project (`room/42`); slashes are normalised, `""` is the whole project. */
+                        root?: string;
+                        /** @description moq patterns relative to `root`: `/`-separated segments, `*` one segment, `pre*suf` one segment by its ends, `**` any run of segments (once); `room` is one broadcast, `room/**` it and everything beneath, `**` everything. */
+                        subscribe?: string[];
+                    };
                     /**
                      * @default live
                      * @enum {string}
@@ -4937,6 +4955,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description Every credential the key mints is bounded by it: a request within it is issued as asked, one without paths gets the ceiling, one beyond it is refused (403). Fixed at the key's creation (docs/credentials.md, "Path-scoped credentials"). */
+                        ceiling: {
+                            /** @description moq patterns relative to `root`; empty: no publishing. */
+                            publish: string[];
+                            /** @description A path relative to the project; `""` is its whole namespace. */
+                            root: string;
+                            /** @description moq patterns relative to `root`; empty: no subscribing. */
+                            subscribe: string[];
+                        } | null;
                         /** Format: date-time */
                         created_at: string;
                         /** @description The first characters of the key, e.g. `svc_live_1a2b`. */
@@ -6624,8 +6651,14 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description moq patterns relative to `root`: `/`-separated segments, `*` one segment, `pre*suf` one segment by its ends, `**` any run of segments (once); `room` is one broadcast, `room/**` it and everything beneath, `**` everything. */
+                    publish?: string[];
                     region?: string;
+                    /** @description A path relative to the project (`room/42`); slashes are normalised, `""` is the whole project. */
+                    root?: string;
                     scopes?: string[];
+                    /** @description moq patterns relative to `root`: `/`-separated segments, `*` one segment, `pre*suf` one segment by its ends, `**` any run of segments (once); `room` is one broadcast, `room/**` it and everything beneath, `**` everything. */
+                    subscribe?: string[];
                     ttl_seconds?: number;
                 };
             };
@@ -6667,7 +6700,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A requested scope is not granted to the API key, or the client IP is not in the project's allowlist. */
+            /** @description A requested scope is not granted to the API key, the requested paths exceed the key's ceiling, or the client IP is not in the project's allowlist. */
             403: {
                 headers: {
                     [name: string]: unknown;

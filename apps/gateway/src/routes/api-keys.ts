@@ -1,5 +1,5 @@
 import { CREDENTIAL_SCOPES, DEFAULT_KEY_MODE, KEY_MODE_NAMES } from '@relayplane/contract/contract';
-import { ApiKey } from '../components.ts';
+import { ApiKey, PATH_ROOT, PATTERN_LIST } from '../components.ts';
 import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentApiKey, required } from '../present.ts';
 import {
@@ -60,6 +60,20 @@ export function registerApiKeys(app: Api, { clients, guards, forgetApiKey }: Rou
           name: Type.Optional(Type.String({ maxLength: 64 })),
           mode: Type.Optional(oneOf(KEY_MODE_NAMES, { default: DEFAULT_KEY_MODE })),
           scopes: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 3 })),
+          ceiling: Type.Optional(
+            object(
+              {
+                root: Type.Optional(PATH_ROOT),
+                publish: Type.Optional(PATTERN_LIST),
+                subscribe: Type.Optional(PATTERN_LIST),
+              },
+              {
+                description:
+                  'Optional: the paths every credential of the key is bounded by (a root and moq patterns per role; ' +
+                  "it must name some). A malformed one: 400. Fixed for the key's life.",
+              },
+            ),
+          ),
         }),
         response: {
           201: object({
@@ -78,6 +92,15 @@ export function registerApiKeys(app: Api, { clients, guards, forgetApiKey }: Rou
         name: body.name ?? '',
         mode: body.mode ?? DEFAULT_KEY_MODE,
         scopes: body.scopes ?? [],
+        ...(body.ceiling
+          ? {
+              ceiling: {
+                root: body.ceiling.root ?? '',
+                publish: body.ceiling.publish ?? [],
+                subscribe: body.ceiling.subscribe ?? [],
+              },
+            }
+          : {}),
       });
       const apiKey = required(res.apiKey, 'createApiKey.api_key');
       return reply.code(201).send({ api_key: presentApiKey(apiKey), key: res.key });

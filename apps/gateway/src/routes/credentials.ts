@@ -3,9 +3,10 @@ import {
   CREDENTIAL_TTL_SECONDS,
   DEFAULT_CREDENTIAL_SCOPES,
 } from '@relayplane/contract/contract';
+import { decidePaths, rolesOfScopes } from '@relayplane/contract/credential-paths';
 import { AppError } from '@relayplane/contract/errors';
 import { decideIssuance } from '@relayplane/contract/issuance-policy';
-import { RelayCredential } from '../components.ts';
+import { PATH_ROOT, PATTERN_LIST, RelayCredential } from '../components.ts';
 import { untilGone } from '../long-poll.ts';
 import { principalOf } from '../plugins/auth.ts';
 import {
@@ -41,7 +42,12 @@ export function registerCredentials(
           "Each API key may make at most the plan's `max_issuance_per_second_per_key` requests per second, counted " +
           'over every gateway and refused requests included (a client that keeps sending over it stays refused until ' +
           'the second ends); over it: 429 with `Retry-After` (seconds until the count starts again) and an error ' +
-          'naming the limit. Other keys of the tenant have counts of their own.',
+          'naming the limit. Other keys of the tenant have counts of their own. ' +
+          '`root`, `publish` and `subscribe` scope the credential to paths of the project (moq patterns relative to ' +
+          "`root`; without patterns, `**` for each role the scopes allow): it carries them as moq-token's `root` " +
+          '(`<project id>/<root>`) and `put`/`get` claims (`publish`/`subscribe` when a pattern is not a subtree), ' +
+          'and relays grant no more. An API key with a `ceiling` issues the ceiling when no paths are asked and ' +
+          'refuses a request beyond it (403). Patterns for a role the scopes do not allow: 400.',
         tags: ['credentials'],
         body: object({
           scopes: Type.Optional(
@@ -51,6 +57,9 @@ export function registerCredentials(
             Type.Integer({ minimum: CREDENTIAL_TTL_SECONDS.min, maximum: CREDENTIAL_TTL_SECONDS.max }),
           ),
           region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,32}$' })),
+          root: Type.Optional(PATH_ROOT),
+          publish: Type.Optional(PATTERN_LIST),
+          subscribe: Type.Optional(PATTERN_LIST),
         }),
         response: {
           201: ref(RelayCredential),
@@ -59,7 +68,8 @@ export function registerCredentials(
             "The API key is over the plan's max_issuance_per_second_per_key: retry after `Retry-After` seconds.",
           ),
           403: errorResponse(
-            "A requested scope is not granted to the API key, or the client IP is not in the project's allowlist.",
+            "A requested scope is not granted to the API key, the requested paths exceed the key's ceiling, or the " +
+              "client IP is not in the project's allowlist.",
           ),
         },
       },
@@ -87,6 +97,8 @@ export function registerCredentials(
         plan.policy,
       );
       if (!decision.ok) throw new AppError(decision.code, decision.message);
+      const paths = decidePaths(body, rolesOfScopes(decision.grant.scopes), auth.apiKey.ceiling);
+      if (!paths.ok) throw new AppError(paths.code, paths.message);
       const res = await issuance.issue({
         tenantId: auth.apiKey.tenantId,
         projectId: auth.apiKey.projectId,
@@ -98,6 +110,7 @@ export function registerCredentials(
         policy: plan.policy,
         // For an issuer from before `policy` (a rolling upgrade); the issuer reads it only without one.
         maxConcurrentConnections: decision.grant.cap,
+        paths: paths.paths,
       });
       return reply.code(201).send({
         token: res.token,

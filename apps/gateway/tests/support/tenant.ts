@@ -24,7 +24,11 @@ export interface Tenant {
   /** An API key of one of its projects: the key (shown once) and its id. */
   apiKey(
     projectId: string,
-    body?: { name?: string; scopes?: string[] },
+    body?: {
+      name?: string;
+      scopes?: string[];
+      ceiling?: { root?: string; publish?: string[]; subscribe?: string[] };
+    },
   ): Promise<{ key: string; id: string }>;
 }
 

@@ -123,6 +123,9 @@ export interface RelaySessionsTable {
   grant_root: string;
   grant_publish: boolean;
   grant_subscribe: boolean;
+  /** moq patterns relative to `grant_root` (empty: the role is not granted). */
+  grant_publish_patterns: ColumnType<string[], string[] | undefined, string[]>;
+  grant_subscribe_patterns: ColumnType<string[], string[] | undefined, string[]>;
   tier: string;
   revalidate_seconds: number;
   started_at: Date;

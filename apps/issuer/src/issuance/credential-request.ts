@@ -11,6 +11,7 @@ import {
   KEY_MODE_NAMES,
   type KeyMode,
 } from '@relayplane/contract/contract';
+import { type CredentialPaths, decidePaths, rolesOfScopes } from '@relayplane/contract/credential-paths';
 import { AppError } from '@relayplane/contract/errors';
 import { isId } from '@relayplane/contract/ids';
 import {
@@ -37,6 +38,8 @@ export interface IssueInput {
   policy?: { planId: string; maxConcurrentConnections?: PolicyLimit; maxCredentialTtlSeconds?: PolicyLimit };
   /** The cap alone, read only without `policy` (issuer.proto: deprecated, with its removal plan). */
   maxConcurrentConnections: number;
+  /** The paths the gateway decided; absent (a gateway from before them): the whole project. */
+  paths?: { root: string; publish: readonly string[]; subscribe: readonly string[] } | undefined;
 }
 
 export interface IssueRequest {
@@ -48,6 +51,8 @@ export interface IssueRequest {
   scope: string;
   ttlSeconds: number;
   region: string | undefined;
+  /** What the credential may publish and subscribe to, within its project. */
+  paths: CredentialPaths;
   cap: number;
   /** The refusal at the cap, in the policy's words. */
   capReached(): AppError;
@@ -72,6 +77,9 @@ export function issueRequest(input: IssueInput, maxTtlSeconds: number): IssueReq
   // The default lowered to the key policy's bound; an asked lifetime over it is refused.
   const ttlSeconds = input.ttlSeconds === 0 ? Math.min(grant.ttlSeconds, maxTtl) : grant.ttlSeconds;
   if (ttlSeconds > maxTtl) throw bad(ttlBoundMessage(maxTtl));
+  // The gateway decided them with the key's ceiling; checked again here against the scopes.
+  const paths = decidePaths(input.paths ?? {}, rolesOfScopes(grant.scopes));
+  if (!paths.ok) throw bad(paths.message);
   return {
     tenantId: input.tenantId,
     projectId: input.projectId,
@@ -80,6 +88,7 @@ export function issueRequest(input: IssueInput, maxTtlSeconds: number): IssueReq
     scope: grant.scopes.join(' '),
     ttlSeconds,
     region: requestedRegion(input.region),
+    paths: paths.paths,
     cap: grant.cap,
     capReached: () => capReached(policy),
   };

@@ -12,6 +12,7 @@
  *   credential (revoked_at set, so no later rebuild counts it) and answers the cap's 402.
  */
 
+import { pathClaims } from '@relayplane/contract/credential-paths';
 import { AppError, INVALID_TOKEN_MESSAGE } from '@relayplane/contract/errors';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
@@ -163,6 +164,7 @@ export class Issuance {
       akid: req.apiKeyId,
     };
     if (req.region) claims.rgn = req.region;
+    Object.assign(claims, pathClaims(req.projectId, req.paths));
 
     let token: string;
     try {

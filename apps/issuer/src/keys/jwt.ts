@@ -30,7 +30,16 @@ export interface CredentialClaims {
   mode: KeyMode;
   akid: string;
   rgn?: string;
+  /** moq-token's path claims (credential-paths.ts): `<project id>[/<root>]`, then put/get or publish/subscribe. */
+  root?: string;
+  put?: string[];
+  get?: string[];
+  publish?: string[];
+  subscribe?: string[];
 }
+
+const PATH_LISTS = ['put', 'get', 'publish', 'subscribe'] as const;
+const isStringList = (v: unknown): v is string[] => Array.isArray(v) && v.every((s) => typeof s === 'string');
 
 // Same alphabet as @relayplane/contract/ids (32 symbols, so every one is equally likely).
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -164,5 +173,15 @@ export function verifyCredential(token: string, options: VerifyOptions): Credent
     akid: c.akid,
   };
   if (c.rgn !== undefined) claims.rgn = c.rgn;
+  if (c.root !== undefined) {
+    if (typeof c.root !== 'string') return undefined;
+    claims.root = c.root;
+  }
+  for (const name of PATH_LISTS) {
+    const value = c[name];
+    if (value === undefined) continue;
+    if (!isStringList(value)) return undefined;
+    claims[name] = value;
+  }
   return claims;
 }

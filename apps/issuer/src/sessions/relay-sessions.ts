@@ -16,6 +16,7 @@
  * A relay that dies sends no `end`: its sessions' slots lapse two cadences after their last
  * revalidation (the lease's lifetime), and the ledger no longer counts them either.
  */
+import { authorizePath, claimedPaths } from '@relayplane/contract/credential-paths';
 import { AppError } from '@relayplane/contract/errors';
 import { grantProblem, grantRoot, type RelayGrant } from '@relayplane/contract/relay-auth';
 import type { IssuancePolicy } from '@relayplane/proto/issuer';
@@ -137,14 +138,19 @@ export class RelaySessions {
         'relay',
         `a credential for region ${claims.rgn} may not connect to relay ${relay.id} in ${relay.region}`,
       );
-    const scopes = claims.scope.split(' ');
-    if (!scopes.includes('relay:session')) throw refuse('scope', 'the credential lacks scope relay:session');
-    // relay:session alone is a whole session; relay:publish / relay:subscribe narrow it to those.
-    const narrowed = scopes.includes('relay:publish') || scopes.includes('relay:subscribe');
-    const publish = (!narrowed || scopes.includes('relay:publish')) && input.role !== 'subscriber';
-    const subscribe = (!narrowed || scopes.includes('relay:subscribe')) && input.role !== 'publisher';
-    if (!publish && !subscribe)
-      throw refuse('scope', `the credential grants nothing to a ${input.role || 'session'}`);
+    if (!claims.scope.split(' ').includes('relay:session'))
+      throw refuse('scope', 'the credential lacks scope relay:session');
+    // What the credential's paths (and the scopes' roles) allow at the dialed path, as moq-relay
+    // would decide it offline (upstream's Claims::authorize); a role the session does not take is dropped.
+    const claimed = claimedPaths(claims);
+    if (!claimed) throw refuse('invalid_credential', "the credential's path claims are malformed");
+    const root = grantRoot(claims.pid, input.path);
+    const allowed = authorizePath(claimed, root);
+    if (!allowed.ok) throw refuse('path', allowed.reason);
+    const publish = input.role === 'subscriber' ? [] : allowed.publish;
+    const subscribe = input.role === 'publisher' ? [] : allowed.subscribe;
+    if (publish.length === 0 && subscribe.length === 0)
+      throw refuse('scope', `the credential grants nothing to a ${input.role || 'session'} at ${root}`);
 
     const cap = policy.maxConcurrentConnections.value;
     const windowMs = this.#d.config.connectWindowSeconds * 1000;
@@ -177,7 +183,7 @@ export class RelaySessions {
         remote: input.remote,
         role: input.role,
         path: input.path,
-        grantRoot: grantRoot(claims.pid, input.path),
+        grantRoot: root,
         grantPublish: publish,
         grantSubscribe: subscribe,
         tier: policy.planId,
@@ -275,8 +281,8 @@ export class RelaySessions {
     if (row.grant_expires_at.getTime() <= this.#d.clock.now().getTime())
       throw refuse('expired', "the session's grant expired without a revalidation");
     const grant: RelayGrant = {
-      ...(row.grant_publish ? { publish: ['**'] } : {}),
-      ...(row.grant_subscribe ? { subscribe: ['**'] } : {}),
+      ...(row.grant_publish_patterns.length > 0 ? { publish: row.grant_publish_patterns } : {}),
+      ...(row.grant_subscribe_patterns.length > 0 ? { subscribe: row.grant_subscribe_patterns } : {}),
       root: row.grant_root,
       expires: Math.floor(row.grant_expires_at.getTime() / 1000),
       revalidate: row.revalidate_seconds,

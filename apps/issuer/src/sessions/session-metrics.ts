@@ -14,6 +14,7 @@ export type RefusalReason =
   | 'invalid_credential'
   | 'relay'
   | 'scope'
+  | 'path'
   | 'cap'
   | 'unknown_session'
   | 'other_relay'

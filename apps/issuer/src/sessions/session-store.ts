@@ -25,8 +25,9 @@ export interface NewRelaySession {
   role: string;
   path: string;
   grantRoot: string;
-  grantPublish: boolean;
-  grantSubscribe: boolean;
+  /** moq patterns relative to `grantRoot`; empty: the role is not granted. */
+  grantPublish: string[];
+  grantSubscribe: string[];
   tier: string;
   revalidateSeconds: number;
   startedAt: Date;
@@ -82,8 +83,10 @@ export class RelaySessionStore implements SlotLedger {
         role: s.role,
         path: s.path,
         grant_root: s.grantRoot,
-        grant_publish: s.grantPublish,
-        grant_subscribe: s.grantSubscribe,
+        grant_publish: s.grantPublish.length > 0,
+        grant_subscribe: s.grantSubscribe.length > 0,
+        grant_publish_patterns: s.grantPublish,
+        grant_subscribe_patterns: s.grantSubscribe,
         tier: s.tier,
         revalidate_seconds: s.revalidateSeconds,
         started_at: s.startedAt,

@@ -13,6 +13,7 @@ import * as credentialsEpoch from './20261203T1000-credentials-epoch.ts';
 import * as loginChallenges from './20261203T1100-login-challenges.ts';
 import * as secondFactor from './20261203T1200-second-factor.ts';
 import * as auditCheckpoints from './20261203T1300-audit-checkpoints.ts';
+import * as apiKeyCeilings from './20261204T1000-api-key-ceilings.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -30,4 +31,5 @@ export const migrations: Record<string, Migration> = {
   '20261203T1100-login-challenges': loginChallenges,
   '20261203T1200-second-factor': secondFactor,
   '20261203T1300-audit-checkpoints': auditCheckpoints,
+  '20261204T1000-api-key-ceilings': apiKeyCeilings,
 };

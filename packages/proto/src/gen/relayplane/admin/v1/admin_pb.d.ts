@@ -662,6 +662,13 @@ export declare type ApiKey = Message<"relayplane.admin.v1.ApiKey"> & {
    * @generated from field: google.protobuf.Timestamp revoked_at = 11;
    */
   revokedAt?: Timestamp | undefined;
+
+  /**
+   * The paths every credential of the key is bounded by; absent: none (the project's whole namespace).
+   *
+   * @generated from field: relayplane.admin.v1.ApiKeyCeiling ceiling = 12;
+   */
+  ceiling?: ApiKeyCeiling | undefined;
 };
 
 /**
@@ -669,6 +676,35 @@ export declare type ApiKey = Message<"relayplane.admin.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export declare const ApiKeySchema: GenMessage<ApiKey>;
+
+/**
+ * An API key's ceiling (packages/contract/src/credential-paths.ts): a root relative to the
+ * project and moq patterns per role. Fixed at the key's creation.
+ *
+ * @generated from message relayplane.admin.v1.ApiKeyCeiling
+ */
+export declare type ApiKeyCeiling = Message<"relayplane.admin.v1.ApiKeyCeiling"> & {
+  /**
+   * @generated from field: string root = 1;
+   */
+  root: string;
+
+  /**
+   * @generated from field: repeated string publish = 2;
+   */
+  publish: string[];
+
+  /**
+   * @generated from field: repeated string subscribe = 3;
+   */
+  subscribe: string[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ApiKeyCeiling.
+ * Use `create(ApiKeyCeilingSchema)` to create a new message.
+ */
+export declare const ApiKeyCeilingSchema: GenMessage<ApiKeyCeiling>;
 
 /**
  * @generated from message relayplane.admin.v1.CreateApiKeyRequest
@@ -698,6 +734,11 @@ export declare type CreateApiKeyRequest = Message<"relayplane.admin.v1.CreateApi
    * @generated from field: repeated string scopes = 5;
    */
   scopes: string[];
+
+  /**
+   * @generated from field: relayplane.admin.v1.ApiKeyCeiling ceiling = 6;
+   */
+  ceiling?: ApiKeyCeiling | undefined;
 };
 
 /**

@@ -384,6 +384,15 @@ export declare type IssueCredentialRequest = Message<"relayplane.issuer.v1.Issue
    * @generated from field: relayplane.issuer.v1.IssuancePolicy policy = 9;
    */
   policy?: IssuancePolicy | undefined;
+
+  /**
+   * What the credential may publish and subscribe to (packages/contract/src/credential-paths.ts),
+   * decided by the gateway from the request, the scopes and the API key's ceiling. Absent (a
+   * gateway from before path scoping): the project's whole namespace for the scopes' roles.
+   *
+   * @generated from field: relayplane.issuer.v1.CredentialPaths paths = 10;
+   */
+  paths?: CredentialPaths | undefined;
 };
 
 /**
@@ -391,6 +400,36 @@ export declare type IssueCredentialRequest = Message<"relayplane.issuer.v1.Issue
  * Use `create(IssueCredentialRequestSchema)` to create a new message.
  */
 export declare const IssueCredentialRequestSchema: GenMessage<IssueCredentialRequest>;
+
+/**
+ * A credential's paths, relative to its project: a root and moq patterns per role.
+ *
+ * @generated from message relayplane.issuer.v1.CredentialPaths
+ */
+export declare type CredentialPaths = Message<"relayplane.issuer.v1.CredentialPaths"> & {
+  /**
+   * A normalised literal path; "" is the project's whole namespace.
+   *
+   * @generated from field: string root = 1;
+   */
+  root: string;
+
+  /**
+   * @generated from field: repeated string publish = 2;
+   */
+  publish: string[];
+
+  /**
+   * @generated from field: repeated string subscribe = 3;
+   */
+  subscribe: string[];
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.CredentialPaths.
+ * Use `create(CredentialPathsSchema)` to create a new message.
+ */
+export declare const CredentialPathsSchema: GenMessage<CredentialPaths>;
 
 /**
  * What of a tenant's plan bounds issuance: each limit with billing's message for a request over it.

@@ -8,6 +8,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as moqToken from '@moq/token';
 import {
   createTestDatabase,
   createTestRedis,
@@ -110,8 +111,12 @@ describe('relay sessions: Relayplane as the auth server of moq-relays', () => {
     return { auth, projectId: project.body.id, key: { key: key.body.key, id: key.body.api_key.id } };
   }
 
-  async function credential(t: Tenant, key = t.key.key): Promise<{ token: string; jti: string }> {
-    const res = await api.request('POST', '/api/v1/credentials', { headers: { 'x-api-key': key }, body: {} });
+  async function credential(
+    t: Tenant,
+    key = t.key.key,
+    body: Record<string, unknown> = {},
+  ): Promise<{ token: string; jti: string }> {
+    const res = await api.request('POST', '/api/v1/credentials', { headers: { 'x-api-key': key }, body });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     return res.body;
   }
@@ -243,5 +248,33 @@ describe('relay sessions: Relayplane as the auth server of moq-relays', () => {
     expect(a.sessions.get(id)?.ended).toBeUndefined();
     await restarting;
     expect(await a.revalidate(id)).toMatchObject({ kind: 'granted' });
+  });
+
+  it("verifies a path-scoped credential with @moq/token and the .jwk endpoint's key; the relay is granted its patterns", async () => {
+    const t = await freshTenant();
+    const { token } = await credential(t, t.key.key, {
+      root: 'stage/1',
+      publish: ['host/**'],
+      subscribe: ['**'],
+    });
+    const kid = JSON.parse(Buffer.from(token.split('.')[0] as string, 'base64url').toString()).kid as string;
+    // What moq-relay's --auth-key-dir <base URL> fetches, over HTTP from each gateway.
+    for (const base of system.baseUrls) {
+      const jwk = await fetch(`${base}/v1/credentials/jwks/${kid}.jwk`);
+      expect(jwk.status).toBe(200);
+      const key = moqToken.loadPublic(await jwk.text());
+      const claims = await moqToken.verify(key, token, `${t.projectId}/stage/1`);
+      expect(claims).toMatchObject({ root: `${t.projectId}/stage/1`, put: ['host'], get: [''] });
+    }
+    const a = sim(0, 1);
+    const host = await a.connect(token, '/stage/1/host');
+    expect(host.answer).toMatchObject({
+      kind: 'granted',
+      grant: { root: `${t.projectId}/stage/1/host`, publish: ['**'], subscribe: ['**'] },
+    });
+    const guest = await a.connect(token, '/stage/1/guest');
+    expect(guest.answer).toMatchObject({ kind: 'granted', grant: { subscribe: ['**'] } });
+    expect(guest.answer.kind === 'granted' && guest.answer.grant.publish).toBeUndefined();
+    expect((await a.connect(token, '/stage/2')).answer).toMatchObject({ kind: 'refused', status: 403 });
   });
 });

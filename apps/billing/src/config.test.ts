@@ -160,4 +160,28 @@ describe('billing config', () => {
       );
     }
   });
+
+  it('reads stripe_usage_meters per plan (relay-session minutes and bytes) and refuses unknown meters or bad names', () => {
+    const path = plansFile(
+      'plans:\n  pro:\n    stripe_price_id: price_pro\n    stripe_usage_meters:\n      session_minutes: relay_session_minutes\n      bytes_received: relay_ingress\n',
+    );
+    const config = readBillingConfig({ ...STRIPE, RELAYPLANE_PLANS_FILE: path });
+    expect(config.plans.pro.stripeUsageMeters).toEqual({
+      session_minutes: 'relay_session_minutes',
+      bytes_received: 'relay_ingress',
+    });
+    expect(config.plans.free.stripeUsageMeters).toBeUndefined();
+    for (const [bad, message] of [
+      ['stripe_usage_meters: { sessions: relay_sessions }', /stripe_usage_meters\.sessions: unknown meter/],
+      [
+        'stripe_usage_meters: { bytes_sent: Bytes-Sent }',
+        /stripe_usage_meters\.bytes_sent: must be a Stripe meter event name/,
+      ],
+      ['stripe_usage_meters: relay_minutes', /stripe_usage_meters: must be a mapping/],
+    ] as const) {
+      expect(() =>
+        readBillingConfig({ ...BASE, RELAYPLANE_PLANS_FILE: plansFile(`plans:\n  pro:\n    ${bad}\n`) }),
+      ).toThrow(message);
+    }
+  });
 });

@@ -138,6 +138,8 @@ describe('Stripe metered usage (SDK against a local Stripe API, real issuer, Pos
           sql<string>`to_char(day, 'YYYY-MM-DD')`.as('day'),
           sql<string>`value::text`.as('value'),
         ])
+        // The credentials meter's (the session meters' are the last test's).
+        .where('meter', '=', 'credentials')
         .orderBy('day')
         .orderBy('tenant_id')
         .execute()
@@ -164,6 +166,11 @@ describe('Stripe metered usage (SDK against a local Stripe API, real issuer, Pos
     const plans = structuredClone(DEFAULT_PLANS);
     plans.pro.stripePriceId = 'price_pro_monthly';
     plans.pro.stripeMeterEventName = EVENT_NAME;
+    // Relay-session minutes and bytes sent billed through meters of their own; bytes received not.
+    plans.pro.stripeUsageMeters = {
+      session_minutes: 'relay_session_minutes',
+      bytes_sent: 'relay_bytes_sent',
+    };
     plans.enterprise.stripePriceId = 'price_enterprise_monthly';
     billing = await startBilling(
       {
@@ -284,5 +291,66 @@ describe('Stripe metered usage (SDK against a local Stripe API, real issuer, Pos
     const identifiers = fake.requests.map((r) => r.form.get('identifier'));
     expect(identifiers.some((i) => i?.startsWith(tUnmetered) || i?.startsWith(tNoCustomer))).toBe(false);
     expect(identifiers).not.toContain(`${tMetered}:${LAST}`);
+  });
+
+  it('reports relay-session minutes and bytes to the meters the plan names: once per day and meter, minutes rounded up', async () => {
+    const session = (n: number, ended: Date, extra: Record<string, number>) => ({
+      id: n.toString(16).padStart(32, 'c'),
+      relay_id: 'rly_00000000000000000000',
+      tenant_id: tMetered,
+      project_id: newId('project'),
+      api_key_id: newId('apiKey'),
+      jti: newId('session').replace('ses_', 'crd_'),
+      kid: 'k',
+      credential_iat: 0,
+      transport: 'quic',
+      remote: '',
+      role: '',
+      path: '/',
+      grant_root: 'p',
+      grant_publish: true,
+      grant_subscribe: true,
+      tier: 'pro',
+      revalidate_seconds: 15,
+      started_at: new Date(ended.getTime() - 60_000),
+      last_seen_at: ended,
+      grant_expires_at: ended,
+      ended_at: ended,
+      ...extra,
+    });
+    // LAST (today until now): two sessions, 61 s + 30.5 s and 1000 + 24 bytes sent.
+    await issuer.service.database.db
+      .insertInto('relay_sessions')
+      .values([
+        session(1, at('08:00', 2), { duration_seconds: 61, bytes_sent: 1000, bytes_received: 7 }),
+        session(2, at('09:00', 2), { duration_seconds: 30.5, bytes_sent: 24, bytes_received: 0 }),
+      ])
+      .execute();
+    clock.set(at('00:01', 3));
+    const before = fake.requests.length;
+    await billing.service.usage.aggregateRecent();
+    await billing.service.usage.aggregateRecent();
+    const sent = fake.requests.slice(before).map((r) => ({
+      event: r.form.get('event_name'),
+      identifier: r.form.get('identifier'),
+      value: r.form.get('payload[value]'),
+    }));
+    // No credentials that day: nothing sent to the credentials meter (recorded all the same).
+    expect(sent).toEqual([
+      { event: 'relay_session_minutes', identifier: `${tMetered}:${LAST}:session_minutes`, value: '2' },
+      { event: 'relay_bytes_sent', identifier: `${tMetered}:${LAST}:bytes_sent`, value: '1024' },
+    ]);
+    const rows = await billing.service.database.db
+      .selectFrom('metered_usage_reports')
+      .select(['meter', sql<string>`value::text`.as('value')])
+      .where('tenant_id', '=', tMetered)
+      .where('day', '=', LAST)
+      .orderBy('meter')
+      .execute();
+    expect(rows).toEqual([
+      { meter: 'bytes_sent', value: '1024' },
+      { meter: 'credentials', value: '0' },
+      { meter: 'session_minutes', value: '2' },
+    ]);
   });
 });

@@ -77,11 +77,13 @@ export interface MeteredUsageReportsTable {
   tenant_id: string;
   /** `date`; written as YYYY-MM-DD, read back with `to_char`. */
   day: ColumnType<Date | string, string, string>;
+  /** What is reported: `credentials`, `session_minutes`, `bytes_sent` or `bytes_received` (UsageMeter). */
+  meter: ColumnType<string, string | undefined, string>;
   event_name: string;
   stripe_customer_id: string;
-  /** The reported value (credentials issued that day); int8. */
+  /** The reported value (that day's amount of the meter); int8. */
   value: ColumnType<string | number | bigint, string, string>;
-  /** The meter event's `identifier` (`<tenant>:<day>`). */
+  /** The meter event's `identifier` (`<tenant>:<day>`, `<tenant>:<day>:<meter>` for the others). */
   identifier: string;
   reported_at: Date;
 }

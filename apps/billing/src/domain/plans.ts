@@ -34,7 +34,17 @@ export interface Plan {
    * issued are reported to it. Absent: no metered usage. Ignored by the built-in provider.
    */
   stripeMeterEventName?: string;
+  /**
+   * The Stripe meters relay-session usage is billed through (`stripe_usage_meters`): each
+   * completed UTC day's session minutes, bytes sent and bytes received, each to its meter where
+   * one is named. Ignored by the built-in provider.
+   */
+  stripeUsageMeters?: Partial<Record<SessionUsageMeter, string>>;
 }
+
+/** Relay-session usage a plan may bill through a Stripe meter of its own. */
+export const SESSION_USAGE_METERS = ['session_minutes', 'bytes_sent', 'bytes_received'] as const;
+export type SessionUsageMeter = (typeof SESSION_USAGE_METERS)[number];
 
 /** Built-in defaults, used when RELAYPLANE_PLANS_FILE is not set; a file overrides per field. */
 export const DEFAULT_PLANS: Record<PlanId, Plan> = {
@@ -106,7 +116,7 @@ const STRIPE_METER_EVENT_NAME = /^[a-z0-9_]{1,100}$/;
 
 /**
  * Validates a plans document (parsed YAML/JSON) and merges it over the defaults.
- * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?}, stripe_price_id?, stripe_meter_event_name? } } }`.
+ * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?}, stripe_price_id?, stripe_meter_event_name?, stripe_usage_meters?: {session_minutes?, bytes_sent?, bytes_received?} } } }`.
  * Throws an Error whose message names the offending path.
  */
 export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
@@ -121,7 +131,16 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
     const plan = out[id];
     if (!isRecord(raw)) throw new Error(`plans.${id}: must be a mapping`);
     for (const key of Object.keys(raw)) {
-      if (!['name', 'limits', 'price', 'stripe_price_id', 'stripe_meter_event_name'].includes(key)) {
+      if (
+        ![
+          'name',
+          'limits',
+          'price',
+          'stripe_price_id',
+          'stripe_meter_event_name',
+          'stripe_usage_meters',
+        ].includes(key)
+      ) {
         throw new Error(`plans.${id}.${key}: unknown key`);
       }
     }
@@ -141,6 +160,25 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
         );
       }
       plan.stripeMeterEventName = raw.stripe_meter_event_name;
+    }
+    if (raw.stripe_usage_meters !== undefined) {
+      const meters = raw.stripe_usage_meters;
+      if (!isRecord(meters)) throw new Error(`plans.${id}.stripe_usage_meters: must be a mapping`);
+      const out: Partial<Record<SessionUsageMeter, string>> = {};
+      for (const [meter, name] of Object.entries(meters)) {
+        if (!(SESSION_USAGE_METERS as readonly string[]).includes(meter)) {
+          throw new Error(
+            `plans.${id}.stripe_usage_meters.${meter}: unknown meter (known: ${SESSION_USAGE_METERS.join(', ')})`,
+          );
+        }
+        if (typeof name !== 'string' || !STRIPE_METER_EVENT_NAME.test(name)) {
+          throw new Error(
+            `plans.${id}.stripe_usage_meters.${meter}: must be a Stripe meter event name (1-100 of a-z, 0-9, _; for example relay_session_minutes)`,
+          );
+        }
+        out[meter as SessionUsageMeter] = name;
+      }
+      plan.stripeUsageMeters = out;
     }
     if (raw.name !== undefined) {
       if (typeof raw.name !== 'string' || raw.name.length === 0 || raw.name.length > 64) {

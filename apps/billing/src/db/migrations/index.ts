@@ -6,6 +6,7 @@ import * as stripeMetering from './20261123T1300-stripe-metering.ts';
 import * as auditOutbox from './20261129T1000-audit-outbox.ts';
 import * as stripeSubscriptionOrder from './20261130T0100-stripe-subscription-order.ts';
 import * as usageSessions from './20261202T1000-usage-sessions.ts';
+import * as meteredUsageMeters from './20261204T1000-metered-usage-meters.ts';
 
 /** Every migration of the billing schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -16,4 +17,5 @@ export const migrations: Record<string, Migration> = {
   '20261129T1000-audit-outbox': auditOutbox,
   '20261130T0100-stripe-subscription-order': stripeSubscriptionOrder,
   '20261202T1000-usage-sessions': usageSessions,
+  '20261204T1000-metered-usage-meters': meteredUsageMeters,
 };

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { ConfigError } from '@relayplane/shared/config';
 import { describe, expect, it } from 'vitest';
 import { readBillingConfig } from './config.ts';
+import { entitlementsOf } from './domain/entitlements.ts';
 
 const BASE = { BILLING_DATABASE_URL: 'postgres://localhost/billing' };
 
@@ -182,6 +183,24 @@ describe('billing config', () => {
       expect(() =>
         readBillingConfig({ ...BASE, RELAYPLANE_PLANS_FILE: plansFile(`plans:\n  pro:\n    ${bad}\n`) }),
       ).toThrow(message);
+    }
+  });
+
+  it('reads relay_session_revalidate_seconds per plan (1..3600) and answers it with the entitlements', () => {
+    const config = readBillingConfig({
+      ...BASE,
+      RELAYPLANE_PLANS_FILE: plansFile('plans:\n  pro:\n    relay_session_revalidate_seconds: 5\n'),
+    });
+    expect(config.plans.pro.relaySessionRevalidateSeconds).toBe(5);
+    expect(entitlementsOf(config.plans.pro).relaySessionRevalidateSeconds).toBe(5);
+    expect(entitlementsOf(config.plans.free).relaySessionRevalidateSeconds).toBe(0);
+    for (const bad of ['0', '3601', '1.5', 'fast']) {
+      expect(() =>
+        readBillingConfig({
+          ...BASE,
+          RELAYPLANE_PLANS_FILE: plansFile(`plans:\n  pro:\n    relay_session_revalidate_seconds: ${bad}\n`),
+        }),
+      ).toThrow(/relay_session_revalidate_seconds: must be a whole number of seconds, 1\.\.3600/);
     }
   });
 });

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as moqToken from '@moq/token';
 import { grantProblem, type RelayGrant } from '@relayplane/contract/relay-auth';
 import { importJWK, jwtVerify } from 'jose';
@@ -109,11 +112,15 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
   }
 
   beforeAll(async () => {
+    // The pro plan revalidates every 40 s (plans file); the others at the issuer's 1 s.
+    const plans = join(mkdtempSync(join(tmpdir(), 'rp-plans-')), 'plans.yaml');
+    writeFileSync(plans, 'plans:\n  pro:\n    relay_session_revalidate_seconds: 40\n');
     stack = await startStack('gw_relay_sessions', {
       issuerEnv: {
         RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS: '1',
         RELAYPLANE_RELAY_SESSION_EXPIRES_SECONDS: '30',
       },
+      billingEnv: { RELAYPLANE_PLANS_FILE: plans },
     });
     relays.push(await registerRelay('relay-a.example'), await registerRelay('relay-b.example'));
   });
@@ -542,6 +549,29 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
       expect(res.statusCode, JSON.stringify(ceiling)).toBe(400);
       expect(res.json().error).toMatch(/^ceiling/);
     }
+  });
+
+  it("revalidates at the plan's cadence where the plans file sets one (the grant lasting at least two cadences)", async () => {
+    const [relay] = relays as [{ id: string; token: string }];
+    const before = await connect(relay, sessionId(), (await credential()).token);
+    expect(before.json()).toMatchObject({ revalidate: 1 });
+    const upgraded = await stack.app.inject({
+      method: 'PUT',
+      url: `/admin/v1/tenants/${t.tenantId}/plan`,
+      headers: await stack.ownerAuth(),
+      payload: { plan: 'pro' },
+    });
+    expect(upgraded.statusCode, upgraded.body).toBe(200);
+    const id = sessionId();
+    const after = await connect(relay, id, (await credential()).token);
+    expect(after.statusCode, after.body).toBe(200);
+    expect(after.json()).toMatchObject({ revalidate: 40, tier: 'pro' });
+    const now = Math.floor(Date.now() / 1000);
+    // 30 s configured, 80 s (two cadences) granted.
+    expect(after.json().expires).toBeGreaterThanOrEqual(now + 79);
+    expectValidGrant(after.json());
+    const again = await revalidate(relay, id, (await credential()).token);
+    expect(again.json()).toMatchObject({ revalidate: 40 });
   });
 
   it('lists and ends relay sessions from the CLI (relayplane relay-sessions)', async () => {

@@ -22,6 +22,8 @@ export type EntitlementLimit = (typeof ENTITLEMENT_LIMITS)[number];
 export interface EntitlementsAnswer {
   planId: string;
   entitlements: readonly { limit: string; value: number; exceededCode: string; exceededMessage: string }[];
+  /** The plan's relay-session cadence in seconds; 0 or absent (a billing from before it): the issuer's default. */
+  relaySessionRevalidateSeconds?: number;
 }
 
 export interface GateLimit {

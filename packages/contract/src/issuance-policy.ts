@@ -30,6 +30,8 @@ export interface IssuancePolicy {
   planId: string;
   maxConcurrentConnections: PolicyLimit;
   maxCredentialTtlSeconds: PolicyLimit;
+  /** The plan's relay-session cadence in seconds; 0 or absent: the issuer's default. */
+  relaySessionRevalidateSeconds?: number;
 }
 
 /** A credential request as asked. */
@@ -108,6 +110,7 @@ export function issuancePolicyOf(answer: EntitlementsAnswer): IssuancePolicy {
     planId: answer.planId,
     maxConcurrentConnections: limit('max_concurrent_connections'),
     maxCredentialTtlSeconds: limit('max_credential_ttl_seconds'),
+    relaySessionRevalidateSeconds: answer.relaySessionRevalidateSeconds ?? 0,
   };
 }
 
@@ -124,6 +127,9 @@ export function checkPolicy(policy: IssuancePolicy): string | undefined {
       return `policy.${name} must be a whole number, 0 or more`;
     if (!limit.exceededMessage) return `policy.${name} needs its exceeded message`;
   }
+  const cadence = policy.relaySessionRevalidateSeconds ?? 0;
+  if (!Number.isInteger(cadence) || cadence < 0 || cadence > 3_600)
+    return 'policy.relay_session_revalidate_seconds must be a whole number of seconds, 0..3600 (0: the default)';
   return undefined;
 }
 

@@ -33,6 +33,8 @@ export interface Entitlements {
   planId: string;
   planName: string;
   entitlements: Entitlement[];
+  /** The plan's relay-session cadence in seconds; 0: the issuer's default. */
+  relaySessionRevalidateSeconds: number;
 }
 
 function plural(n: number, one: string, many: string): string {
@@ -113,5 +115,10 @@ export function entitlementsOf(plan: Plan): Entitlements {
     exceededCode: 'rate_limited',
     exceededMessage: `rate limit exceeded: the ${plan.id} plan allows at most ${rate} credential ${plural(rate, 'request', 'requests')} per second per API key, refused ones included (max_issuance_per_second_per_key); retry after the Retry-After delay`,
   });
-  return { planId: plan.id, planName: plan.name, entitlements };
+  return {
+    planId: plan.id,
+    planName: plan.name,
+    entitlements,
+    relaySessionRevalidateSeconds: plan.relaySessionRevalidateSeconds ?? 0,
+  };
 }

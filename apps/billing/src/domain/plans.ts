@@ -40,7 +40,17 @@ export interface Plan {
    * one is named. Ignored by the built-in provider.
    */
   stripeUsageMeters?: Partial<Record<SessionUsageMeter, string>>;
+  /**
+   * How often relays revalidate this plan's relay sessions, in seconds
+   * (`relay_session_revalidate_seconds`, 1..3600); absent: the issuer's default
+   * (RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS). A shorter cadence ends a revoked session sooner
+   * and costs a decision per session per cadence.
+   */
+  relaySessionRevalidateSeconds?: number;
 }
+
+/** The bounds of `relay_session_revalidate_seconds` (the issuer's own setting has the same). */
+export const RELAY_SESSION_REVALIDATE_SECONDS = { min: 1, max: 3_600 } as const;
 
 /** Relay-session usage a plan may bill through a Stripe meter of its own. */
 export const SESSION_USAGE_METERS = ['session_minutes', 'bytes_sent', 'bytes_received'] as const;
@@ -116,7 +126,7 @@ const STRIPE_METER_EVENT_NAME = /^[a-z0-9_]{1,100}$/;
 
 /**
  * Validates a plans document (parsed YAML/JSON) and merges it over the defaults.
- * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?}, stripe_price_id?, stripe_meter_event_name?, stripe_usage_meters?: {session_minutes?, bytes_sent?, bytes_received?} } } }`.
+ * Shape: `{ plans: { free: { name?, limits?: {max_projects?, ...}, price?: {currency?, monthly_amount_minor?, contact_sales?}, stripe_price_id?, stripe_meter_event_name?, stripe_usage_meters?: {session_minutes?, bytes_sent?, bytes_received?}, relay_session_revalidate_seconds? } } }`.
  * Throws an Error whose message names the offending path.
  */
 export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
@@ -139,6 +149,7 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
           'stripe_price_id',
           'stripe_meter_event_name',
           'stripe_usage_meters',
+          'relay_session_revalidate_seconds',
         ].includes(key)
       ) {
         throw new Error(`plans.${id}.${key}: unknown key`);
@@ -160,6 +171,16 @@ export function resolvePlans(doc: unknown): Record<PlanId, Plan> {
         );
       }
       plan.stripeMeterEventName = raw.stripe_meter_event_name;
+    }
+    if (raw.relay_session_revalidate_seconds !== undefined) {
+      const value = raw.relay_session_revalidate_seconds;
+      const { min, max } = RELAY_SESSION_REVALIDATE_SECONDS;
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+        throw new Error(
+          `plans.${id}.relay_session_revalidate_seconds: must be a whole number of seconds, ${min}..${max}`,
+        );
+      }
+      plan.relaySessionRevalidateSeconds = value;
     }
     if (raw.stripe_usage_meters !== undefined) {
       const meters = raw.stripe_usage_meters;

@@ -45,6 +45,8 @@ export interface StackOptions {
   adminEnv?: Record<string, string>;
   /** The issuer's variables on top of the stack's (e.g. a short relay-session cadence). */
   issuerEnv?: Record<string, string>;
+  /** Billing's variables on top of the stack's (e.g. a plans file). */
+  billingEnv?: Record<string, string>;
   /** The gateway app's logger (e.g. one that captures its lines); default a test logger. */
   gatewayLogger?: Logger;
   /** The gateway's header, request and keep-alive timeouts and connection cap; default the app's. */
@@ -82,11 +84,14 @@ export async function startStack(label: string, options: StackOptions = {}): Pro
     closers.push(() => issuer.destroy());
 
     const billing = await BillingService.create(
-      readBillingConfig(env, {
-        listen: '127.0.0.1:0',
-        metricsAddress,
-        issuerAddress: `127.0.0.1:${issuer.port}`,
-      }),
+      readBillingConfig(
+        { ...env, ...options.billingEnv },
+        {
+          listen: '127.0.0.1:0',
+          metricsAddress,
+          issuerAddress: `127.0.0.1:${issuer.port}`,
+        },
+      ),
       {
         logger: testLogger('billing'),
       },

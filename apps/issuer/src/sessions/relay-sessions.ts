@@ -152,6 +152,12 @@ export class RelaySessions {
     if (publish.length === 0 && subscribe.length === 0)
       throw refuse('scope', `the credential grants nothing to a ${input.role || 'session'} at ${root}`);
 
+    const planCadence = policy.relaySessionRevalidateSeconds;
+    if (!Number.isInteger(planCadence) || planCadence < 0 || planCadence > 3_600)
+      throw new AppError(
+        'invalid_request',
+        'policy.relay_session_revalidate_seconds must be 0..3600 seconds',
+      );
     const cap = policy.maxConcurrentConnections.value;
     const windowMs = this.#d.config.connectWindowSeconds * 1000;
     // The credential's slot while it holds one (idempotent), else a new one under the cap.
@@ -165,7 +171,9 @@ export class RelaySessions {
     }
     const now = this.#d.clock.now();
     const lease = sessionLease(input.id);
-    const leaseMs = this.#leaseMs(this.#d.config.revalidateSeconds);
+    // The plan's cadence where its plans file sets one, else this issuer's.
+    const cadence = planCadence || this.#d.config.revalidateSeconds;
+    const leaseMs = this.#leaseMs(cadence);
     // The session takes the credential's slot over: added whatever the cap, then the credential's released.
     await this.#d.slots.renew(claims.tid, lease, leaseMs);
     let row: RelaySessionRow;
@@ -187,9 +195,9 @@ export class RelaySessions {
         grantPublish: publish,
         grantSubscribe: subscribe,
         tier: policy.planId,
-        revalidateSeconds: this.#d.config.revalidateSeconds,
+        revalidateSeconds: cadence,
         startedAt: now,
-        grantExpiresAt: this.#expiresAt(now),
+        grantExpiresAt: this.#expiresAt(now, cadence),
       });
     } catch (err) {
       await this.#d.slots.release(claims.tid, lease).catch(() => undefined);
@@ -218,7 +226,7 @@ export class RelaySessions {
       throw refuse('revoked', "the session's credential was revoked");
     }
     const now = this.#d.clock.now();
-    const touched = await this.#d.store.touch(row.id, now, this.#expiresAt(now));
+    const touched = await this.#d.store.touch(row.id, now, this.#expiresAt(now, row.revalidate_seconds));
     if (!touched) throw refuse('ended', 'the session was ended');
     await this.#d.slots.renew(row.tenant_id, sessionLease(row.id), this.#leaseMs(row.revalidate_seconds));
     return this.#grantFor(touched);
@@ -294,8 +302,12 @@ export class RelaySessions {
     return grant;
   }
 
-  #expiresAt(now: Date): Date {
-    return new Date(now.getTime() + this.#d.config.expiresSeconds * 1000);
+  /**
+   * A grant lasts RELAYPLANE_RELAY_SESSION_EXPIRES_SECONDS, and at least two cadences (a plan's
+   * slow cadence must not let the grant lapse before the relay revalidates it).
+   */
+  #expiresAt(now: Date, cadence: number): Date {
+    return new Date(now.getTime() + Math.max(this.#d.config.expiresSeconds, 2 * cadence) * 1000);
   }
 
   /** A session's slot lasts two cadences past its last word (the bound for a relay that died). */

@@ -378,6 +378,14 @@ export declare type GetEntitlementsResponse = Message<"relayplane.billing.v1.Get
    * @generated from field: repeated relayplane.billing.v1.Entitlement entitlements = 3;
    */
   entitlements: Entitlement[];
+
+  /**
+   * How often relays revalidate the plan's relay sessions, in seconds (plans file
+   * `relay_session_revalidate_seconds`); 0: the issuer's default (RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS).
+   *
+   * @generated from field: int32 relay_session_revalidate_seconds = 4;
+   */
+  relaySessionRevalidateSeconds: number;
 };
 
 /**

@@ -451,6 +451,14 @@ export declare type IssuancePolicy = Message<"relayplane.issuer.v1.IssuancePolic
    * @generated from field: relayplane.issuer.v1.PolicyLimit max_credential_ttl_seconds = 3;
    */
   maxCredentialTtlSeconds?: PolicyLimit | undefined;
+
+  /**
+   * The plan's relay-session cadence in seconds (plans file `relay_session_revalidate_seconds`);
+   * 0: the issuer's default (RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS).
+   *
+   * @generated from field: int32 relay_session_revalidate_seconds = 4;
+   */
+  relaySessionRevalidateSeconds: number;
 };
 
 /**

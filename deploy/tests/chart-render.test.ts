@@ -404,6 +404,9 @@ describe('service wiring', () => {
         'admin.maxConnectionAgeMs=300000',
         'billing.maxConnectionAgeMs=0',
         'issuer.credentialRetentionDays=90',
+        'issuer.relaySessionRevalidateSeconds=10',
+        'issuer.relaySessionExpiresSeconds=300',
+        'issuer.relayConnectWindowSeconds=30',
       ],
     });
     const tgw = env(tuned, 'gateway');
@@ -413,6 +416,10 @@ describe('service wiring', () => {
     expect(tgw.get('GATEWAY_GRPC_DNS_MIN_INTERVAL_MS')?.value).toBe('1000');
     expect(env(tuned, 'admin').get('ADMIN_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('300000');
     expect(env(tuned, 'issuer').get('ISSUER_CREDENTIAL_RETENTION_DAYS')?.value).toBe('90');
+    expect(env(tuned, 'issuer').get('RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS')?.value).toBe('10');
+    expect(env(tuned, 'issuer').get('RELAYPLANE_RELAY_SESSION_EXPIRES_SECONDS')?.value).toBe('300');
+    expect(env(tuned, 'issuer').get('RELAYPLANE_RELAY_CONNECT_WINDOW_SECONDS')?.value).toBe('30');
+    expect(env(defaults, 'issuer').has('RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS')).toBe(false);
     // 0 means "never" and must still be rendered.
     expect(env(tuned, 'billing').get('BILLING_GRPC_MAX_CONNECTION_AGE_MS')?.value).toBe('0');
   });

@@ -419,6 +419,18 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 - name: ISSUER_KEY_MAINTENANCE_INTERVAL_SECONDS
   value: {{ . | int64 | quote }}
 {{- end }}
+{{- with $c.relaySessionRevalidateSeconds }}
+- name: RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.relaySessionExpiresSeconds }}
+- name: RELAYPLANE_RELAY_SESSION_EXPIRES_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $c.relayConnectWindowSeconds }}
+- name: RELAYPLANE_RELAY_CONNECT_WINDOW_SECONDS
+  value: {{ . | int64 | quote }}
+{{- end }}
 {{- if $v.relays }}
 - name: RELAYPLANE_RELAYS_FILE
   value: /etc/relayplane/relays.yaml

@@ -581,6 +581,9 @@ describe('Stripe provider (SDK against a local Stripe API, signed webhooks)', ()
       expect(await planOf(tenantId)).toBe('pro');
       await billing.client.setPlan({ tenantId, planId: 'enterprise' });
       clock.advance(60_000);
+      // The set plan's own announcement arrives first (pub/sub is asynchronous; under load it
+      // came after the count and was taken for the replay's).
+      await settleAnnouncements();
       const before = listener.received.filter((t) => t === tenantId).length;
       expect(await deliver(payload)).toMatchObject({ eventId: id, duplicate: true });
       await settleAnnouncements();

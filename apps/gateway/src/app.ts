@@ -46,6 +46,7 @@ import { registerRelays } from './routes/relays.ts';
 import { registerSessions } from './routes/sessions.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
 import { SLOW_CLIENT_DEFAULTS } from './settings.ts';
+import { trustedProxyCheck } from './trusted-proxies.ts';
 
 export interface ServedRoute {
   method: string;
@@ -213,7 +214,12 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     shutdown: shuttingDown.signal,
     clients: ctx.clients,
     jwks: ctx.jwks,
-    guards: authGuards(ctx.clients.admin, ctx.clients.issuer, { apiKeys: ctx.apiKeys, relays: ctx.relays }),
+    guards: authGuards(
+      ctx.clients.admin,
+      ctx.clients.issuer,
+      { apiKeys: ctx.apiKeys, relays: ctx.relays },
+      trustedProxyCheck(ctx.config.trustedProxies ?? []),
+    ),
     entitlements: ctx.entitlements,
     issuance: ctx.issuance,
     issuanceRate: ctx.issuanceRate,

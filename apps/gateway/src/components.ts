@@ -237,6 +237,11 @@ export const RegisteredRelay = object(
     }),
     last_heartbeat_at: nullableDateTime(),
     created_at: nullableDateTime(),
+    client_certificate_sha256: nullable(
+      Type.String({
+        description: 'SHA-256 (hex) of the client certificate the relay may authenticate with.',
+      }),
+    ),
   },
   { $id: 'RegisteredRelay' },
 );

@@ -363,6 +363,7 @@ export function presentRegisteredRelay(r: Relay): Static<typeof RegisteredRelayS
     static: r.static,
     last_heartbeat_at: iso(r.lastHeartbeatAt) ?? null,
     created_at: iso(r.createdAt) ?? null,
+    client_certificate_sha256: r.clientCertificateSha256 || null,
   };
 }
 

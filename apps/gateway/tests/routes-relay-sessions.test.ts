@@ -116,6 +116,8 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     const plans = join(mkdtempSync(join(tmpdir(), 'rp-plans-')), 'plans.yaml');
     writeFileSync(plans, 'plans:\n  pro:\n    relay_session_revalidate_seconds: 40\n');
     stack = await startStack('gw_relay_sessions', {
+      // The TLS-terminating proxy whose forwarded client certificates are believed (inject's peer).
+      trustedProxies: ['127.0.0.1'],
       issuerEnv: {
         RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS: '1',
         RELAYPLANE_RELAY_SESSION_EXPIRES_SECONDS: '30',
@@ -572,6 +574,111 @@ describe('gateway routes: relay sessions (moq-relay auth contract)', () => {
     expectValidGrant(after.json());
     const again = await revalidate(relay, id, (await credential()).token);
     expect(again.json()).toMatchObject({ revalidate: 40 });
+  });
+
+  it('authenticates a relay by a client certificate registered for it, as a trusted TLS-terminating proxy forwards it', async () => {
+    // A self-signed certificate for the relay (openssl req -x509 -newkey ed25519), and its SHA-256.
+    const pem = `-----BEGIN CERTIFICATE-----
+MIIBSjCB/aADAgECAhRF0p1A0cNgTfCepTzGcFnJaq7rATAFBgMrZXAwGjEYMBYG
+A1UEAwwPcmVsYXktYy5leGFtcGxlMCAXDTI2MTEyOTA1MDEzMloYDzIxMjYxMTA1
+MDUwMTMyWjAaMRgwFgYDVQQDDA9yZWxheS1jLmV4YW1wbGUwKjAFBgMrZXADIQB9
+f+iNYoGkWAFwWPp7/mPGHFGfqpkg8Rl46CpJzvHQbqNTMFEwHQYDVR0OBBYEFK6b
+kn8myMqideZt7pxq6JRBvXTTMB8GA1UdIwQYMBaAFK6bkn8myMqideZt7pxq6JRB
+vXTTMA8GA1UdEwEB/wQFMAMBAf8wBQYDK2VwA0EAGw0tD+22w+9tR7VpJ/KVnPbp
+TXcF1sM4eYjWdqnqyVfXu7WDUVWJ8P984BTKSR653ioVTi7+UYmkEWktd9WlBQ==
+-----END CERTIFICATE-----`;
+    const sha256 =
+      'E5:92:86:62:03:37:1C:92:80:33:95:3C:E8:7D:E9:C8:3D:AF:C6:B2:D1:8F:76:49:42:C9:2E:1F:CA:94:9A:96';
+    const hex = sha256.replaceAll(':', '').toLowerCase();
+    const registered = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/relays',
+      headers: await stack.ownerAuth(),
+      payload: {
+        region: 'eu-west',
+        host: 'relay-cert.example',
+        port: 4433,
+        client_certificate_sha256: sha256,
+      },
+    });
+    expect(registered.statusCode, registered.body).toBe(201);
+    const relay = registered.json().relay as { id: string; client_certificate_sha256: string };
+    expect(relay.client_certificate_sha256).toBe(hex);
+    // The same certificate for another relay: 409; a malformed fingerprint: 400.
+    const twice = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/relays',
+      headers: await stack.ownerAuth(),
+      payload: { region: 'eu-west', host: 'relay-cert2.example', port: 4433, client_certificate_sha256: hex },
+    });
+    expect(twice.statusCode).toBe(409);
+    expect(twice.json().error).toMatch(/client certificate is already registered/);
+    const malformed = await stack.app.inject({
+      method: 'POST',
+      url: '/admin/v1/relays',
+      headers: await stack.ownerAuth(),
+      payload: {
+        region: 'eu-west',
+        host: 'relay-cert3.example',
+        port: 4433,
+        client_certificate_sha256: 'abc',
+      },
+    });
+    expect(malformed.statusCode).toBe(400);
+    const { token } = await credential();
+    const event = (id: string) => ({
+      id,
+      event: 'connect',
+      node: relay.id,
+      transport: 'quic',
+      path: '/demo',
+      query: `jwt=${token}`,
+    });
+    const viaProxy = (headers: Record<string, string>, remoteAddress = '127.0.0.1') =>
+      stack.app.inject({
+        method: 'POST',
+        url: '/v1/relays/auth',
+        headers,
+        remoteAddress,
+        payload: event(sessionId()),
+      });
+    // Envoy / Istio: X-Forwarded-Client-Cert with the certificate's Hash.
+    const envoy = await viaProxy({
+      'x-forwarded-client-cert': `Hash=${hex};Subject="CN=relay-c.example,O=Relays, Inc.";URI=`,
+    });
+    expect(envoy.statusCode, envoy.body).toBe(200);
+    expectValidGrant(envoy.json());
+    // ingress-nginx: the URL-encoded PEM, verified by the proxy.
+    const nginx = await viaProxy({
+      'ssl-client-cert': encodeURIComponent(pem),
+      'ssl-client-verify': 'SUCCESS',
+    });
+    expect(nginx.statusCode, nginx.body).toBe(200);
+    // Refused: not verified by the proxy, two XFCC elements, a certificate no relay has, and the
+    // same headers from a peer that is not a trusted proxy (ignored: no credential at all).
+    const refusals: [Record<string, string>, string, RegExp][] = [
+      [
+        { 'ssl-client-cert': encodeURIComponent(pem), 'ssl-client-verify': 'FAILED:self signed' },
+        '127.0.0.1',
+        /not verified/,
+      ],
+      [
+        { 'x-forwarded-client-cert': `Hash=${hex},Hash=${'0'.repeat(64)}` },
+        '127.0.0.1',
+        /exactly one element/,
+      ],
+      [
+        { 'x-forwarded-client-cert': `Hash=${'0'.repeat(64)}` },
+        '127.0.0.1',
+        /no relay is registered with this client certificate/,
+      ],
+      [{ 'x-forwarded-client-cert': `Hash=${hex}` }, '203.0.113.7', /./],
+    ];
+    for (const [headers, peer, message] of refusals) {
+      const res = await viaProxy(headers, peer);
+      expect(res.statusCode, JSON.stringify(headers)).toBe(401);
+      expect(res.json().error).toMatch(message);
+    }
   });
 
   it('lists and ends relay sessions from the CLI (relayplane relay-sessions)', async () => {

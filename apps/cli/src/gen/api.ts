@@ -792,7 +792,7 @@ export interface paths {
         put?: never;
         /**
          * Register a relay (answers its node token once)
-         * @description The relay node token (`rpr_…`) authenticates heartbeats, the revocation feed and introspection; only its hash is stored. A relay is healthy while its heartbeats arrive within the health window.
+         * @description The relay node token (`rpr_…`) authenticates heartbeats, the revocation feed and introspection; only its hash is stored. A relay is healthy while its heartbeats arrive within the health window. `client_certificate_sha256` (optional; the SHA-256 of the DER of a client certificate, 64 hex digits, colons allowed) lets the relay authenticate at `POST /v1/relays/auth` with that certificate instead of its token, as forwarded by a TLS-terminating proxy in GATEWAY_TRUSTED_PROXIES (docs/credentials.md).
          */
         post: operations["registerRelay"];
         delete?: never;
@@ -1524,6 +1524,8 @@ export interface components {
             tenant_id: string;
         };
         RegisteredRelay: {
+            /** @description SHA-256 (hex) of the client certificate the relay may authenticate with. */
+            client_certificate_sha256: string | null;
             /** Format: date-time */
             created_at: string | null;
             host: string;
@@ -5864,6 +5866,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    client_certificate_sha256?: string;
                     host: string;
                     port: number;
                     region: string;
@@ -5911,7 +5914,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A relay with this host and port is registered. */
+            /** @description A relay with this host and port, or with this client certificate, is registered. */
             409: {
                 headers: {
                     [name: string]: unknown;

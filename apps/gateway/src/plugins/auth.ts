@@ -17,6 +17,7 @@ import { setActiveSpanAttribute } from '@relayplane/shared/tracing';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AdminClient, IssuerClient } from '../clients.ts';
 import type { TtlCache } from '../ttl-cache.ts';
+import { forwardedClientCertificate } from './client-certificate.ts';
 import { requireCsrf, sessionCookieOf } from './csrf.ts';
 
 export interface Authenticated {
@@ -188,7 +189,8 @@ export interface AuthGuards {
   relayNode(request: FastifyRequest): Promise<void>;
   /**
    * The relay auth endpoint's: the node token as bearer, or HTTP Basic `<relay_id>:<token>`
-   * (moq-relay's `--auth-url` with userinfo).
+   * (moq-relay's `--auth-url` with userinfo), or (without Authorization) a client certificate
+   * registered for the relay, forwarded by a trusted TLS-terminating proxy.
    */
   relaySession(request: FastifyRequest): Promise<void>;
   /**
@@ -214,12 +216,27 @@ export interface GuardCaches {
   relays: TtlCache<string, Relay>;
 }
 
-export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: GuardCaches): AuthGuards {
+export function authGuards(
+  admin: AdminClient,
+  issuer: IssuerClient,
+  caches: GuardCaches,
+  /** Whether a peer is a trusted proxy (GATEWAY_TRUSTED_PROXIES): its forwarded client certificates are believed. */
+  trustedProxy: (address: string | undefined) => boolean = () => false,
+): AuthGuards {
   /** The registered relay a node token (`rpr_…`) belongs to (cached briefly); else 401. */
   async function relayOf(token: string): Promise<Relay> {
     if (parseToken(token) !== 'relayNode') throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
     return caches.relays.get(token, async () => {
       const res = await issuer.authenticateRelay({ token });
+      if (!res.relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+      return res.relay;
+    });
+  }
+
+  /** The registered relay a forwarded client certificate (its SHA-256) belongs to (cached briefly); else 401. */
+  async function relayOfCertificate(sha256: string): Promise<Relay> {
+    return caches.relays.get(`cert:${sha256}`, async () => {
+      const res = await issuer.authenticateRelay({ clientCertificateSha256: sha256 });
       if (!res.relay) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
       return res.relay;
     });
@@ -322,6 +339,14 @@ export function authGuards(admin: AdminClient, issuer: IssuerClient, caches: Gua
       request.relay = await relayOf(bearerToken(request));
     }),
     relaySession: guard({ scheme: 'relayNodeToken' }, async (request) => {
+      // No Authorization: a client certificate registered for the relay, as a trusted proxy forwarded it.
+      if (request.headers.authorization === undefined) {
+        const certificate = forwardedClientCertificate(request, trustedProxy);
+        if (certificate !== undefined) {
+          request.relay = await relayOfCertificate(certificate);
+          return;
+        }
+      }
       const { token, user } = relayNodeCredential(request);
       const relay = await relayOf(token);
       // Basic: the user part names the relay the token belongs to (`https://<relay_id>:<token>@…`).

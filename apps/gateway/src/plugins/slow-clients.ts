@@ -17,11 +17,12 @@
  * to within about a second.
  */
 import type { Server } from 'node:http';
-import { BlockList, isIPv4, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { throttleClient } from '@relayplane/shared/client-address';
 import type { Logger } from '@relayplane/shared/logger';
 import type { FastifyServerOptions } from 'fastify';
 import type { GatewayConfig } from '../config.ts';
+import { trustedProxyCheck } from '../trusted-proxies.ts';
 
 export type SlowClientLimits = Pick<
   GatewayConfig,
@@ -143,13 +144,7 @@ export function capConnectionsPerAddress(
   options: { maxPerIp: number; ipv6Prefix: number; trustedProxies: readonly string[] },
   logger: Logger,
 ): void {
-  const trusted = new BlockList();
-  for (const entry of options.trustedProxies) {
-    const [address = '', bits] = entry.split('/');
-    const type = isIPv4(address) ? 'ipv4' : 'ipv6';
-    if (bits === undefined) trusted.addAddress(address, type);
-    else trusted.addSubnet(address, Number(bits), type);
-  }
+  const trusted = trustedProxyCheck(options.trustedProxies);
   const open = new Map<string, number>();
   let dropped = 0;
   let timer: NodeJS.Timeout | undefined;
@@ -166,8 +161,7 @@ export function capConnectionsPerAddress(
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress?.replace(/^::ffff:/, '') ?? '';
     if (address === '') return;
-    const type = isIPv4(address) ? 'ipv4' : 'ipv6';
-    if (options.trustedProxies.length > 0 && trusted.check(address, type)) return;
+    if (trusted(address)) return;
     const client = throttleClient(address, options.ipv6Prefix);
     const held = open.get(client) ?? 0;
     if (held >= options.maxPerIp) {

@@ -55,12 +55,16 @@ export function registerRelays(app: Api, { clients, guards }: RouteDeps): void {
         summary: 'Register a relay (answers its node token once)',
         description:
           'The relay node token (`rpr_…`) authenticates heartbeats, the revocation feed and introspection; only its ' +
-          'hash is stored. A relay is healthy while its heartbeats arrive within the health window.',
+          'hash is stored. A relay is healthy while its heartbeats arrive within the health window. ' +
+          '`client_certificate_sha256` (optional; the SHA-256 of the DER of a client certificate, 64 hex digits, ' +
+          'colons allowed) lets the relay authenticate at `POST /v1/relays/auth` with that certificate instead of ' +
+          'its token, as forwarded by a TLS-terminating proxy in GATEWAY_TRUSTED_PROXIES (docs/credentials.md).',
         tags: ['relays'],
         body: object({
           region: Type.String({ pattern: '^[a-z0-9-]{1,32}$' }),
           host: Type.String({ minLength: 1, maxLength: 253 }),
           port: Type.Integer({ minimum: 1, maximum: 65535 }),
+          client_certificate_sha256: Type.Optional(Type.String({ maxLength: 95 })),
         }),
         response: {
           201: object({
@@ -68,14 +72,20 @@ export function registerRelays(app: Api, { clients, guards }: RouteDeps): void {
             token: Type.String({ description: 'Shown only here.' }),
           }),
           403: FORBIDDEN,
-          409: errorResponse('A relay with this host and port is registered.'),
+          409: errorResponse(
+            'A relay with this host and port, or with this client certificate, is registered.',
+          ),
         },
       },
     },
     async (request, reply) => {
-      const res = await clients.issuer.registerRelay(request.body);
-      const relay = required(res.relay, 'registerRelay.relay');
-      return reply.code(201).send({ relay: presentRegisteredRelay(relay), token: res.token });
+      const { client_certificate_sha256, ...relay } = request.body;
+      const res = await clients.issuer.registerRelay({
+        ...relay,
+        clientCertificateSha256: client_certificate_sha256 ?? '',
+      });
+      const registered = required(res.relay, 'registerRelay.relay');
+      return reply.code(201).send({ relay: presentRegisteredRelay(registered), token: res.token });
     },
   );
 

@@ -70,6 +70,8 @@ export interface RelaysTable {
   port: number;
   /** SHA-256 (hex) of the relay node token; the token itself is never stored. */
   token_hash: string;
+  /** SHA-256 (lowercase hex) of the DER of the relay's client certificate; null: none. */
+  client_cert_sha256: ColumnType<string | null, string | null | undefined, string | null>;
   /** Relative load from the last heartbeat, 0..1. */
   load: number;
   last_heartbeat_at: Date | null;

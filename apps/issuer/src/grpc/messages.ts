@@ -60,6 +60,7 @@ export function relayMessage(relay: RelayView): MessageInitShape<typeof RelaySch
     static: relay.static,
     lastHeartbeatAt: timestamp(relay.lastHeartbeatAt),
     createdAt: timestamp(relay.createdAt),
+    clientCertificateSha256: relay.clientCertificateSha256 ?? '',
   };
 }
 

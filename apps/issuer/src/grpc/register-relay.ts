@@ -8,7 +8,12 @@ export function registerRelay({
   relays,
 }: Pick<IssuerDeps, 'relays'>): ServiceImpl<typeof IssuerService>['registerRelay'] {
   return async (req) => {
-    const { relay, token } = await relays.register({ region: req.region, host: req.host, port: req.port });
+    const { relay, token } = await relays.register({
+      region: req.region,
+      host: req.host,
+      port: req.port,
+      clientCertificateSha256: req.clientCertificateSha256,
+    });
     return { relay: relayMessage(relay), token };
   };
 }

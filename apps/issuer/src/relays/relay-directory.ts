@@ -36,6 +36,14 @@ export interface RelayView {
   static: boolean;
   lastHeartbeatAt?: Date;
   createdAt?: Date;
+  /** SHA-256 (hex) of the client certificate it may authenticate with. */
+  clientCertificateSha256?: string;
+}
+
+/** A certificate fingerprint as registered: 64 hex digits, colons allowed, stored lowercase without them. */
+export function certificateFingerprint(value: string): string | undefined {
+  const hex = value.replaceAll(':', '').toLowerCase();
+  return /^[0-9a-f]{64}$/.test(hex) ? hex : undefined;
 }
 
 /**
@@ -195,6 +203,7 @@ export class RelayDirectory {
       createdAt: record.createdAt,
     };
     if (record.lastHeartbeatAt) view.lastHeartbeatAt = record.lastHeartbeatAt;
+    if (record.clientCertSha256) view.clientCertificateSha256 = record.clientCertSha256;
     return view;
   }
 
@@ -235,6 +244,8 @@ export class RelayDirectory {
     region: string;
     host: string;
     port: number;
+    /** Optional ('' or absent: none). */
+    clientCertificateSha256?: string;
   }): Promise<{ relay: RelayView; token: string }> {
     const region = typeof input.region === 'string' ? input.region.trim() : '';
     if (!isRegion(region)) {
@@ -253,6 +264,19 @@ export class RelayDirectory {
     if (!isPort(input.port))
       throw new AppError('invalid_request', 'port must be an integer between 1 and 65535');
     const port = input.port;
+    let clientCertSha256: string | null = null;
+    if (input.clientCertificateSha256) {
+      const fingerprint = certificateFingerprint(input.clientCertificateSha256);
+      if (!fingerprint) {
+        throw new AppError(
+          'invalid_request',
+          'client_certificate_sha256 must be the SHA-256 of the certificate: 64 hex digits (colons allowed)',
+        );
+      }
+      if (await this.#store.byClientCertificate(fingerprint))
+        throw new AppError('conflict', 'a relay with this client certificate is already registered');
+      clientCertSha256 = fingerprint;
+    }
     const address = hostPort(host, port);
     const conflict = new AppError('conflict', `a relay at ${address} is already registered`);
     if (this.#staticAddresses.has(address)) throw conflict;
@@ -265,6 +289,7 @@ export class RelayDirectory {
         host,
         port,
         tokenHash: hashToken(token),
+        clientCertSha256,
         createdAt: this.#clock.now(),
       });
       if (inserted) {
@@ -272,7 +297,12 @@ export class RelayDirectory {
           action: 'relay.register',
           tenantId: null,
           target: { type: 'relay', id: inserted.id },
-          details: { region, host, port },
+          details: {
+            region,
+            host,
+            port,
+            ...(clientCertSha256 ? { client_certificate_sha256: clientCertSha256 } : {}),
+          },
         });
       }
       return inserted;
@@ -355,6 +385,17 @@ export class RelayDirectory {
     }
     const record = await this.#store.byTokenHash(hashToken(token));
     if (!record) throw new AppError('unauthenticated', INVALID_TOKEN_MESSAGE);
+    return this.#view(record, this.#clock.now());
+  }
+
+  /**
+   * Resolves the fingerprint of a client certificate (forwarded by a trusted TLS-terminating
+   * proxy) to the live relay registered with it.
+   */
+  async authenticateCertificate(sha256: string): Promise<RelayView> {
+    const fingerprint = typeof sha256 === 'string' ? certificateFingerprint(sha256) : undefined;
+    const record = fingerprint && (await this.#store.byClientCertificate(fingerprint));
+    if (!record) throw new AppError('unauthenticated', 'no relay is registered with this client certificate');
     return this.#view(record, this.#clock.now());
   }
 

@@ -11,9 +11,20 @@ export interface RelayRecord {
   load: number;
   lastHeartbeatAt: Date | null;
   createdAt: Date;
+  /** SHA-256 (hex) of its client certificate; null: none. */
+  clientCertSha256: string | null;
 }
 
-const COLUMNS = ['id', 'region', 'host', 'port', 'load', 'last_heartbeat_at', 'created_at'] as const;
+const COLUMNS = [
+  'id',
+  'region',
+  'host',
+  'port',
+  'load',
+  'last_heartbeat_at',
+  'created_at',
+  'client_cert_sha256',
+] as const;
 type RecordRow = Pick<Selectable<RelaysTable>, (typeof COLUMNS)[number]>;
 
 function toRecord(row: RecordRow): RelayRecord {
@@ -25,6 +36,7 @@ function toRecord(row: RecordRow): RelayRecord {
     load: Number(row.load),
     lastHeartbeatAt: row.last_heartbeat_at,
     createdAt: row.created_at,
+    clientCertSha256: row.client_cert_sha256,
   };
 }
 
@@ -88,6 +100,7 @@ export class RelayStore {
     host: string;
     port: number;
     tokenHash: string;
+    clientCertSha256: string | null;
     createdAt: Date;
   }): Promise<RelayRecord | undefined> {
     // `do nothing` rather than catching the violation: the insert runs inside the transaction
@@ -100,6 +113,7 @@ export class RelayStore {
         host: relay.host,
         port: relay.port,
         token_hash: relay.tokenHash,
+        client_cert_sha256: relay.clientCertSha256,
         load: 0,
         last_heartbeat_at: null,
         created_at: relay.createdAt,
@@ -121,6 +135,17 @@ export class RelayStore {
       .returning('id')
       .executeTakeFirst();
     return removed !== undefined;
+  }
+
+  /** The live relay registered with the client certificate of SHA-256 `sha256` (lowercase hex). */
+  async byClientCertificate(sha256: string): Promise<RelayRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('relays')
+      .select(COLUMNS)
+      .where('client_cert_sha256', '=', sha256)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row && toRecord(row);
   }
 
   /** The live relay whose node token hashes to `tokenHash`. */

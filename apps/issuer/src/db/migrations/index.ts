@@ -11,6 +11,7 @@ import * as relaysLiveOrder from './20261130T1000-relays-live-order.ts';
 import * as signingKeyRevocations from './20261201T1000-signing-key-revocations.ts';
 import * as relaySessions from './20261202T1000-relay-sessions.ts';
 import * as relaySessionPatterns from './20261204T1000-relay-session-patterns.ts';
+import * as relayClientCertificates from './20261204T1100-relay-client-certificates.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -26,4 +27,5 @@ export const migrations: Record<string, Migration> = {
   '20261201T1000-signing-key-revocations': signingKeyRevocations,
   '20261202T1000-relay-sessions': relaySessions,
   '20261204T1000-relay-session-patterns': relaySessionPatterns,
+  '20261204T1100-relay-client-certificates': relayClientCertificates,
 };

@@ -547,6 +547,13 @@ export declare type Relay = Message<"relayplane.issuer.v1.Relay"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 10;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * SHA-256 (lowercase hex) of the client certificate the relay may authenticate with; "" none.
+   *
+   * @generated from field: string client_certificate_sha256 = 11;
+   */
+  clientCertificateSha256: string;
 };
 
 /**
@@ -1191,6 +1198,14 @@ export declare type RegisterRelayRequest = Message<"relayplane.issuer.v1.Registe
    * @generated from field: int32 port = 3;
    */
   port: number;
+
+  /**
+   * Optional: the SHA-256 of the DER of a client certificate the relay authenticates with
+   * (64 hex digits, colons allowed); unique among live relays.
+   *
+   * @generated from field: string client_certificate_sha256 = 4;
+   */
+  clientCertificateSha256: string;
 };
 
 /**
@@ -1305,9 +1320,19 @@ export declare const DeleteRelayResponseSchema: GenMessage<DeleteRelayResponse>;
  */
 export declare type AuthenticateRelayRequest = Message<"relayplane.issuer.v1.AuthenticateRelayRequest"> & {
   /**
+   * The relay node token (rpr_...), or:
+   *
    * @generated from field: string token = 1;
    */
   token: string;
+
+  /**
+   * the SHA-256 (lowercase hex) of the client certificate the relay presented, as a trusted
+   * TLS-terminating proxy forwarded it.
+   *
+   * @generated from field: string client_certificate_sha256 = 2;
+   */
+  clientCertificateSha256: string;
 };
 
 /**

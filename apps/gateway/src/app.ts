@@ -57,6 +57,10 @@ export interface ServedRoute {
   userSession: boolean;
   /** The IAM permission its guard checks (docs/iam.md), if any. */
   permission: Permission | undefined;
+  /** Its guard also takes HTTP Basic `<relay id>:<node token>` (GuardInfo.basic). */
+  basicAuth: boolean;
+  /** It ignores unknown body fields (`config.openBody`), where every other route refuses them (400). */
+  openBody: boolean;
 }
 
 export interface GatewayApp {
@@ -151,6 +155,14 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       .map(guardOf)
       .find((g) => g !== undefined);
     const documented = !(route.schema as { hide?: boolean } | undefined)?.hide;
+    // An open body is declared by the route, and its schema must agree: neither alone.
+    const openBody = route.config?.openBody === true;
+    const body = (route.schema as { body?: { additionalProperties?: unknown } } | undefined)?.body;
+    if (body && (body.additionalProperties === true) !== openBody) {
+      throw new Error(
+        `${route.url}: a body schema with additionalProperties: true needs config.openBody, and config.openBody needs it`,
+      );
+    }
     if (documented) {
       route.schema = documentRoute(route.schema, {
         methods,
@@ -166,6 +178,8 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
         documented,
         userSession: guard?.scheme === 'bearerAuth',
         permission: guard?.permission,
+        basicAuth: guard?.basic === true,
+        openBody,
       });
     }
   });

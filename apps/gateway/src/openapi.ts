@@ -25,6 +25,12 @@ declare module 'fastify' {
      * which answer without any service behind the gateway).
      */
     commonErrors?: false;
+    /**
+     * `true`: the body's unknown fields are ignored, not refused (400): a shape owned by another
+     * project that may grow (the relay's session events). The body schema must say so too
+     * (`additionalProperties: true`), and nothing else may: buildApp refuses either alone.
+     */
+    openBody?: true;
   }
 }
 
@@ -168,7 +174,11 @@ export function documentRoute(schema: FastifySchema | undefined, facts: RouteFac
   const add = (errors: Record<number, ResponseDoc>) => {
     for (const [code, error] of Object.entries(errors)) response[code] ??= error;
   };
-  const security = [...(own.security ?? (guard ? [{ [guard.scheme]: [] }] : []))];
+  // A guard that also takes Basic (the relay auth endpoint's) lists the relayNodeBasic scheme beside its own.
+  const security = [
+    ...(own.security ??
+      (guard ? [{ [guard.scheme]: [] }, ...(guard.basic ? [{ relayNodeBasic: [] }] : [])] : [])),
+  ];
   let description = own.description;
   if (guard) add({ 401: UNAUTHENTICATED[guard.scheme] });
   if (guard?.permission) {

@@ -106,6 +106,7 @@ describe('gateway routes: paging of relays, signing keys, plans and prices', () 
       expect(res.body.next_cursor).toEqual(expect.any(String));
       expect(Object.keys((res.body.relays as object[])[0] ?? {}).sort()).toEqual(
         [
+          'client_certificate_sha256',
           'created_at',
           'host',
           'id',

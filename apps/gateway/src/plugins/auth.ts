@@ -148,6 +148,11 @@ export interface GuardInfo {
    * session cookie (CSRF-checked).
    */
   scheme: 'bearerAuth' | 'apiKey' | 'relayNodeToken';
+  /**
+   * It also takes HTTP Basic `<relay id>:<node token>` (the relay auth endpoint: what moq-relay
+   * sends for an auth URL with userinfo); documented as the `relayNodeBasic` scheme.
+   */
+  basic?: true;
   /** The IAM permission the guard checks (docs/iam.md), if any. */
   permission?: Permission;
 }
@@ -338,7 +343,7 @@ export function authGuards(
     relayNode: guard({ scheme: 'relayNodeToken' }, async (request) => {
       request.relay = await relayOf(bearerToken(request));
     }),
-    relaySession: guard({ scheme: 'relayNodeToken' }, async (request) => {
+    relaySession: guard({ scheme: 'relayNodeToken', basic: true }, async (request) => {
       // No Authorization: a client certificate registered for the relay, as a trusted proxy forwarded it.
       if (request.headers.authorization === undefined) {
         const certificate = forwardedClientCertificate(request, trustedProxy);

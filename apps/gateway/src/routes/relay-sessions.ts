@@ -154,6 +154,8 @@ export function registerRelaySessions(app: Api, { clients, guards, entitlements 
     '/v1/relays/auth',
     {
       onRequest: guards.relaySession,
+      // Upstream's session events may gain fields, which its own parsers ignore: so does this route.
+      config: { openBody: true },
       schema: {
         operationId: 'relayAuth',
         summary: "A relay's session event: connect, revalidate or end (moq-relay's auth contract)",
@@ -170,7 +172,6 @@ export function registerRelaySessions(app: Api, { clients, guards, entitlements 
           'status is an outage to the relay (a `connect` is refused, a live session keeps its grant until ' +
           '`expires`). docs/credentials.md, "Sessions".',
         tags: ['relays'],
-        security: [{ relayNodeToken: [] }, { relayNodeBasic: [] }],
         body: SESSION_EVENT,
         response: {
           200: GRANT,

@@ -103,12 +103,22 @@ export class RelaySessionStore implements SlotLedger {
   }
 
   /** A revalidation: the session was seen now and its grant runs to `expiresAt`. Undefined: ended. */
-  touch(id: string, now: Date, expiresAt: Date): Promise<RelaySessionRow | undefined> {
+  /**
+   * A revalidation's write, in one statement (the hot path): the session of `relayId`, live and
+   * its grant not lapsed at `now`, seen now and granted until now + max(`expiresSeconds`, two
+   * of its cadences). Undefined: not such a session (the caller looks at why).
+   */
+  renew(id: string, relayId: string, now: Date, expiresSeconds: number): Promise<RelaySessionRow | undefined> {
     return this.#db
       .updateTable('relay_sessions')
-      .set({ last_seen_at: now, grant_expires_at: expiresAt })
+      .set({
+        last_seen_at: now,
+        grant_expires_at: sql<Date>`${now}::timestamptz + make_interval(secs => greatest(${expiresSeconds}::int, 2 * revalidate_seconds))`,
+      })
       .where('id', '=', id)
+      .where('relay_id', '=', relayId)
       .where('ended_at', 'is', null)
+      .where('grant_expires_at', '>', now)
       .returningAll()
       .executeTakeFirst();
   }

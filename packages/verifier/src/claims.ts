@@ -1,3 +1,4 @@
+import { claimedPaths } from '@relayplane/contract/credential-paths';
 import type { JWTPayload } from 'jose';
 import { VerificationError } from './errors.ts';
 
@@ -27,6 +28,14 @@ export interface VerifiedCredential {
   akid: string;
   /** Region hint, when the credential was issued for one. */
   rgn?: string;
+  /**
+   * What the credential may publish and subscribe to (docs/credentials.md, "Path-scoped
+   * credentials"): moq's `root` (project id first) and each role's moq patterns relative to it,
+   * from its `put`/`get` or `publish`/`subscribe` claims. A credential from before path scoping
+   * grants its whole project to the roles its scopes allow. Authorize a session's path with
+   * `authorizePath`.
+   */
+  paths: { root: string; publish: string[]; subscribe: string[] };
 }
 
 const STRING_CLAIMS = ['iss', 'aud', 'sub', 'jti', 'tid', 'pid', 'scope', 'mode', 'akid'] as const;
@@ -65,7 +74,31 @@ export function toVerifiedCredential(payload: JWTPayload): VerifiedCredential {
     scope: (claims.scope as string).split(' ').filter((s) => s !== ''),
     mode,
     akid: claims.akid as string,
+    paths: pathsOf(claims),
   };
   if (typeof claims.rgn === 'string') credential.rgn = claims.rgn;
   return credential;
+}
+
+function pathsOf(claims: Record<string, unknown>): VerifiedCredential['paths'] {
+  const claimed = claimedPaths({
+    pid: claims.pid as string,
+    scope: claims.scope as string,
+    root: claims.root,
+    put: claims.put,
+    get: claims.get,
+    publish: claims.publish,
+    subscribe: claims.subscribe,
+  });
+  if (!claimed) {
+    throw new VerificationError(
+      'malformed',
+      'the path claims (root, put/get or publish/subscribe) are malformed',
+    );
+  }
+  return {
+    root: claimed.root,
+    publish: claimed.publish.map((p) => p.text),
+    subscribe: claimed.subscribe.map((p) => p.text),
+  };
 }

@@ -1,5 +1,6 @@
 export type { CredentialMode, VerifiedCredential } from './claims.ts';
 export { VerificationError, type VerificationErrorCode } from './errors.ts';
+export { authorizePath, type PathAuthorization } from './paths.ts';
 export {
   createVerifier,
   type Verifier,

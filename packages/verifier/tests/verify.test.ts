@@ -1,6 +1,6 @@
 import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { VerificationError } from '../src/index.ts';
+import { authorizePath, VerificationError } from '../src/index.ts';
 import { type Harness, refusal, startHarness } from './support/harness.ts';
 import { b64url, craft, credentialClaims, generateSigningKey, mint } from './support/tokens.ts';
 
@@ -19,7 +19,60 @@ describe('a valid credential', () => {
   it('is accepted and its claims come back typed, scope split into a list', async () => {
     const claims = credentialClaims(h.clock.now, { rgn: 'eu-west' });
     const credential = await h.verifier.verify(await mint(h.key, claims), { scope: 'relay:session' });
-    expect(credential).toEqual({ ...claims, scope: ['relay:session', 'relay:subscribe'] });
+    const { root: _root, get: _get, ...rest } = claims;
+    expect(credential).toEqual({
+      ...rest,
+      scope: ['relay:session', 'relay:subscribe'],
+      paths: { root: 'prj_7hQ2', publish: [], subscribe: ['**'] },
+    });
+  });
+
+  it("reads the path claims in both of upstream's encodings, and authorizes a dialed path with them", async () => {
+    const legacy = await h.verifier.verify(
+      await mint(
+        h.key,
+        credentialClaims(h.clock.now, {
+          scope: 'relay:session',
+          root: 'prj_7hQ2/room',
+          put: ['alice'],
+          get: [''],
+        }),
+      ),
+    );
+    expect(legacy.paths).toEqual({ root: 'prj_7hQ2/room', publish: ['alice/**'], subscribe: ['**'] });
+    expect(authorizePath(legacy, 'prj_7hQ2/room/alice')).toEqual({
+      ok: true,
+      publish: ['**'],
+      subscribe: ['**'],
+    });
+    expect(authorizePath(legacy, 'prj_7hQ2/room/bob')).toEqual({ ok: true, publish: [], subscribe: ['**'] });
+    expect(authorizePath(legacy, 'prj_7hQ2/roomy')).toMatchObject({ ok: false, reason: /does not cover/ });
+    const { get: _get, ...patterns } = credentialClaims(h.clock.now, {
+      scope: 'relay:session',
+      root: 'prj_7hQ2/room',
+      publish: ['*/cam'],
+    });
+    const exact = await h.verifier.verify(await mint(h.key, patterns));
+    expect(exact.paths).toEqual({ root: 'prj_7hQ2/room', publish: ['*/cam'], subscribe: [] });
+    // From before path scoping: the whole project, to the scopes' roles.
+    const { root: _r, get: _g, ...old } = credentialClaims(h.clock.now);
+    expect((await h.verifier.verify(await mint(h.key, old))).paths).toEqual({
+      root: 'prj_7hQ2',
+      publish: [],
+      subscribe: ['**'],
+    });
+  });
+
+  it('refuses malformed path claims: another project, mixed encodings, a bad pattern', async () => {
+    for (const over of [
+      { root: 'prj_other/room' },
+      { root: 'prj_7hQ2', publish: ['a'] },
+      { root: 'prj_7hQ2', get: 5 },
+      { root: 'prj_7hQ2', get: ['a/*'] },
+    ]) {
+      const token = await mint(h.key, credentialClaims(h.clock.now, over));
+      expect(await refusal(h.verifier.verify(token)), JSON.stringify(over)).toBe('malformed');
+    }
   });
 
   it('is accepted when every scope of a required list is present', async () => {

@@ -22,7 +22,7 @@ let serial = 0;
 export function credentialClaims(nowMs: number, overrides: JWTPayload = {}): JWTPayload {
   serial += 1;
   const iat = Math.floor(nowMs / 1000);
-  return {
+  const claims: JWTPayload = {
     iss: 'relayplane',
     aud: 'relayplane-relay',
     sub: 'prj_7hQ2',
@@ -35,8 +35,14 @@ export function credentialClaims(nowMs: number, overrides: JWTPayload = {}): JWT
     scope: 'relay:session relay:subscribe',
     mode: 'live',
     akid: 'key_3mN8',
+    // moq-token's path claims: the whole project, to the one role relay:subscribe narrows to.
+    root: 'prj_7hQ2',
+    get: [''],
     ...overrides,
   };
+  // Another project's credential carries that project's root.
+  if (overrides.pid !== undefined && overrides.root === undefined) claims.root = overrides.pid;
+  return claims;
 }
 
 /** A credential exactly as the issuer signs it: EdDSA, typ JWT, kid = thumbprint. */

@@ -60,7 +60,12 @@ describe('relay sessions: Relayplane as the auth server of moq-relays', () => {
       kek: Buffer.alloc(32, 5).toString('base64'),
       bootstrap: OWNER,
       replicas: { gateway: 2 },
-      extraEnv: { RELAYPLANE_PLANS_FILE: plans, ADMIN_SIGNUP_MAX_PER_IP: '100000' },
+      extraEnv: {
+        RELAYPLANE_PLANS_FILE: plans,
+        ADMIN_SIGNUP_MAX_PER_IP: '100000',
+        // The usage job aggregates yesterday and today every second.
+        BILLING_USAGE_INTERVAL_MS: '1000',
+      },
       appEnv: {
         issuer: {
           RELAYPLANE_RELAY_SESSION_REVALIDATE_SECONDS: String(CADENCE_S),
@@ -276,5 +281,34 @@ describe('relay sessions: Relayplane as the auth server of moq-relays', () => {
     expect(guest.answer).toMatchObject({ kind: 'granted', grant: { subscribe: ['**'] } });
     expect(guest.answer.kind === 'granted' && guest.answer.grant.publish).toBeUndefined();
     expect((await a.connect(token, '/stage/2')).answer).toMatchObject({ kind: 'refused', status: 403 });
+  });
+
+  it('shows the minutes and bytes of the sessions the relays ended in the daily usage', async () => {
+    const t = await freshTenant();
+    const a = sim(0, 0);
+    const b = sim(1, 1);
+    const first = await a.connect((await credential(t)).token);
+    const second = await b.connect((await credential(t)).token);
+    expect([first.answer.kind, second.answer.kind]).toEqual(['granted', 'granted']);
+    expect(await a.end(first.id, { sent: 3_000_000, received: 1_000 }, 90)).toMatchObject({
+      kind: 'granted',
+    });
+    expect(await b.end(second.id, { sent: 500, received: 7 }, 30)).toMatchObject({ kind: 'granted' });
+    const today = new Date().toISOString().slice(0, 10);
+    const expected = { sessions_ended: 2, session_minutes: 2, bytes_sent: 3_000_500, bytes_received: 1_007 };
+    const deadline = Date.now() + 30_000;
+    let days: { project_id: string | null }[] = [];
+    for (;;) {
+      const res = await api.request('GET', `/admin/v1/billing/usage?from=${today}&to=${today}`, {
+        headers: t.auth,
+      });
+      expect(res.status).toBe(200);
+      days = res.body.days;
+      const done = days.filter((d) => (d as unknown as { sessions_ended: number }).sessions_ended === 2);
+      if (done.length === 2 || Date.now() > deadline) break;
+      await sleep(250);
+    }
+    expect(days.find((d) => d.project_id === null)).toMatchObject(expected);
+    expect(days.find((d) => d.project_id === t.projectId)).toMatchObject(expected);
   });
 });

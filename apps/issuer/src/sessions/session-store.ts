@@ -108,7 +108,12 @@ export class RelaySessionStore implements SlotLedger {
    * its grant not lapsed at `now`, seen now and granted until now + max(`expiresSeconds`, two
    * of its cadences). Undefined: not such a session (the caller looks at why).
    */
-  renew(id: string, relayId: string, now: Date, expiresSeconds: number): Promise<RelaySessionRow | undefined> {
+  renew(
+    id: string,
+    relayId: string,
+    now: Date,
+    expiresSeconds: number,
+  ): Promise<RelaySessionRow | undefined> {
     return this.#db
       .updateTable('relay_sessions')
       .set({

@@ -142,8 +142,27 @@ describe('issuancePolicyOf and checkPolicy', () => {
       planId: 'pro',
       maxConcurrentConnections: { value: 250, exceededMessage: 'cap words' },
       maxCredentialTtlSeconds: { value: 1800, exceededMessage: 'ttl words' },
+      // Not in the answer (a billing from before it): 0, the issuer's default cadence.
+      relaySessionRevalidateSeconds: 0,
     });
     expect(checkPolicy(p)).toBeUndefined();
+  });
+
+  it("carries the plan's relay-session cadence, and refuses one out of 0..3600", () => {
+    const p = issuancePolicyOf({
+      ...answer([
+        ['max_concurrent_connections', 250, 'payment_required', 'cap words'],
+        ['max_credential_ttl_seconds', 1800, 'invalid_request', 'ttl words'],
+      ]),
+      relaySessionRevalidateSeconds: 40,
+    });
+    expect(p.relaySessionRevalidateSeconds).toBe(40);
+    expect(checkPolicy(p)).toBeUndefined();
+    for (const bad of [-1, 1.5, 3601]) {
+      expect(checkPolicy({ ...p, relaySessionRevalidateSeconds: bad })).toMatch(
+        /^policy.relay_session_revalidate_seconds must be a whole number of seconds, 0..3600/,
+      );
+    }
   });
 
   it('makes up no limit: an answer without one is an internal error (500), not a default', () => {

@@ -12,6 +12,8 @@ export const ID_PREFIXES = {
   allowlistEntry: 'alw',
   checkoutSession: 'cks',
   identityToken: 'idt',
+  /** A webhook message: its `id` and `webhook-id`, the same on every retry (issue 34). */
+  webhookMessage: 'msg',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

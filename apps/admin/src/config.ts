@@ -1,3 +1,5 @@
+import { DEFAULT_WEBHOOK_RETRY_SCHEDULE, parseRetrySchedule } from '@relayplane/shared/webhook-retry';
+import type { WebhookSettings } from './webhooks/webhooks.ts';
 import { type PlanId, SERVICES } from '@relayplane/contract/contract';
 import {
   ConfigError,
@@ -80,6 +82,8 @@ export interface AdminConfig {
   auditCheckpointSeconds: number;
   /** Per-bot limits (docs/iam.md, "Limits"): one more answers 422. */
   perBotLimits: { maxActiveKeys: number; maxActiveIdentityTokens: number };
+  /** Webhook delivery (docs/webhooks.md): `RELAYPLANE_WEBHOOKS_*`. */
+  webhooks: WebhookSettings;
 }
 
 /**
@@ -244,5 +248,24 @@ export function readAdminConfig(
       maxActiveKeys: r.read(S.maxActiveKeysPerBot),
       maxActiveIdentityTokens: r.read(S.maxActiveIdentityTokensPerBot),
     },
+    webhooks: overrides.webhooks ?? readWebhookSettings(r),
+  };
+}
+
+function readWebhookSettings(r: EnvReader): WebhookSettings {
+  const S = ADMIN;
+  const raw = r.optional(S.webhooksRetrySchedule.env);
+  let retrySchedule: readonly number[] = DEFAULT_WEBHOOK_RETRY_SCHEDULE;
+  if (raw !== undefined) {
+    const parsed = parseRetrySchedule(raw);
+    if (!parsed.ok) throw new ConfigError(S.webhooksRetrySchedule.env, parsed.message);
+    retrySchedule = parsed.schedule;
+  }
+  return {
+    allowHttpLoopback: r.read(S.webhooksAllowHttpLoopback),
+    retrySchedule,
+    disableAfterSeconds: r.read(S.webhooksDisableAfter),
+    concurrency: r.read(S.webhooksConcurrency),
+    retentionDays: r.read(S.webhooksRetention),
   };
 }

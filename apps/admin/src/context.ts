@@ -18,7 +18,10 @@ import { createLogger, type Logger } from '@relayplane/shared/logger';
 import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { serviceHealthMetrics } from '@relayplane/shared/metrics-health';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
-import { createRequestPathRedis } from '@relayplane/shared/redis';
+import { createRedis, createRequestPathRedis } from '@relayplane/shared/redis';
+import { BullmqDeliveryQueue, MemoryDeliveryQueue } from '@relayplane/shared/webhook-queue';
+import type { Resolve } from '@relayplane/shared/webhook-target';
+import { lookup } from 'node:dns/promises';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { Serving } from '@relayplane/shared/serving';
@@ -32,7 +35,10 @@ import { adminHandlers } from './grpc/admin-handlers.ts';
 import { TotpResealer } from './jobs/reseal-totp-secrets.ts';
 import { ExpirySweep } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
-import { SecretSealer } from './mfa/sealing.ts';
+import { SecretSealer, WEBHOOK_SECRET_HKDF_INFO } from './mfa/sealing.ts';
+import { WebhookDeliveryStore } from './webhooks/delivery-store.ts';
+import { WebhookEndpointStore } from './webhooks/endpoint-store.ts';
+import { Webhooks } from './webhooks/webhooks.ts';
 import { SecondFactors } from './mfa/second-factor.ts';
 import { bullPrefix } from './redis/keys.ts';
 import { DeviceTokens } from './security/device-tokens.ts';
@@ -63,6 +69,8 @@ export interface AdminOverrides {
   bus?: Bus;
   /** The password hasher (tests hold a verification open to race it); default argon2id. */
   passwords?: PasswordHasher;
+  /** How webhook URLs resolve (tests name hosts without DNS); default node:dns. */
+  webhookResolve?: Resolve;
 }
 
 type Fields = Omit<AdminContext, 'close'>;
@@ -98,6 +106,9 @@ export class AdminContext {
   readonly totpResealer!: TotpResealer;
   /** Deletes expired sessions, device grants and login challenges (at start, then every 10 minutes). */
   readonly expirySweep!: ExpirySweep;
+  /** Webhook fan-out, dispatcher and senders (issue 34); started by the service. */
+  readonly webhooks!: Webhooks;
+  readonly webhookDeliveries!: WebhookDeliveryStore;
 
   private constructor(fields: Fields) {
     Object.assign(this, fields);
@@ -178,6 +189,41 @@ export class AdminContext {
         }),
         (t) => t.stop(),
       );
+      const webhookEndpoints = new WebhookEndpointStore(db);
+      const webhookDeliveries = new WebhookDeliveryStore(db);
+      const webhookRedis =
+        config.redis &&
+        lifecycle.use('redis (webhooks)', createRedis(config.redis, logger, 'admin-webhooks'), (r) =>
+          r.disconnect(),
+        );
+      const webhookResolve: Resolve =
+        overrides.webhookResolve ?? ((host) => lookup(host, { all: true, verbatim: true }));
+      const webhooks = lifecycle.use(
+        'webhooks',
+        new Webhooks({
+          db,
+          endpoints: webhookEndpoints,
+          deliveries: webhookDeliveries,
+          sealer: new SecretSealer(config.kek, config.kekPrevious, WEBHOOK_SECRET_HKDF_INFO),
+          audit,
+          clock,
+          logger,
+          queue:
+            webhookRedis && config.redis
+              ? new BullmqDeliveryQueue(
+                  webhookRedis,
+                  bullPrefix(config.redis.prefix),
+                  config.webhooks.concurrency,
+                  logger,
+                )
+              : new MemoryDeliveryQueue(config.webhooks.concurrency, logger),
+          settings: config.webhooks,
+          metrics,
+          resolve: webhookResolve,
+        }),
+        (w) => w.close(),
+      );
+      audit.onAppended((trx, event) => webhooks.onAuditEvent(trx, event));
       const expirySweep = lifecycle.use(
         'expiry sweep',
         new ExpirySweep({ sessions, deviceGrants, loginChallenges, clock, logger }),
@@ -209,6 +255,11 @@ export class AdminContext {
         projects: new ProjectStore(db),
         apiKeys,
         allowlist: new AllowlistStore(db),
+        webhookEndpoints,
+        webhookDeliveries,
+        webhooks,
+        webhookSettings: config.webhooks,
+        webhookResolve,
         bots: new BotStore(db, config.perBotLimits.maxActiveKeys),
         identityTokens: new IdentityTokenStore(db, config.perBotLimits.maxActiveIdentityTokens),
         passwords,
@@ -268,6 +319,8 @@ export class AdminContext {
         loginThrottle,
         totpResealer,
         expirySweep,
+        webhooks,
+        webhookDeliveries,
       });
     });
   }

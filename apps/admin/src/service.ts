@@ -6,6 +6,9 @@ import { migrations } from './db/migrations/index.ts';
 import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
 import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
 
+/** The hourly job that deletes webhook deliveries past their retention. */
+export const WEBHOOK_PRUNE_JOB = 'webhook-prune';
+
 export type { AdminOverrides } from './context.ts';
 
 /** How long start() waits for the throttle's Redis; past it, login uses the in-memory limits until Redis answers. */
@@ -102,8 +105,12 @@ export class AdminService {
     scheduler.every(AUDIT_PRUNE_JOB, AUDIT_PRUNE_INTERVAL_MS, async () => {
       await this.pruneAuditEvents();
     });
+    scheduler.every(WEBHOOK_PRUNE_JOB, AUDIT_PRUNE_INTERVAL_MS, async () => {
+      await this.pruneWebhookDeliveries();
+    });
     await scheduler.start();
     this.ctx.expirySweep.start();
+    this.ctx.webhooks.start();
     this.totpResealer.start();
     await serving.ready();
   }
@@ -120,6 +127,23 @@ export class AdminService {
 
   get port(): number {
     return this.rpc.port;
+  }
+
+  /**
+   * Deletes webhook deliveries finished more than `RELAYPLANE_WEBHOOKS_RETENTION_DAYS` ago, and
+   * messages left with none (a job also does, hourly). Answers the deliveries deleted.
+   */
+  async pruneWebhookDeliveries(): Promise<number> {
+    const days = this.ctx.config.webhooks.retentionDays;
+    const cutoff = new Date(this.ctx.clock.now().getTime() - days * 86_400_000);
+    const deleted = await this.ctx.webhookDeliveries.prune(cutoff);
+    if (deleted > 0) this.logger.info({ deleted, retentionDays: days }, 'webhook deliveries pruned');
+    return deleted;
+  }
+
+  /** Webhook fan-out and delivery (tests kick a dispatcher pass). */
+  get webhooks() {
+    return this.ctx.webhooks;
   }
 
   /** Deletes expired sessions and device grants now (a timer also does, every 10 minutes). */

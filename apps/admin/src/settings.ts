@@ -164,6 +164,33 @@ export const ADMIN = {
     max: 86_400,
     description: 'How often each moved audit chain head is signed (docs/audit.md, signed checkpoints).',
   }),
+  webhooksAllowHttpLoopback: boolean('RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK', {
+    default: false,
+    description:
+      'Webhook endpoints may be http:// and resolve to loopback addresses (local receivers, tests); off: https and public addresses only (docs/webhooks.md).',
+  }),
+  webhooksRetrySchedule: other('RELAYPLANE_WEBHOOKS_RETRY_SCHEDULE', 'list', {
+    description:
+      'Seconds before each webhook retry, comma-separated (default 5,300,1800,7200,18000,36000,36000: about 27.6 h; ±20 % jitter). After the last retry fails the delivery has failed.',
+  }),
+  webhooksDisableAfter: integer('RELAYPLANE_WEBHOOKS_DISABLE_AFTER_SECONDS', {
+    default: 259_200,
+    min: 1,
+    max: 30 * 86_400,
+    description: 'A webhook endpoint whose every attempt has failed for this long is disabled (default 3 days).',
+  }),
+  webhooksConcurrency: integer('RELAYPLANE_WEBHOOKS_CONCURRENCY', {
+    default: 16,
+    min: 1,
+    max: 1_000,
+    description: 'Webhook delivery attempts at once per admin replica (at most 4 per endpoint, 1 while it fails).',
+  }),
+  webhooksRetention: integer('RELAYPLANE_WEBHOOKS_RETENTION_DAYS', {
+    default: 30,
+    min: 1,
+    max: 3_650,
+    description: 'Finished webhook deliveries (and their messages) are kept this many days in the delivery log.',
+  }),
   maxActiveKeysPerBot: count(
     'ADMIN_MAX_ACTIVE_KEYS_PER_BOT',
     DEFAULT_MAX_ACTIVE_KEYS_PER_BOT,

@@ -98,6 +98,7 @@ export const PlanLimits = object(
     max_issuance_per_second_per_key: Type.Integer({
       description: 'Credential requests per second per API key, refused ones included; beyond it 429.',
     }),
+    max_webhook_endpoints: Type.Integer({ description: 'Webhook endpoints per project.' }),
   },
   { $id: 'PlanLimits' },
 );

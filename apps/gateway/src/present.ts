@@ -221,6 +221,7 @@ export function presentPlan(p: Plan): Static<typeof PlanSchema> {
       max_allowlist_entries: limits.maxAllowlistEntries,
       max_credential_ttl_seconds: limits.maxCredentialTtlSeconds,
       max_issuance_per_second_per_key: limits.maxIssuancePerSecondPerKey,
+      max_webhook_endpoints: limits.maxWebhookEndpoints,
     },
     price: {
       currency: price.currency,

@@ -147,6 +147,13 @@ export const AUDIT_ACTIONS = [
   'device.approve',
   'device.deny',
   'device.token_issue',
+  // admin: webhook endpoints (issue 34)
+  'webhook_endpoint.create',
+  'webhook_endpoint.update',
+  'webhook_endpoint.delete',
+  'webhook_endpoint.rotate_secret',
+  'webhook_endpoint.disable',
+  'webhook_delivery.redeliver',
   // admin: the trail itself
   'audit.prune',
   // issuer
@@ -197,6 +204,16 @@ export const AUDIT_SOURCE_ACTIONS: Readonly<Record<AuditSource, readonly AuditAc
     'relay_session.end',
   ],
   billing: ['plan.change', 'checkout.create', 'checkout.confirm', 'billing.webhook'],
+};
+
+/**
+ * Notices: facts a service delivers through its audit outbox for webhooks only (issue 34), never
+ * appended to the trail (a session starting is not an audit event). The action is the webhook
+ * event type; the details are the event's data.
+ */
+export const NOTICE_SOURCE_TYPES: Readonly<Record<AuditSource, readonly string[]>> = {
+  issuer: ['session.started', 'session.ended', 'session.refused', 'cap.reached'],
+  billing: [],
 };
 
 /** How far a delivered event's `occurred_at` may be from admin's clock, either way (issue 31). */

@@ -12,6 +12,7 @@ export const ENTITLEMENT_LIMITS = [
   'max_projects',
   'max_bots',
   'max_allowlist_entries',
+  'max_webhook_endpoints',
   'max_credential_ttl_seconds',
   // A rate, not a count: enforced by the gateway at issuance (429 + Retry-After), per API key.
   'max_issuance_per_second_per_key',

@@ -30,6 +30,8 @@ export const PERMISSIONS = [
   'billing:read',
   'billing:write',
   'audit:read',
+  // Owners and admins (issue 34): an endpoint receives the project's events.
+  'webhooks:manage',
 ] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 

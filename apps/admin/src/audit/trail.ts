@@ -152,10 +152,14 @@ function toEvent(row: EventRow): StoredAuditEvent {
 
 /** An event before it is chained: no seq, no prev_hash yet. */
 
+/** Runs inside the transaction that appended `event` (webhooks: its deliveries commit with it). */
+export type AppendedHook = (trx: AdminTransaction, event: StoredAuditEvent) => Promise<void>;
+
 export class AuditTrail {
   readonly #db: Kysely<AdminDatabase>;
   readonly #clock: Clock;
   readonly #logger: Logger;
+  readonly #hooks: AppendedHook[] = [];
 
   constructor(db: Kysely<AdminDatabase>, clock: Clock, logger: Logger) {
     this.#db = db;
@@ -168,11 +172,17 @@ export class AuditTrail {
    * throws AppError('unavailable'): the caller's transaction rolls back, and the request answers
    * 503 + Retry-After. Call it last in the transaction (see the top of this file).
    */
+  /** `hook` runs in the transaction of every event appended from now on; its failure fails the append. */
+  onAppended(hook: AppendedHook): void {
+    this.#hooks.push(hook);
+  }
+
   async record(trx: AdminTransaction, event: AuditEventInput): Promise<StoredAuditEvent> {
     const unchained = this.#complete(event);
     try {
       const appended = await append(trx, unchained, 'admin', false);
       if (appended === 'duplicate') throw new Error('event id already recorded');
+      for (const hook of this.#hooks) await hook(trx, appended);
       return appended;
     } catch (err) {
       throw refused(this.#logger, err, event.action);
@@ -208,7 +218,9 @@ export class AuditTrail {
     try {
       return await this.#db.transaction().execute(async (trx) => {
         const appended = await append(trx, unchained, source, true);
-        return appended === 'duplicate' ? 'duplicate' : 'recorded';
+        if (appended === 'duplicate') return 'duplicate';
+        for (const hook of this.#hooks) await hook(trx, appended);
+        return 'recorded';
       });
     } catch (err) {
       throw refused(this.#logger, err, event.action);

@@ -246,6 +246,59 @@ export interface AuditChainHeadsTable {
   anchor_hash: Generated<string>;
 }
 
+/** A project's webhook endpoint (issue 34); the secrets sealed (mfa/sealing.ts, the id as AAD). */
+export interface WebhookEndpointsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  url: string;
+  events: string[];
+  description: Generated<string>;
+  enabled: Generated<boolean>;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at: Date | null;
+  failing_since: Date | null;
+  disabled_at: Date | null;
+  disabled_reason: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+/** An event as a webhook message: the envelope to send, once per source event and tenant. */
+export interface WebhookMessagesTable {
+  id: string;
+  source_id: string;
+  tenant_id: string;
+  project_id: string | null;
+  type: string;
+  subject: string;
+  body: string;
+  occurred_at: Date;
+  created_at: Generated<Date>;
+}
+
+/** One message to one endpoint: its attempts so far and the last one's outcome. */
+export interface WebhookDeliveriesTable {
+  id: string;
+  seq: Generated<string>;
+  endpoint_id: string;
+  message_id: string;
+  tenant_id: string;
+  subject: string;
+  status: 'pending' | 'delivering' | 'succeeded' | 'failed';
+  attempts: Generated<number>;
+  next_attempt_at: Date;
+  queued_at: Date | null;
+  last_attempt_at: Date | null;
+  response_status: number | null;
+  latency_ms: number | null;
+  response_body: string | null;
+  error: string | null;
+  created_at: Generated<Date>;
+  completed_at: Date | null;
+}
+
 export interface AdminDatabase {
   audit_events: AuditEventsTable;
   audit_chain_heads: AuditChainHeadsTable;
@@ -264,4 +317,7 @@ export interface AdminDatabase {
   user_totp: UserTotpTable;
   user_recovery_codes: UserRecoveryCodesTable;
   audit_checkpoints: AuditCheckpointsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_messages: WebhookMessagesTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }

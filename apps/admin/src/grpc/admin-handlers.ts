@@ -13,6 +13,16 @@ import { authenticate } from './authenticate.ts';
 import { changeMemberRole } from './change-member-role.ts';
 import { changePassword } from './change-password.ts';
 import { createAllowlistEntry } from './create-allowlist-entry.ts';
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  getWebhookEndpoint,
+  listWebhookDeliveries,
+  listWebhookEndpoints,
+  redeliverWebhook,
+  rotateWebhookSecret,
+  updateWebhookEndpoint,
+} from './webhooks.ts';
 import { createApiKey } from './create-api-key.ts';
 import { createBot } from './create-bot.ts';
 import { createBotKey } from './create-bot-key.ts';
@@ -75,6 +85,14 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     createAllowlistEntry: createAllowlistEntry(deps),
     listAllowlistEntries: listAllowlistEntries(deps),
     deleteAllowlistEntry: deleteAllowlistEntry(deps),
+    createWebhookEndpoint: createWebhookEndpoint(deps),
+    listWebhookEndpoints: listWebhookEndpoints(deps),
+    getWebhookEndpoint: getWebhookEndpoint(deps),
+    updateWebhookEndpoint: updateWebhookEndpoint(deps),
+    deleteWebhookEndpoint: deleteWebhookEndpoint(deps),
+    rotateWebhookSecret: rotateWebhookSecret(deps),
+    listWebhookDeliveries: listWebhookDeliveries(deps),
+    redeliverWebhook: redeliverWebhook(deps),
     getTenant: getTenant(deps),
     createBot: createBot(deps),
     listBots: listBots(deps),

@@ -4,6 +4,7 @@ import {
   AUDIT_DELIVERY_MAX_SKEW_SECONDS,
   AUDIT_LIST_LIMIT,
   AUDIT_SOURCE_ACTIONS,
+  NOTICE_SOURCE_TYPES,
   AUDIT_SOURCES,
   type AuditSource,
 } from '@relayplane/contract/contract';
@@ -12,6 +13,7 @@ import type { AdminService, AuditEventSchema, Principal } from '@relayplane/prot
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { canonicalJson, chainKeyOf, PLATFORM_CHAIN } from '../audit/canonical.ts';
+import { deliveredEvent } from '../audit/delivered-event.ts';
 import type { StoredCheckpoint } from '../audit/checkpoints.ts';
 import type { StoredAuditEvent } from '../audit/trail.ts';
 import type { AuditDeliveryRefusal } from '../metrics.ts';
@@ -222,7 +224,9 @@ export function recordAuditEvents(deps: AdminDeps): Impl['recordAuditEvents'] {
     if (req.events.length > MAX_RECORD_BATCH) {
       throw new AppError('invalid_request', `at most ${MAX_RECORD_BATCH} events per call`);
     }
-    const allowed: readonly string[] = AUDIT_SOURCE_ACTIONS[source];
+    // Notices (issue 34) travel the same outbox: webhook facts, never appended to the trail.
+    const notices: readonly string[] = NOTICE_SOURCE_TYPES[source];
+    const allowed: readonly string[] = [...AUDIT_SOURCE_ACTIONS[source], ...notices];
     const now = deps.clock.now().getTime();
     for (const event of req.events) {
       if (!allowed.includes(event.action)) {
@@ -247,7 +251,10 @@ export function recordAuditEvents(deps: AdminDeps): Impl['recordAuditEvents'] {
     let recorded = 0;
     let duplicates = 0;
     for (const event of req.events) {
-      if ((await deps.audit.recordDelivered(source, event)) === 'recorded') recorded += 1;
+      const outcome = notices.includes(event.action)
+        ? await deps.webhooks.recordNotice(deliveredEvent(event))
+        : await deps.audit.recordDelivered(source, event);
+      if (outcome === 'recorded') recorded += 1;
       else duplicates += 1;
     }
     return { recorded, duplicates };

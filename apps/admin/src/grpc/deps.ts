@@ -1,3 +1,7 @@
+import type { Resolve } from '@relayplane/shared/webhook-target';
+import type { WebhookDeliveryStore } from '../webhooks/delivery-store.ts';
+import type { WebhookEndpointStore } from '../webhooks/endpoint-store.ts';
+import type { Webhooks, WebhookSettings } from '../webhooks/webhooks.ts';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
@@ -56,6 +60,13 @@ export interface AdminDeps {
   projects: ProjectStore;
   apiKeys: ApiKeyStore;
   allowlist: AllowlistStore;
+  /** Webhook endpoints, deliveries, and the dispatcher (issue 34). */
+  webhookEndpoints: WebhookEndpointStore;
+  webhookDeliveries: WebhookDeliveryStore;
+  webhooks: Webhooks;
+  webhookSettings: WebhookSettings;
+  /** How the URL of an endpoint resolves when it is created or changed (tests). */
+  webhookResolve: Resolve;
   bots: BotStore;
   identityTokens: IdentityTokenStore;
   passwords: PasswordHasher;

@@ -13,17 +13,21 @@ const VERSION = 'v1';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-function deriveKey(kek: Buffer): Buffer {
-  return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), HKDF_INFO, 32));
+/** The HKDF label of webhook signing secrets (issue 34): their own key, with the endpoint id as AAD. */
+export const WEBHOOK_SECRET_HKDF_INFO = 'relayplane/webhook-secret/v1';
+
+function deriveKey(kek: Buffer, info: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), info, 32));
 }
 
 export class SecretSealer {
   readonly #current: Buffer;
   readonly #all: Buffer[];
 
-  constructor(kek: Buffer, previous: readonly Buffer[] = []) {
-    this.#current = deriveKey(kek);
-    this.#all = [this.#current, ...previous.map(deriveKey)];
+  /** `info`: the HKDF label of what is sealed (default: TOTP secrets, the user id as AAD). */
+  constructor(kek: Buffer, previous: readonly Buffer[] = [], info = HKDF_INFO) {
+    this.#current = deriveKey(kek, info);
+    this.#all = [this.#current, ...previous.map((k) => deriveKey(k, info))];
   }
 
   seal(secret: Buffer, userId: string): string {

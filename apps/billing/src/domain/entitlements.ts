@@ -19,6 +19,7 @@ export type LimitName =
   | 'max_projects'
   | 'max_bots'
   | 'max_allowlist_entries'
+  | 'max_webhook_endpoints'
   | 'max_credential_ttl_seconds'
   | 'max_issuance_per_second_per_key';
 
@@ -86,6 +87,13 @@ const RULES: readonly Rule[] = [
     field: 'maxAllowlistEntries',
     code: 'unprocessable',
     what: (n) => `${n} allowlist ${plural(n, 'entry', 'entries')} per project`,
+    action: 'add more',
+  },
+  {
+    limit: 'max_webhook_endpoints',
+    field: 'maxWebhookEndpoints',
+    code: 'unprocessable',
+    what: (n) => `${n} webhook ${plural(n, 'endpoint', 'endpoints')} per project`,
     action: 'add more',
   },
 ];

@@ -7,6 +7,8 @@ export interface PlanLimits {
   maxProjects: number;
   maxBots: number;
   maxAllowlistEntries: number;
+  /** Webhook endpoints per project (issue 34). */
+  maxWebhookEndpoints: number;
   maxCredentialTtlSeconds: number;
   /**
    * Credential issuance attempts per API key per second (`max_issuance_per_second_per_key`),
@@ -67,6 +69,7 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
       maxProjects: 2,
       maxBots: 2,
       maxAllowlistEntries: 3,
+      maxWebhookEndpoints: 2,
       maxCredentialTtlSeconds: 900,
       maxIssuancePerSecondPerKey: 20,
     },
@@ -81,6 +84,7 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
       maxProjects: 25,
       maxBots: 100,
       maxAllowlistEntries: 100,
+      maxWebhookEndpoints: 10,
       maxCredentialTtlSeconds: 3_600,
       maxIssuancePerSecondPerKey: 200,
     },
@@ -95,6 +99,7 @@ export const DEFAULT_PLANS: Record<PlanId, Plan> = {
       maxProjects: 1_000,
       maxBots: 10_000,
       maxAllowlistEntries: 1_000,
+      maxWebhookEndpoints: 100,
       maxCredentialTtlSeconds: 3_600,
       maxIssuancePerSecondPerKey: 2_000,
     },
@@ -108,6 +113,7 @@ const LIMIT_FIELDS: Record<keyof PlanLimits, { file: string; min: number; max: n
   maxProjects: { file: 'max_projects', min: 0, max: 1_000_000 },
   maxBots: { file: 'max_bots', min: 0, max: 1_000_000 },
   maxAllowlistEntries: { file: 'max_allowlist_entries', min: 0, max: 100_000 },
+  maxWebhookEndpoints: { file: 'max_webhook_endpoints', min: 0, max: 1_000 },
   maxCredentialTtlSeconds: { file: 'max_credential_ttl_seconds', min: 60, max: 3_600 },
   // At least 1: a plan that may issue nothing is not a rate (and would answer 429 forever).
   maxIssuancePerSecondPerKey: { file: 'max_issuance_per_second_per_key', min: 1, max: 1_000_000 },

@@ -19,6 +19,7 @@ export function planMessage(plan: Plan): MessageInitShape<typeof PlanSchema> {
       maxAllowlistEntries: plan.limits.maxAllowlistEntries,
       maxCredentialTtlSeconds: plan.limits.maxCredentialTtlSeconds,
       maxIssuancePerSecondPerKey: plan.limits.maxIssuancePerSecondPerKey,
+      maxWebhookEndpoints: plan.limits.maxWebhookEndpoints,
     },
     price: {
       currency: plan.price.currency,

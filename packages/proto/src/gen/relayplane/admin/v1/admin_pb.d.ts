@@ -3232,6 +3232,656 @@ export declare type UpdateTenantSettingsResponse = Message<"relayplane.admin.v1.
 export declare const UpdateTenantSettingsResponseSchema: GenMessage<UpdateTenantSettingsResponse>;
 
 /**
+ * @generated from message relayplane.admin.v1.WebhookEndpoint
+ */
+export declare type WebhookEndpoint = Message<"relayplane.admin.v1.WebhookEndpoint"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string url = 3;
+   */
+  url: string;
+
+  /**
+   * Event types (docs/webhooks.md); at least one.
+   *
+   * @generated from field: repeated string events = 4;
+   */
+  events: string[];
+
+  /**
+   * @generated from field: string description = 5;
+   */
+  description: string;
+
+  /**
+   * @generated from field: bool enabled = 6;
+   */
+  enabled: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 8;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * Since when every attempt has failed (unset: the last attempt succeeded, or none yet).
+   *
+   * @generated from field: google.protobuf.Timestamp failing_since = 9;
+   */
+  failingSince?: Timestamp | undefined;
+
+  /**
+   * Set when the platform disabled the endpoint (failing for the disable period): when and why.
+   *
+   * @generated from field: google.protobuf.Timestamp disabled_at = 10;
+   */
+  disabledAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string disabled_reason = 11;
+   */
+  disabledReason: string;
+
+  /**
+   * While a rotation's grace period runs: when the previous secret stops signing.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_secret_expires_at = 12;
+   */
+  previousSecretExpiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.WebhookEndpoint.
+ * Use `create(WebhookEndpointSchema)` to create a new message.
+ */
+export declare const WebhookEndpointSchema: GenMessage<WebhookEndpoint>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateWebhookEndpointRequest
+ */
+export declare type CreateWebhookEndpointRequest = Message<"relayplane.admin.v1.CreateWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string url = 3;
+   */
+  url: string;
+
+  /**
+   * @generated from field: repeated string events = 4;
+   */
+  events: string[];
+
+  /**
+   * @generated from field: string description = 5;
+   */
+  description: string;
+
+  /**
+   * Absent: enabled.
+   *
+   * @generated from field: optional bool enabled = 6;
+   */
+  enabled?: boolean | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateWebhookEndpointRequest.
+ * Use `create(CreateWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const CreateWebhookEndpointRequestSchema: GenMessage<CreateWebhookEndpointRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.CreateWebhookEndpointResponse
+ */
+export declare type CreateWebhookEndpointResponse = Message<"relayplane.admin.v1.CreateWebhookEndpointResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.WebhookEndpoint endpoint = 1;
+   */
+  endpoint?: WebhookEndpoint | undefined;
+
+  /**
+   * whsec_ + base64 of 32 random bytes; answered here once.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.CreateWebhookEndpointResponse.
+ * Use `create(CreateWebhookEndpointResponseSchema)` to create a new message.
+ */
+export declare const CreateWebhookEndpointResponseSchema: GenMessage<CreateWebhookEndpointResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListWebhookEndpointsRequest
+ */
+export declare type ListWebhookEndpointsRequest = Message<"relayplane.admin.v1.ListWebhookEndpointsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string cursor = 4;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListWebhookEndpointsRequest.
+ * Use `create(ListWebhookEndpointsRequestSchema)` to create a new message.
+ */
+export declare const ListWebhookEndpointsRequestSchema: GenMessage<ListWebhookEndpointsRequest>;
+
+/**
+ * Something the platform did to an endpoint that its owner should hear of (the next list says so).
+ *
+ * @generated from message relayplane.admin.v1.WebhookNotice
+ */
+export declare type WebhookNotice = Message<"relayplane.admin.v1.WebhookNotice"> & {
+  /**
+   * webhook_endpoint.disabled
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 3;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string message = 4;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.WebhookNotice.
+ * Use `create(WebhookNoticeSchema)` to create a new message.
+ */
+export declare const WebhookNoticeSchema: GenMessage<WebhookNotice>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListWebhookEndpointsResponse
+ */
+export declare type ListWebhookEndpointsResponse = Message<"relayplane.admin.v1.ListWebhookEndpointsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.WebhookEndpoint endpoints = 1;
+   */
+  endpoints: WebhookEndpoint[];
+
+  /**
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+
+  /**
+   * @generated from field: repeated relayplane.admin.v1.WebhookNotice notices = 3;
+   */
+  notices: WebhookNotice[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListWebhookEndpointsResponse.
+ * Use `create(ListWebhookEndpointsResponseSchema)` to create a new message.
+ */
+export declare const ListWebhookEndpointsResponseSchema: GenMessage<ListWebhookEndpointsResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetWebhookEndpointRequest
+ */
+export declare type GetWebhookEndpointRequest = Message<"relayplane.admin.v1.GetWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetWebhookEndpointRequest.
+ * Use `create(GetWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const GetWebhookEndpointRequestSchema: GenMessage<GetWebhookEndpointRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetWebhookEndpointResponse
+ */
+export declare type GetWebhookEndpointResponse = Message<"relayplane.admin.v1.GetWebhookEndpointResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.WebhookEndpoint endpoint = 1;
+   */
+  endpoint?: WebhookEndpoint | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetWebhookEndpointResponse.
+ * Use `create(GetWebhookEndpointResponseSchema)` to create a new message.
+ */
+export declare const GetWebhookEndpointResponseSchema: GenMessage<GetWebhookEndpointResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.WebhookEventList
+ */
+export declare type WebhookEventList = Message<"relayplane.admin.v1.WebhookEventList"> & {
+  /**
+   * @generated from field: repeated string events = 1;
+   */
+  events: string[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.WebhookEventList.
+ * Use `create(WebhookEventListSchema)` to create a new message.
+ */
+export declare const WebhookEventListSchema: GenMessage<WebhookEventList>;
+
+/**
+ * @generated from message relayplane.admin.v1.UpdateWebhookEndpointRequest
+ */
+export declare type UpdateWebhookEndpointRequest = Message<"relayplane.admin.v1.UpdateWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
+
+  /**
+   * Each absent field is left as it is.
+   *
+   * @generated from field: optional string url = 4;
+   */
+  url?: string | undefined;
+
+  /**
+   * @generated from field: relayplane.admin.v1.WebhookEventList events = 5;
+   */
+  events?: WebhookEventList | undefined;
+
+  /**
+   * @generated from field: optional string description = 6;
+   */
+  description?: string | undefined;
+
+  /**
+   * true re-enables an endpoint the platform disabled (its failure streak starts again).
+   *
+   * @generated from field: optional bool enabled = 7;
+   */
+  enabled?: boolean | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.UpdateWebhookEndpointRequest.
+ * Use `create(UpdateWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const UpdateWebhookEndpointRequestSchema: GenMessage<UpdateWebhookEndpointRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.UpdateWebhookEndpointResponse
+ */
+export declare type UpdateWebhookEndpointResponse = Message<"relayplane.admin.v1.UpdateWebhookEndpointResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.WebhookEndpoint endpoint = 1;
+   */
+  endpoint?: WebhookEndpoint | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.UpdateWebhookEndpointResponse.
+ * Use `create(UpdateWebhookEndpointResponseSchema)` to create a new message.
+ */
+export declare const UpdateWebhookEndpointResponseSchema: GenMessage<UpdateWebhookEndpointResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.DeleteWebhookEndpointRequest
+ */
+export declare type DeleteWebhookEndpointRequest = Message<"relayplane.admin.v1.DeleteWebhookEndpointRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DeleteWebhookEndpointRequest.
+ * Use `create(DeleteWebhookEndpointRequestSchema)` to create a new message.
+ */
+export declare const DeleteWebhookEndpointRequestSchema: GenMessage<DeleteWebhookEndpointRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.DeleteWebhookEndpointResponse
+ */
+export declare type DeleteWebhookEndpointResponse = Message<"relayplane.admin.v1.DeleteWebhookEndpointResponse"> & {
+};
+
+/**
+ * Describes the message relayplane.admin.v1.DeleteWebhookEndpointResponse.
+ * Use `create(DeleteWebhookEndpointResponseSchema)` to create a new message.
+ */
+export declare const DeleteWebhookEndpointResponseSchema: GenMessage<DeleteWebhookEndpointResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RotateWebhookSecretRequest
+ */
+export declare type RotateWebhookSecretRequest = Message<"relayplane.admin.v1.RotateWebhookSecretRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
+
+  /**
+   * How long the previous secret keeps signing (0: the default, 24 h; at most 7 days).
+   *
+   * @generated from field: uint32 grace_seconds = 4;
+   */
+  graceSeconds: number;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RotateWebhookSecretRequest.
+ * Use `create(RotateWebhookSecretRequestSchema)` to create a new message.
+ */
+export declare const RotateWebhookSecretRequestSchema: GenMessage<RotateWebhookSecretRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RotateWebhookSecretResponse
+ */
+export declare type RotateWebhookSecretResponse = Message<"relayplane.admin.v1.RotateWebhookSecretResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.WebhookEndpoint endpoint = 1;
+   */
+  endpoint?: WebhookEndpoint | undefined;
+
+  /**
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RotateWebhookSecretResponse.
+ * Use `create(RotateWebhookSecretResponseSchema)` to create a new message.
+ */
+export declare const RotateWebhookSecretResponseSchema: GenMessage<RotateWebhookSecretResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.WebhookDelivery
+ */
+export declare type WebhookDelivery = Message<"relayplane.admin.v1.WebhookDelivery"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+
+  /**
+   * The message's id: the webhook-id header and the body's id, the same on every attempt.
+   *
+   * @generated from field: string message_id = 3;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string event_type = 4;
+   */
+  eventType: string;
+
+  /**
+   * pending, delivering, succeeded or failed (every attempt of the schedule failed).
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * @generated from field: uint32 attempts = 6;
+   */
+  attempts: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_attempt_at = 8;
+   */
+  lastAttemptAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp next_attempt_at = 9;
+   */
+  nextAttemptAt?: Timestamp | undefined;
+
+  /**
+   * The last attempt's HTTP status (0: no answer: timeout, refused, unsafe address).
+   *
+   * @generated from field: uint32 response_status = 10;
+   */
+  responseStatus: number;
+
+  /**
+   * The last attempt's time to an answer, in milliseconds.
+   *
+   * @generated from field: uint32 latency_ms = 11;
+   */
+  latencyMs: number;
+
+  /**
+   * The first KiB of the last answer's body.
+   *
+   * @generated from field: string response_body = 12;
+   */
+  responseBody: string;
+
+  /**
+   * Why the last attempt failed without an HTTP status.
+   *
+   * @generated from field: string error = 13;
+   */
+  error: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp completed_at = 14;
+   */
+  completedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.WebhookDelivery.
+ * Use `create(WebhookDeliverySchema)` to create a new message.
+ */
+export declare const WebhookDeliverySchema: GenMessage<WebhookDelivery>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListWebhookDeliveriesRequest
+ */
+export declare type ListWebhookDeliveriesRequest = Message<"relayplane.admin.v1.ListWebhookDeliveriesRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
+
+  /**
+   * @generated from field: uint32 limit = 4;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string cursor = 5;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListWebhookDeliveriesRequest.
+ * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
+ */
+export declare const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListWebhookDeliveriesResponse
+ */
+export declare type ListWebhookDeliveriesResponse = Message<"relayplane.admin.v1.ListWebhookDeliveriesResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.WebhookDelivery deliveries = 1;
+   */
+  deliveries: WebhookDelivery[];
+
+  /**
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListWebhookDeliveriesResponse.
+ * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
+ */
+export declare const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.RedeliverWebhookRequest
+ */
+export declare type RedeliverWebhookRequest = Message<"relayplane.admin.v1.RedeliverWebhookRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
+
+  /**
+   * @generated from field: string delivery_id = 4;
+   */
+  deliveryId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RedeliverWebhookRequest.
+ * Use `create(RedeliverWebhookRequestSchema)` to create a new message.
+ */
+export declare const RedeliverWebhookRequestSchema: GenMessage<RedeliverWebhookRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.RedeliverWebhookResponse
+ */
+export declare type RedeliverWebhookResponse = Message<"relayplane.admin.v1.RedeliverWebhookResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDelivery | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RedeliverWebhookResponse.
+ * Use `create(RedeliverWebhookResponseSchema)` to create a new message.
+ */
+export declare const RedeliverWebhookResponseSchema: GenMessage<RedeliverWebhookResponse>;
+
+/**
  * @generated from enum relayplane.admin.v1.TenantRole
  */
 export enum TenantRole {
@@ -3765,6 +4415,80 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof UpdateTenantSettingsRequestSchema;
     output: typeof UpdateTenantSettingsResponseSchema;
+  },
+  /**
+   * Webhook endpoints of a project (issue 34, docs/webhooks.md): permission webhooks:manage. The
+   * signing secret (`whsec_`) is answered once, by Create and RotateWebhookSecret; it is stored
+   * sealed (AES-256-GCM under the admin KEK), never hashed, because admin signs with it. The
+   * plan's endpoint limit per project: unprocessable (422). A URL that is not https (or
+   * loopback http where the operator allows it), or names a private address: invalid_request.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.CreateWebhookEndpoint
+   */
+  createWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof CreateWebhookEndpointRequestSchema;
+    output: typeof CreateWebhookEndpointResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.ListWebhookEndpoints
+   */
+  listWebhookEndpoints: {
+    methodKind: "unary";
+    input: typeof ListWebhookEndpointsRequestSchema;
+    output: typeof ListWebhookEndpointsResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.GetWebhookEndpoint
+   */
+  getWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof GetWebhookEndpointRequestSchema;
+    output: typeof GetWebhookEndpointResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.UpdateWebhookEndpoint
+   */
+  updateWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof UpdateWebhookEndpointRequestSchema;
+    output: typeof UpdateWebhookEndpointResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.DeleteWebhookEndpoint
+   */
+  deleteWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof DeleteWebhookEndpointRequestSchema;
+    output: typeof DeleteWebhookEndpointResponseSchema;
+  },
+  /**
+   * A new secret, answered once; the previous one keeps signing too for grace_seconds.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.RotateWebhookSecret
+   */
+  rotateWebhookSecret: {
+    methodKind: "unary";
+    input: typeof RotateWebhookSecretRequestSchema;
+    output: typeof RotateWebhookSecretResponseSchema;
+  },
+  /**
+   * The endpoint's deliveries, newest first; redelivery sends the message again (same webhook-id).
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ListWebhookDeliveries
+   */
+  listWebhookDeliveries: {
+    methodKind: "unary";
+    input: typeof ListWebhookDeliveriesRequestSchema;
+    output: typeof ListWebhookDeliveriesResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.RedeliverWebhook
+   */
+  redeliverWebhook: {
+    methodKind: "unary";
+    input: typeof RedeliverWebhookRequestSchema;
+    output: typeof RedeliverWebhookResponseSchema;
   },
 }>;
 

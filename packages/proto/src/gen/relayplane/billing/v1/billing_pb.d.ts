@@ -53,6 +53,13 @@ export declare type PlanLimits = Message<"relayplane.billing.v1.PlanLimits"> & {
    * @generated from field: int32 max_issuance_per_second_per_key = 7;
    */
   maxIssuancePerSecondPerKey: number;
+
+  /**
+   * Webhook endpoints per project.
+   *
+   * @generated from field: int32 max_webhook_endpoints = 8;
+   */
+  maxWebhookEndpoints: number;
 };
 
 /**

@@ -1,0 +1,388 @@
+/**
+ * Webhook messages and deliveries (issue 34): facts become messages and deliveries in the
+ * transaction that records them; the dispatcher picks the deliveries that may go now; a sender
+ * claims one, and records the attempt's outcome.
+ *
+ * Ordering: a delivery goes only when it is the oldest unfinished one (lowest `seq`) of its
+ * endpoint and subject, so one subject's events arrive in order, and other subjects and
+ * endpoints never wait for it.
+ */
+import { derivedId, newId } from '@relayplane/contract/ids';
+import { envelopeProblem, type WebhookEnvelope } from '@relayplane/contract/webhook-events';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AdminTransaction } from '../audit/trail.ts';
+import type { AdminDatabase, WebhookDeliveriesTable } from '../db/schema.ts';
+import type { Page, PageRequest } from '../stores/paging.ts';
+import type { WebhookFact } from './facts.ts';
+import type { ReadyDelivery } from '@relayplane/shared/webhook-queue';
+
+export type DeliveryStatus = WebhookDeliveriesTable['status'];
+
+export interface WebhookDeliveryRecord {
+  id: string;
+  seq: string;
+  endpointId: string;
+  messageId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  createdAt: Date;
+  lastAttemptAt: Date | null;
+  nextAttemptAt: Date;
+  responseStatus: number | null;
+  latencyMs: number | null;
+  responseBody: string | null;
+  error: string | null;
+  completedAt: Date | null;
+}
+
+/** What a sender needs for one attempt. */
+export interface ClaimedDelivery {
+  id: string;
+  endpointId: string;
+  messageId: string;
+  attempts: number;
+  /** When the fact became this delivery (the first attempt's lag is measured from it). */
+  createdAt: Date;
+  body: string;
+}
+
+/** One attempt's outcome. */
+export interface AttemptOutcome {
+  ok: boolean;
+  status: number | null;
+  latencyMs: number | null;
+  body: string | null;
+  error: string | null;
+}
+
+/** A delivery the dispatcher may hand to a sender now. */
+export type { ReadyDelivery } from '@relayplane/shared/webhook-queue';
+
+type DeliveryRow = Selectable<WebhookDeliveriesTable> & { type: string };
+
+function toDelivery(row: DeliveryRow): WebhookDeliveryRecord {
+  return {
+    id: row.id,
+    seq: String(row.seq),
+    endpointId: row.endpoint_id,
+    messageId: row.message_id,
+    eventType: row.type,
+    status: row.status,
+    attempts: row.attempts,
+    createdAt: row.created_at,
+    lastAttemptAt: row.last_attempt_at,
+    nextAttemptAt: row.next_attempt_at,
+    responseStatus: row.response_status,
+    latencyMs: row.latency_ms,
+    responseBody: row.response_body,
+    error: row.error,
+    completedAt: row.completed_at,
+  };
+}
+
+export class WebhookDeliveryStore {
+  readonly #db: Kysely<AdminDatabase>;
+  constructor(db: Kysely<AdminDatabase>) {
+    this.#db = db;
+  }
+
+  /**
+   * Writes `fact` as a message per tenant with a subscribed, enabled endpoint and a delivery
+   * per such endpoint, inside `trx` (the transaction recording the fact). A fact already
+   * written (its source id seen for that tenant) adds nothing. Answers the deliveries added.
+   */
+  async fanOut(trx: AdminTransaction, fact: WebhookFact, sourceId: string, now: Date): Promise<number> {
+    let query = trx
+      .selectFrom('webhook_endpoints')
+      .select(['id', 'tenant_id'])
+      .where('enabled', '=', true)
+      .where(sql<boolean>`${fact.type} = any(events)`);
+    if (fact.tenantId !== null) query = query.where('tenant_id', '=', fact.tenantId);
+    if (fact.projectId !== null) query = query.where('project_id', '=', fact.projectId);
+    const endpoints = await query.orderBy('id').execute();
+    if (endpoints.length === 0) return 0;
+    const byTenant = new Map<string, string[]>();
+    for (const e of endpoints) byTenant.set(e.tenant_id, [...(byTenant.get(e.tenant_id) ?? []), e.id]);
+    let added = 0;
+    for (const [tenantId, endpointIds] of byTenant) {
+      const id = derivedId('webhookMessage', `${sourceId}:${tenantId}`);
+      const envelope: WebhookEnvelope = {
+        id,
+        type: fact.type,
+        timestamp: fact.occurredAt.toISOString(),
+        data: { tenant_id: tenantId, project_id: fact.projectId, ...fact.data },
+      };
+      const problem = envelopeProblem(envelope);
+      if (problem) throw new Error(`webhook ${fact.type} from ${sourceId}: ${problem}`);
+      const inserted = await trx
+        .insertInto('webhook_messages')
+        .values({
+          id,
+          source_id: sourceId,
+          tenant_id: tenantId,
+          project_id: fact.projectId,
+          type: fact.type,
+          subject: fact.subject,
+          body: JSON.stringify(envelope),
+          occurred_at: fact.occurredAt,
+          created_at: now,
+        })
+        .onConflict((oc) => oc.constraint('webhook_messages_source_key').doNothing())
+        .returning('id')
+        .executeTakeFirst();
+      if (!inserted) continue;
+      await trx
+        .insertInto('webhook_deliveries')
+        .values(
+          endpointIds.map((endpointId) => ({
+            id: newId('webhookDelivery'),
+            endpoint_id: endpointId,
+            message_id: id,
+            tenant_id: tenantId,
+            subject: fact.subject,
+            status: 'pending' as const,
+            next_attempt_at: now,
+            created_at: now,
+          })),
+        )
+        .execute();
+      added += endpointIds.length;
+    }
+    return added;
+  }
+
+  /**
+   * Deliveries that may go now, in one transaction that holds `lockKey` (one dispatcher pass at a
+   * time across replicas; undefined when another holds it): the head of each (endpoint, subject)
+   * of an enabled endpoint, due, not handed to a sender within `requeueAfterMs` (a job lost with
+   * Redis or a sender that died goes again after that), at most `perEndpoint` in flight per
+   * endpoint (`failingPerEndpoint` while it is failing). They are marked handed over now.
+   */
+  async takeReady(options: {
+    lockKey: number;
+    now: Date;
+    limit: number;
+    requeueAfterMs: number;
+    perEndpoint: number;
+    failingPerEndpoint: number;
+  }): Promise<ReadyDelivery[] | undefined> {
+    const { now } = options;
+    const stale = new Date(now.getTime() - options.requeueAfterMs);
+    return this.#db.transaction().execute(async (trx) => {
+      const locked = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${options.lockKey}) as locked`.execute(
+        trx,
+      );
+      if (!locked.rows[0]?.locked) return undefined;
+      // The query builder, not raw SQL: it qualifies the tables with the service's schema.
+      const heads = trx
+        .selectFrom('webhook_deliveries as d')
+        .distinctOn(['d.endpoint_id', 'd.subject'])
+        .select(['d.id', 'd.endpoint_id', 'd.attempts', 'd.next_attempt_at', 'd.queued_at'])
+        .where('d.status', 'in', ['pending', 'delivering'])
+        .orderBy('d.endpoint_id')
+        .orderBy('d.subject')
+        .orderBy('d.seq')
+        .as('h');
+      const rows = await trx
+        .selectFrom(heads)
+        .innerJoin('webhook_endpoints as e', 'e.id', 'h.endpoint_id')
+        .select([
+          'h.id',
+          'h.endpoint_id',
+          'h.attempts',
+          sql<boolean>`(h.queued_at is not null and h.queued_at > ${stale}::timestamptz)`.as('in_flight'),
+          sql<boolean>`(h.next_attempt_at <= ${now}::timestamptz and (h.queued_at is null or h.queued_at <= ${stale}::timestamptz))`.as(
+            'due',
+          ),
+          sql<boolean>`(e.failing_since is not null)`.as('failing'),
+        ])
+        .where('e.enabled', '=', true)
+        .orderBy('h.next_attempt_at')
+        .limit(options.limit * 4)
+        .execute();
+      const inFlight = new Map<string, number>();
+      for (const h of rows) if (h.in_flight) inFlight.set(h.endpoint_id, (inFlight.get(h.endpoint_id) ?? 0) + 1);
+      const ready: ReadyDelivery[] = [];
+      for (const h of rows) {
+        if (!h.due || ready.length >= options.limit) continue;
+        const cap = h.failing ? options.failingPerEndpoint : options.perEndpoint;
+        const n = inFlight.get(h.endpoint_id) ?? 0;
+        if (n >= cap) continue;
+        inFlight.set(h.endpoint_id, n + 1);
+        ready.push({ id: h.id, endpointId: h.endpoint_id, attempts: h.attempts });
+      }
+      if (ready.length > 0) {
+        // A sender that died mid-attempt left 'delivering': it is pending again.
+        await trx
+          .updateTable('webhook_deliveries')
+          .set({ queued_at: now, status: 'pending' })
+          .where(
+            'id',
+            'in',
+            ready.map((r) => r.id),
+          )
+          .execute();
+      }
+      return ready;
+    });
+  }
+
+  /**
+   * Takes the delivery for one attempt (pending → delivering): undefined when it is not pending
+   * (another sender has it, it finished, its endpoint was deleted), so each attempt has one sender.
+   */
+  async claim(id: string, now: Date): Promise<ClaimedDelivery | undefined> {
+    const row = await this.#db
+      .updateTable('webhook_deliveries')
+      .set({ status: 'delivering', queued_at: now, last_attempt_at: now })
+      .where('id', '=', id)
+      .where('status', '=', 'pending')
+      .returning(['id', 'endpoint_id', 'message_id', 'attempts', 'created_at'])
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const message = await this.#db
+      .selectFrom('webhook_messages')
+      .select('body')
+      .where('id', '=', row.message_id)
+      .executeTakeFirst();
+    if (!message) return undefined;
+    return {
+      id: row.id,
+      endpointId: row.endpoint_id,
+      messageId: row.message_id,
+      attempts: row.attempts,
+      createdAt: row.created_at,
+      body: message.body,
+    };
+  }
+
+  /**
+   * Records an attempt in `trx`: succeeded, pending again at `retryAt`, or failed for good
+   * (`retryAt` undefined: the schedule is spent).
+   */
+  async record(
+    trx: AdminTransaction,
+    id: string,
+    outcome: AttemptOutcome,
+    now: Date,
+    retryAt: Date | undefined,
+  ): Promise<void> {
+    const status: DeliveryStatus = outcome.ok ? 'succeeded' : retryAt ? 'pending' : 'failed';
+    await trx
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({
+        status,
+        attempts: eb('attempts', '+', 1),
+        queued_at: null,
+        response_status: outcome.status,
+        latency_ms: outcome.latencyMs,
+        response_body: outcome.body,
+        error: outcome.error,
+        ...(status === 'pending' && retryAt ? { next_attempt_at: retryAt } : {}),
+        ...(status !== 'pending' ? { completed_at: now } : {}),
+      }))
+      .where('id', '=', id)
+      .where('status', '=', 'delivering')
+      .execute();
+  }
+
+  /** A page of the endpoint's deliveries, newest first (by `seq`). */
+  async list(endpointId: string, page: PageRequest): Promise<Page<WebhookDeliveryRecord>> {
+    let query = this.#db
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhook_messages as m', 'm.id', 'd.message_id')
+      .selectAll('d')
+      .select('m.type')
+      .where('d.endpoint_id', '=', endpointId);
+    // The cursor's key is the seq (its time part is the delivery's creation).
+    if (page.after) query = query.where('d.seq', '<', page.after.key);
+    const rows = await query
+      .orderBy('d.seq', 'desc')
+      .limit(page.limit + 1)
+      .execute();
+    const answered = rows.slice(0, page.limit);
+    const last = answered.at(-1);
+    return {
+      items: answered.map(toDelivery),
+      next:
+        rows.length > page.limit && last
+          ? { at: `${last.created_at.toISOString().slice(0, 23)}000Z`, key: String(last.seq) }
+          : undefined,
+    };
+  }
+
+  async get(endpointId: string, id: string): Promise<WebhookDeliveryRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhook_messages as m', 'm.id', 'd.message_id')
+      .selectAll('d')
+      .select('m.type')
+      .where('d.endpoint_id', '=', endpointId)
+      .where('d.id', '=', id)
+      .executeTakeFirst();
+    return row && toDelivery(row);
+  }
+
+  /**
+   * The message of `delivery` to its endpoint again: a new delivery (same message, so the same
+   * webhook-id), behind the subject's unfinished ones, in `trx`.
+   */
+  async redeliver(
+    trx: AdminTransaction,
+    delivery: WebhookDeliveryRecord,
+    tenantId: string,
+    now: Date,
+  ): Promise<WebhookDeliveryRecord> {
+    const message = await trx
+      .selectFrom('webhook_messages')
+      .select(['subject', 'type'])
+      .where('id', '=', delivery.messageId)
+      .executeTakeFirstOrThrow();
+    const row = await trx
+      .insertInto('webhook_deliveries')
+      .values({
+        id: newId('webhookDelivery'),
+        endpoint_id: delivery.endpointId,
+        message_id: delivery.messageId,
+        tenant_id: tenantId,
+        subject: message.subject,
+        status: 'pending',
+        next_attempt_at: now,
+        created_at: now,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return toDelivery({ ...row, type: message.type });
+  }
+
+  /** Deletes deliveries finished before `cutoff` and messages left with none; answers how many deliveries. */
+  async prune(cutoff: Date, batch = 1_000): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const result = await this.#db
+        .deleteFrom('webhook_deliveries')
+        .where(
+          'id',
+          'in',
+          this.#db
+            .selectFrom('webhook_deliveries')
+            .select('id')
+            .where('completed_at', '<', cutoff)
+            .limit(batch),
+        )
+        .executeTakeFirst();
+      const n = Number(result.numDeletedRows);
+      deleted += n;
+      if (n < batch) break;
+    }
+    await this.#db
+      .deleteFrom('webhook_messages as m')
+      .where('m.created_at', '<', cutoff)
+      .where((eb) =>
+        eb.not(eb.exists(eb.selectFrom('webhook_deliveries as d').select('d.id').whereRef('d.message_id', '=', 'm.id'))),
+      )
+      .execute();
+    return deleted;
+  }
+}

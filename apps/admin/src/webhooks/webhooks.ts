@@ -1,0 +1,289 @@
+/**
+ * Webhooks (issue 34, docs/webhooks.md): facts become deliveries in the transaction that
+ * records them; a dispatcher hands the deliveries that may go now to the senders; a sender
+ * makes one attempt and records it.
+ *
+ * - **Facts.** Admin's own audit events and the ones issuer and billing deliver reach
+ *   `onAuditEvent` inside the trail's transaction; the issuer's notices (sessions, cap) reach
+ *   `recordNotice`. Either writes messages and deliveries in that transaction, so a fact that
+ *   was recorded is delivered, and one recorded twice (an outbox's repeat) is delivered once.
+ * - **Dispatcher.** A pass (a kick after a fact or an attempt, else every `pollIntervalMs`)
+ *   takes the ready deliveries under a transaction-scoped advisory lock (one pass at a time
+ *   across replicas) and adds them to the queue. A job lost with Redis, or a sender that died,
+ *   is queued again after `REQUEUE_AFTER_MS`.
+ * - **Sender.** Claims the delivery (pending → delivering: one sender per attempt), checks the
+ *   URL's addresses now (SSRF), signs with the endpoint's secrets, POSTs, and records the
+ *   outcome with the endpoint's failure streak in one transaction; a streak of
+ *   `disableAfterSeconds` disables the endpoint (audited).
+ */
+import { lookup } from 'node:dns/promises';
+import { AppError } from '@relayplane/contract/errors';
+import type { Clock } from '@relayplane/shared/clock';
+import type { Logger } from '@relayplane/shared/logger';
+import { type Counter, counter, type Histogram, histogram, type Registry } from '@relayplane/shared/metrics';
+import { retryDelayMs } from '@relayplane/shared/webhook-retry';
+import { sendWebhook, WEBHOOK_TIMEOUT_MS } from '@relayplane/shared/webhook-send';
+import { newWebhookSecret, webhookHeaders } from '@relayplane/shared/webhook-signature';
+import { checkTarget, type Resolve } from '@relayplane/shared/webhook-target';
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { systemActor } from '../audit/actor.ts';
+import type { JsonValue, StoredAuditEvent } from '../audit/canonical.ts';
+import type { AdminTransaction, AuditTrail } from '../audit/trail.ts';
+import type { AdminDatabase } from '../db/schema.ts';
+import type { SecretSealer } from '../mfa/sealing.ts';
+import type { AttemptOutcome, ReadyDelivery, WebhookDeliveryStore } from './delivery-store.ts';
+import type { WebhookEndpointRecord, WebhookEndpointStore } from './endpoint-store.ts';
+import { factOfAuditEvent, factOfNotice, type FactSource } from './facts.ts';
+import type { DeliveryQueue } from '@relayplane/shared/webhook-queue';
+
+export interface WebhookSettings {
+  /** `RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK`: http:// and loopback receivers. */
+  allowHttpLoopback: boolean;
+  /** `RELAYPLANE_WEBHOOKS_RETRY_SCHEDULE`: seconds before each retry. */
+  retrySchedule: readonly number[];
+  /** `RELAYPLANE_WEBHOOKS_DISABLE_AFTER_SECONDS`: an endpoint failing this long is disabled. */
+  disableAfterSeconds: number;
+  /** `RELAYPLANE_WEBHOOKS_CONCURRENCY`: attempts at once per replica. */
+  concurrency: number;
+  /** `RELAYPLANE_WEBHOOKS_RETENTION_DAYS`: finished deliveries are kept this long. */
+  retentionDays: number;
+}
+
+/** A delivery handed to a sender and not recorded for this long is queued again. */
+export const REQUEUE_AFTER_MS = 60_000;
+/** Attempts in flight per endpoint; one while it is failing (a dead endpoint holds one slot). */
+const PER_ENDPOINT = 4;
+const FAILING_PER_ENDPOINT = 1;
+const DEFAULT_GRACE_SECONDS = 86_400;
+export const MAX_GRACE_SECONDS = 7 * 86_400;
+const LOCK_KEY = createHash('sha256').update('relayplane:webhooks:dispatch').digest().readInt32BE(0);
+
+export interface WebhooksOptions {
+  db: Kysely<AdminDatabase>;
+  endpoints: WebhookEndpointStore;
+  deliveries: WebhookDeliveryStore;
+  /** Seals signing secrets (its own HKDF label; the endpoint id as AAD). */
+  sealer: SecretSealer;
+  audit: AuditTrail;
+  clock: Clock;
+  logger: Logger;
+  queue: DeliveryQueue;
+  settings: WebhookSettings;
+  metrics?: Registry;
+  /** How host names resolve at send time (tests); default node:dns `lookup` with every address. */
+  resolve?: Resolve;
+  pollIntervalMs?: number;
+  timeoutMs?: number;
+}
+
+export class Webhooks {
+  readonly #o: WebhooksOptions;
+  readonly #resolve: Resolve;
+  readonly #attempts: Counter<'outcome'> | undefined;
+  readonly #latency: Histogram<never> | undefined;
+  readonly #lag: Histogram<never> | undefined;
+  #poll: NodeJS.Timeout | undefined;
+  #soon: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #again = false;
+  #started = false;
+  #stopped = false;
+
+  constructor(options: WebhooksOptions) {
+    this.#o = options;
+    this.#resolve = options.resolve ?? ((host) => lookup(host, { all: true, verbatim: true }));
+    if (options.metrics) {
+      this.#attempts = counter(options.metrics, {
+        name: 'relayplane_webhook_attempts_total',
+        help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (any other answer, a timeout, an unsafe address).',
+        labelNames: ['outcome'],
+      });
+      this.#latency = histogram(options.metrics, {
+        name: 'relayplane_webhook_attempt_seconds',
+        help: 'Time from sending a webhook to its answer (or the timeout).',
+      });
+      this.#lag = histogram(options.metrics, {
+        name: 'relayplane_webhook_first_attempt_lag_seconds',
+        help: 'Time from a fact being recorded to the first attempt of its delivery.',
+      });
+    }
+  }
+
+  // --- facts -------------------------------------------------------------------------------
+
+  /** The trail's hook: an appended audit event that is a webhook event becomes deliveries in `trx`. */
+  async onAuditEvent(trx: AdminTransaction, event: StoredAuditEvent): Promise<void> {
+    const fact = factOfAuditEvent(event);
+    if (!fact) return;
+    if ((await this.#o.deliveries.fanOut(trx, fact, event.id, this.#o.clock.now())) > 0) this.kickSoon();
+  }
+
+  /** A notice (issuer: sessions, cap) delivered through an outbox: deliveries in a transaction of their own. */
+  async recordNotice(event: FactSource & { id: string }): Promise<'recorded' | 'duplicate'> {
+    const fact = factOfNotice(event);
+    if (!fact) throw new AppError('invalid_request', `${event.action} is not a notice this admin knows`);
+    const added = await this.#o.db
+      .transaction()
+      .execute((trx) => this.#o.deliveries.fanOut(trx, fact, event.id, this.#o.clock.now()));
+    if (added > 0) this.kickSoon();
+    return 'recorded';
+  }
+
+  // --- secrets -------------------------------------------------------------------------------
+
+  /** A new signing secret for `endpointId`: the value (answered once) and its sealed form. */
+  newSecret(endpointId: string): { secret: string; sealed: string } {
+    const secret = newWebhookSecret();
+    return { secret, sealed: this.#o.sealer.seal(Buffer.from(secret), endpointId) };
+  }
+
+  /** How long a rotation keeps the previous secret signing: 0 is the default (24 h). */
+  graceUntil(graceSeconds: number, now: Date): Date {
+    if (graceSeconds > MAX_GRACE_SECONDS)
+      throw new AppError('invalid_request', `grace_seconds must be at most ${MAX_GRACE_SECONDS} (7 days)`);
+    return new Date(now.getTime() + (graceSeconds || DEFAULT_GRACE_SECONDS) * 1000);
+  }
+
+  /** The secrets that sign now: the current one, and the previous one during its grace period. */
+  #secrets(endpoint: WebhookEndpointRecord, now: Date): string[] | undefined {
+    const open = (sealed: string) => this.#o.sealer.open(sealed, endpoint.id)?.toString();
+    const current = open(endpoint.secretSealed);
+    if (!current) return undefined;
+    const previous =
+      endpoint.previousSecretSealed &&
+      endpoint.previousSecretExpiresAt &&
+      endpoint.previousSecretExpiresAt.getTime() > now.getTime()
+        ? open(endpoint.previousSecretSealed)
+        : undefined;
+    return previous ? [current, previous] : [current];
+  }
+
+  // --- dispatcher ----------------------------------------------------------------------------
+
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#o.queue.start((d) => this.#deliver(d));
+    this.#poll = setInterval(() => this.kick(), this.#o.pollIntervalMs ?? 250);
+    this.#poll.unref();
+    this.kick();
+  }
+
+  /** A dispatcher pass now (coalesced). */
+  kick(): void {
+    if (!this.#started || this.#stopped) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = this.#pass()
+      .catch((err: unknown) => this.#o.logger.warn({ err }, 'webhook dispatch pass failed'))
+      .finally(() => {
+        this.#running = undefined;
+        if (this.#again) {
+          this.#again = false;
+          this.kick();
+        }
+      });
+  }
+
+  /** A pass shortly (after the caller's transaction commits). */
+  kickSoon(): void {
+    if (!this.#started || this.#stopped || this.#soon) return;
+    this.#soon = setTimeout(() => {
+      this.#soon = undefined;
+      this.kick();
+    }, 20);
+    this.#soon.unref();
+  }
+
+  async close(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#poll);
+    clearTimeout(this.#soon);
+    await this.#running;
+    await this.#o.queue.close();
+  }
+
+  async #pass(): Promise<void> {
+    const limit = this.#o.settings.concurrency * 2;
+    for (;;) {
+      const ready = await this.#o.deliveries.takeReady({
+        lockKey: LOCK_KEY,
+        now: this.#o.clock.now(),
+        limit,
+        requeueAfterMs: REQUEUE_AFTER_MS,
+        perEndpoint: PER_ENDPOINT,
+        failingPerEndpoint: FAILING_PER_ENDPOINT,
+      });
+      if (!ready || ready.length === 0) return;
+      await this.#o.queue.add(ready);
+      if (ready.length < limit || this.#stopped) return;
+    }
+  }
+
+  // --- sender --------------------------------------------------------------------------------
+
+  async #deliver(ready: ReadyDelivery): Promise<void> {
+    const { clock, deliveries, endpoints } = this.#o;
+    const claimedAt = clock.now();
+    const claimed = await deliveries.claim(ready.id, claimedAt);
+    if (!claimed) return;
+    if (claimed.attempts === 0)
+      this.#lag?.observe(Math.max(0, claimedAt.getTime() - claimed.createdAt.getTime()) / 1000);
+    const endpoint = await endpoints.byId(claimed.endpointId);
+    if (!endpoint) return;
+    const outcome = await this.#attempt(endpoint, claimed.messageId, claimed.body);
+    this.#attempts?.labels(outcome.ok ? 'delivered' : 'failed').inc();
+    if (outcome.latencyMs !== null) this.#latency?.observe(outcome.latencyMs / 1000);
+    const done = clock.now();
+    const delay = outcome.ok ? undefined : retryDelayMs(claimed.attempts + 1, this.#o.settings.retrySchedule);
+    const disabled = await this.#o.db.transaction().execute(async (trx) => {
+      await deliveries.record(trx, claimed.id, outcome, done, delay === undefined ? undefined : new Date(done.getTime() + delay));
+      return endpoints.recordOutcome(
+        trx,
+        endpoint.id,
+        outcome.ok,
+        done,
+        this.#o.settings.disableAfterSeconds * 1000,
+        (t, e) =>
+          this.#o.audit.record(t, {
+            action: 'webhook_endpoint.disable',
+            tenantId: e.tenantId,
+            actor: systemActor('webhooks'),
+            target: { type: 'webhook_endpoint', id: e.id },
+            details: { project_id: e.projectId, reason: e.disabledReason ?? '' } satisfies Record<string, JsonValue>,
+          }),
+      );
+    });
+    if (disabled)
+      this.#o.logger.warn({ endpointId: endpoint.id, projectId: endpoint.projectId }, 'webhook endpoint disabled: failing too long');
+    this.kick();
+  }
+
+  async #attempt(endpoint: WebhookEndpointRecord, messageId: string, body: string): Promise<AttemptOutcome> {
+    const now = this.#o.clock.now();
+    const secrets = this.#secrets(endpoint, now);
+    if (!secrets)
+      return failure('the signing secret does not open under RELAYPLANE_KEK (rotated away without RELAYPLANE_KEK_PREVIOUS?)');
+    const target = await checkTarget(endpoint.url, { allowLoopback: this.#o.settings.allowHttpLoopback }, this.#resolve);
+    if (!target.ok) return failure(`not sent: ${target.reason}`);
+    const address = target.addresses[0] as string;
+    const headers = webhookHeaders(secrets, messageId, Math.floor(now.getTime() / 1000), body);
+    const attempt = await sendWebhook(target.url, address, headers, body, {
+      timeoutMs: this.#o.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
+    });
+    return {
+      ok: attempt.delivered,
+      status: attempt.status ?? null,
+      latencyMs: attempt.latencyMs,
+      body: attempt.body === '' ? null : attempt.body,
+      error: attempt.error ?? (attempt.delivered ? null : `HTTP ${attempt.status ?? 'error'}`),
+    };
+  }
+}
+
+function failure(error: string): AttemptOutcome {
+  return { ok: false, status: null, latencyMs: null, body: null, error };
+}

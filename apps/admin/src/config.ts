@@ -1,5 +1,3 @@
-import { DEFAULT_WEBHOOK_RETRY_SCHEDULE, parseRetrySchedule } from '@relayplane/shared/webhook-retry';
-import type { WebhookSettings } from './webhooks/webhooks.ts';
 import { type PlanId, SERVICES } from '@relayplane/contract/contract';
 import {
   ConfigError,
@@ -16,8 +14,10 @@ import type { DatabaseConfig } from '@relayplane/shared/db';
 import { type GrpcTlsConfig, readGrpcTls, readHealthListen } from '@relayplane/shared/grpc-tls';
 import type { RedisConfig } from '@relayplane/shared/redis';
 import { variablesOf } from '@relayplane/shared/settings-common';
+import { DEFAULT_WEBHOOK_RETRY_SCHEDULE, parseRetrySchedule } from '@relayplane/shared/webhook-retry';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
 import { ADMIN } from './settings.ts';
+import type { WebhookSettings } from './webhooks/webhooks.ts';
 
 /** The first tenant and its owner, created at start when no user exists. */
 export interface BootstrapConfig {

@@ -5,6 +5,7 @@
  * `AdminService` only starts and stops.
  */
 
+import { lookup } from 'node:dns/promises';
 import { SERVICES } from '@relayplane/contract/contract';
 import { AdminService as AdminRpc } from '@relayplane/proto/admin';
 import { BillingService as BillingRpc } from '@relayplane/proto/billing';
@@ -19,12 +20,11 @@ import { createRegistry, type Registry } from '@relayplane/shared/metrics';
 import { serviceHealthMetrics } from '@relayplane/shared/metrics-health';
 import { createRateLimiter, type RateLimiter } from '@relayplane/shared/rate-limit';
 import { createRedis, createRequestPathRedis } from '@relayplane/shared/redis';
-import { BullmqDeliveryQueue, MemoryDeliveryQueue } from '@relayplane/shared/webhook-queue';
-import type { Resolve } from '@relayplane/shared/webhook-target';
-import { lookup } from 'node:dns/promises';
 import { connect, RpcServer, type ServiceClient } from '@relayplane/shared/rpc';
 import { MemoryScheduler, type Scheduler } from '@relayplane/shared/scheduler';
 import { Serving } from '@relayplane/shared/serving';
+import { BullmqDeliveryQueue, MemoryDeliveryQueue } from '@relayplane/shared/webhook-queue';
+import type { Resolve } from '@relayplane/shared/webhook-target';
 import type { Redis } from 'ioredis';
 import { AuditSigningKey } from './audit/checkpoint-key.ts';
 import { AuditCheckpoints } from './audit/checkpoints.ts';
@@ -36,9 +36,6 @@ import { TotpResealer } from './jobs/reseal-totp-secrets.ts';
 import { ExpirySweep } from './jobs/sweep-expired.ts';
 import { adminMetrics } from './metrics.ts';
 import { SecretSealer, WEBHOOK_SECRET_HKDF_INFO } from './mfa/sealing.ts';
-import { WebhookDeliveryStore } from './webhooks/delivery-store.ts';
-import { WebhookEndpointStore } from './webhooks/endpoint-store.ts';
-import { Webhooks } from './webhooks/webhooks.ts';
 import { SecondFactors } from './mfa/second-factor.ts';
 import { bullPrefix } from './redis/keys.ts';
 import { DeviceTokens } from './security/device-tokens.ts';
@@ -54,6 +51,9 @@ import { ProjectStore } from './stores/projects.ts';
 import { SecondFactorStore } from './stores/second-factors.ts';
 import { SessionStore } from './stores/sessions.ts';
 import { RedisThrottledRefusals, recordEveryRefusal } from './stores/throttled-refusals.ts';
+import { WebhookDeliveryStore } from './webhooks/delivery-store.ts';
+import { WebhookEndpointStore } from './webhooks/endpoint-store.ts';
+import { Webhooks } from './webhooks/webhooks.ts';
 
 const QUEUE_NAME = 'admin-maintenance';
 

@@ -177,19 +177,22 @@ export const ADMIN = {
     default: 259_200,
     min: 1,
     max: 30 * 86_400,
-    description: 'A webhook endpoint whose every attempt has failed for this long is disabled (default 3 days).',
+    description:
+      'A webhook endpoint whose every attempt has failed for this long is disabled (default 3 days).',
   }),
   webhooksConcurrency: integer('RELAYPLANE_WEBHOOKS_CONCURRENCY', {
     default: 16,
     min: 1,
     max: 1_000,
-    description: 'Webhook delivery attempts at once per admin replica (at most 4 per endpoint, 1 while it fails).',
+    description:
+      'Webhook delivery attempts at once per admin replica (at most 4 per endpoint, 1 while it fails).',
   }),
   webhooksRetention: integer('RELAYPLANE_WEBHOOKS_RETENTION_DAYS', {
     default: 30,
     min: 1,
     max: 3_650,
-    description: 'Finished webhook deliveries (and their messages) are kept this many days in the delivery log.',
+    description:
+      'Finished webhook deliveries (and their messages) are kept this many days in the delivery log.',
   }),
   maxActiveKeysPerBot: count(
     'ADMIN_MAX_ACTIVE_KEYS_PER_BOT',

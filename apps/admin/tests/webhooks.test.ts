@@ -44,7 +44,12 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
   }
 
   async function endpoint(principal: Principal, projectId: string, path: string, events: string[]) {
-    const created = await client.createWebhookEndpoint({ principal, projectId, url: receiver.url(path), events });
+    const created = await client.createWebhookEndpoint({
+      principal,
+      projectId,
+      url: receiver.url(path),
+      events,
+    });
     if (!created.endpoint) throw new Error('no endpoint');
     return { ...created.endpoint, secret: created.secret };
   }
@@ -58,10 +63,17 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     const created = await endpoint(principal, projectId, '/create', ['api_key.created']);
     expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(created.id).toMatch(/^whk_/);
-    expect(created).toMatchObject({ projectId, url: receiver.url('/create'), events: ['api_key.created'], enabled: true });
+    expect(created).toMatchObject({
+      projectId,
+      url: receiver.url('/create'),
+      events: ['api_key.created'],
+      enabled: true,
+    });
     const listed = await client.listWebhookEndpoints({ principal, projectId });
     expect(listed.endpoints.map((e) => e.id)).toEqual([created.id]);
-    expect(JSON.stringify(listed, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(created.secret.slice(6));
+    expect(JSON.stringify(listed, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(
+      created.secret.slice(6),
+    );
     const stored = await admin.database.db
       .selectFrom('webhook_endpoints')
       .select('secret_sealed')
@@ -71,7 +83,11 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     expect(stored.secret_sealed).not.toContain(created.secret.slice(6, 20));
 
     const refuse = (url: string, events: string[], message: string | RegExp) =>
-      expectAppError(client.createWebhookEndpoint({ principal, projectId, url, events }), 'invalid_request', message);
+      expectAppError(
+        client.createWebhookEndpoint({ principal, projectId, url, events }),
+        'invalid_request',
+        message,
+      );
     await refuse('ftp://example.com/hook', ['api_key.created'], /url: .*https/);
     await refuse('http://10.1.2.3/hook', ['api_key.created'], /url: /);
     await refuse('https://169.254.169.254/latest', ['api_key.created'], /url: /);
@@ -85,7 +101,12 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     await endpoint(principal, projectId, '/l1', ['api_key.created']);
     await endpoint(principal, projectId, '/l2', ['api_key.created']);
     await expectAppError(
-      client.createWebhookEndpoint({ principal, projectId, url: receiver.url('/l3'), events: ['api_key.created'] }),
+      client.createWebhookEndpoint({
+        principal,
+        projectId,
+        url: receiver.url('/l3'),
+        events: ['api_key.created'],
+      }),
       'unprocessable',
       'the free plan allows at most 2 webhook endpoints per project (max_webhook_endpoints); upgrade the plan to add more',
     );
@@ -102,7 +123,9 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     const got = receiver.at('/deliver');
     expect(got).toHaveLength(5);
     const verifier = new Webhook(hook.secret);
-    const bodies = got.map((r) => verifier.verify(r.body, r.headers as Record<string, string>) as ReturnType<typeof parsed>);
+    const bodies = got.map(
+      (r) => verifier.verify(r.body, r.headers as Record<string, string>) as ReturnType<typeof parsed>,
+    );
     expect(bodies.map((b) => b.type)).toEqual([
       'api_key.created',
       'api_key.created',
@@ -126,7 +149,9 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     // The log: the receiver has answered, the sender records the attempt just after.
     const logged = () => client.listWebhookDeliveries({ principal, projectId, endpointId: hook.id });
     await expect
-      .poll(async () => (await logged()).deliveries.map((d) => [d.eventType, d.status, d.attempts, d.responseStatus]))
+      .poll(async () =>
+        (await logged()).deliveries.map((d) => [d.eventType, d.status, d.attempts, d.responseStatus]),
+      )
       .toEqual([
         ['api_key.revoked', 'succeeded', 1, 200],
         ['api_key.created', 'succeeded', 4, 200],
@@ -152,16 +177,22 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     receiver.answer('/dead', ...Array(20).fill(500));
     await client.createApiKey({ principal, projectId, name: 'a', mode: '', scopes: [] });
     await receiver.until(() => receiver.at('/dead').length >= 4);
-    await expect.poll(async () => {
-      const log = await client.listWebhookDeliveries({ principal, projectId, endpointId: hook.id });
-      return log.deliveries.map((d) => [d.status, d.attempts, d.responseStatus]);
-    }).toEqual([['failed', 4, 500]]);
+    await expect
+      .poll(async () => {
+        const log = await client.listWebhookDeliveries({ principal, projectId, endpointId: hook.id });
+        return log.deliveries.map((d) => [d.status, d.attempts, d.responseStatus]);
+      })
+      .toEqual([['failed', 4, 500]]);
     await new Promise((r) => setTimeout(r, 3_100));
     await client.createApiKey({ principal, projectId, name: 'b', mode: '', scopes: [] });
     await expect
-      .poll(async () => (await client.getWebhookEndpoint({ principal, projectId, endpointId: hook.id })).endpoint?.enabled, {
-        timeout: 5_000,
-      })
+      .poll(
+        async () =>
+          (await client.getWebhookEndpoint({ principal, projectId, endpointId: hook.id })).endpoint?.enabled,
+        {
+          timeout: 5_000,
+        },
+      )
       .toBe(false);
     const listed = await client.listWebhookEndpoints({ principal, projectId });
     expect(listed.notices).toEqual([
@@ -170,7 +201,12 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     const audit = await client.listAuditEvents({ principal, action: 'webhook_endpoint.disable' });
     expect(audit.events.map((e) => e.target?.id)).toEqual([hook.id]);
     // Re-enabling clears it.
-    const enabled = await client.updateWebhookEndpoint({ principal, projectId, endpointId: hook.id, enabled: true });
+    const enabled = await client.updateWebhookEndpoint({
+      principal,
+      projectId,
+      endpointId: hook.id,
+      enabled: true,
+    });
     expect(enabled.endpoint).toMatchObject({ enabled: true, disabledReason: '' });
     expect((await client.listWebhookEndpoints({ principal, projectId })).notices).toEqual([]);
   });
@@ -178,10 +214,17 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
   it('signs with both secrets during a rotation grace period', async () => {
     const { principal, projectId } = await newTenant('rotate');
     const hook = await endpoint(principal, projectId, '/rotate', ['api_key.created']);
-    const rotated = await client.rotateWebhookSecret({ principal, projectId, endpointId: hook.id, graceSeconds: 3600 });
+    const rotated = await client.rotateWebhookSecret({
+      principal,
+      projectId,
+      endpointId: hook.id,
+      graceSeconds: 3600,
+    });
     expect(rotated.secret).toMatch(/^whsec_/);
     expect(rotated.secret).not.toBe(hook.secret);
-    expect(Number(rotated.endpoint?.previousSecretExpiresAt?.seconds)).toBeGreaterThan(Date.now() / 1000 + 3500);
+    expect(Number(rotated.endpoint?.previousSecretExpiresAt?.seconds)).toBeGreaterThan(
+      Date.now() / 1000 + 3500,
+    );
     await client.createApiKey({ principal, projectId, name: 'r', mode: '', scopes: [] });
     await receiver.until(() => receiver.at('/rotate').length >= 1);
     const [got] = receiver.at('/rotate');
@@ -235,12 +278,19 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
       events: { events: ['api_key.revoked', 'plan.changed'] },
       description: 'billing hooks',
     });
-    expect(updated.endpoint).toMatchObject({ events: ['api_key.revoked', 'plan.changed'], description: 'billing hooks' });
+    expect(updated.endpoint).toMatchObject({
+      events: ['api_key.revoked', 'plan.changed'],
+      description: 'billing hooks',
+    });
     await expectAppError(
       client.getWebhookEndpoint({ principal: b.principal, projectId: a.projectId, endpointId: hook.id }),
       'not_found',
     );
-    await client.deleteWebhookEndpoint({ principal: a.principal, projectId: a.projectId, endpointId: hook.id });
+    await client.deleteWebhookEndpoint({
+      principal: a.principal,
+      projectId: a.projectId,
+      endpointId: hook.id,
+    });
     await expectAppError(
       client.getWebhookEndpoint({ principal: a.principal, projectId: a.projectId, endpointId: hook.id }),
       'not_found',
@@ -248,7 +298,15 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     );
     const audit = await client.listAuditEvents({ principal: a.principal });
     const actions = audit.events.map((e) => e.action);
-    expect(actions).toEqual(expect.arrayContaining(['webhook_endpoint.create', 'webhook_endpoint.update', 'webhook_endpoint.delete']));
-    expect(JSON.stringify(audit.events, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).not.toContain('whsec_');
+    expect(actions).toEqual(
+      expect.arrayContaining([
+        'webhook_endpoint.create',
+        'webhook_endpoint.update',
+        'webhook_endpoint.delete',
+      ]),
+    );
+    expect(JSON.stringify(audit.events, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(
+      'whsec_',
+    );
   });
 });

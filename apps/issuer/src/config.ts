@@ -39,6 +39,8 @@ export interface RelaySessionsConfig {
   expiresSeconds: number;
   /** How long an issued credential holds a slot before it connects (s, at most its TTL). */
   connectWindowSeconds: number;
+  /** Refusals are sent as one session.refused per project per this window (s). */
+  refusalWindowSeconds: number;
 }
 
 export interface IssuerConfig {
@@ -147,6 +149,7 @@ function readSessions(r: EnvReader): RelaySessionsConfig {
     revalidateSeconds: r.read(S.sessionRevalidate),
     expiresSeconds: r.read(S.sessionExpires),
     connectWindowSeconds: r.read(S.connectWindow),
+    refusalWindowSeconds: r.read(S.refusalWindow),
   };
   if (sessions.expiresSeconds <= sessions.revalidateSeconds) {
     throw new ConfigError(

@@ -52,6 +52,7 @@ import { Revocations } from './revocation/revocations.ts';
 import { SigningKeyRevocation } from './revocation/signing-key-revocation.ts';
 import { RelaySessions } from './sessions/relay-sessions.ts';
 import { RelaySessionMetrics } from './sessions/session-metrics.ts';
+import { CapNotices, LapsedSessionSweep, RefusalTally } from './sessions/session-notices.ts';
 import { RelaySessionStore } from './sessions/session-store.ts';
 
 /** The issuers' bullmq queue of maintenance jobs (key maintenance, credential retention). */
@@ -115,6 +116,8 @@ export class IssuerContext {
   readonly relays!: RelayDirectory;
   /** Deletes credentials expired longer than the retention window (a maintenance job). */
   readonly retention!: CredentialRetention;
+  /** Ends sessions whose grant lapsed without an end, with their session.ended (a maintenance job). */
+  readonly sessionSweep!: LapsedSessionSweep;
   /** What start() begins that must end first on close (the issuance health watch). */
   readonly #stops: (() => void)[] = [];
 
@@ -216,6 +219,15 @@ export class IssuerContext {
         (k) => k.stop(),
       );
       const credentialStore = new CredentialStore(db, database.schema);
+      // Webhook notices (issue 34): refusals counted per window, the cap at most once a minute.
+      const noticeDeps = { db, audit, clock, logger };
+      const refusalTally = lifecycle.use(
+        'session refusal notices',
+        new RefusalTally(noticeDeps, config.sessions.refusalWindowSeconds * 1000),
+        (t) => t.stop(),
+      );
+      refusalTally.start();
+      const capNotices = new CapNotices(noticeDeps);
       // Slots are held by credentials until they connect, then by their sessions.
       const sessionStore = new RelaySessionStore(db, config.sessions.connectWindowSeconds);
       const issuance = new Issuance({
@@ -232,6 +244,7 @@ export class IssuerContext {
         relays,
         sign: overrides.sign,
         metrics,
+        capNotices,
       });
       const revocations = new Revocations({
         clock,
@@ -292,6 +305,7 @@ export class IssuerContext {
           slots,
           audit,
           metrics: new RelaySessionMetrics(registry, () => sessionStore.liveCount()),
+          notices: { refusals: refusalTally, cap: capNotices },
         }),
         sessionStore,
         credentialList: new CredentialList({ store: credentialStore, clock }),
@@ -327,6 +341,7 @@ export class IssuerContext {
         revocationFeed,
         relays,
         retention,
+        sessionSweep: new LapsedSessionSweep({ store: sessionStore, audit, clock, logger }),
       };
     });
     return new IssuerContext({ lifecycle, config, logger, clock, ...fields });

@@ -5,6 +5,7 @@ import { ISSUANCE_HEALTH_SERVICE, IssuerContext, type IssuerOverrides } from './
 import { migrations } from './db/migrations/index.ts';
 import { scheduleCredentialRetention } from './issuance/credential-retention.ts';
 import { scheduleKeyMaintenance } from './keys/key-maintenance.ts';
+import { SESSION_SWEEP_INTERVAL_MS, SESSION_SWEEP_JOB } from './sessions/session-notices.ts';
 
 export { type IssuerOverrides, MAINTENANCE_QUEUE } from './context.ts';
 
@@ -63,6 +64,11 @@ export class IssuerApp {
   get relays() {
     return this.ctx.relays;
   }
+  /** Ends lapsed sessions now (a job also does, every 30 s): how many. */
+  sweepLapsedSessions(): Promise<number> {
+    return this.ctx.sessionSweep.run();
+  }
+
   get retention() {
     return this.ctx.retention;
   }
@@ -93,6 +99,9 @@ export class IssuerApp {
     await serving.step('revocation feed', () => startOrUndo(this.revocationFeed));
     scheduleKeyMaintenance(this.scheduler, this.keys, config.keys.maintenanceIntervalSeconds * 1000);
     scheduleCredentialRetention(this.scheduler, this.retention);
+    this.scheduler.every(SESSION_SWEEP_JOB, SESSION_SWEEP_INTERVAL_MS, async () => {
+      await this.ctx.sessionSweep.run();
+    });
     await this.scheduler.start();
     await serving.ready({ activeKid: this.keys.ring.activeKey()?.kid });
     if (redis) {

@@ -126,6 +126,13 @@ export const ISSUER = {
     description:
       'A credential issued holds a concurrent-connection slot for this long (at most its TTL) unless it connects first; a session then holds it until it ends.',
   }),
+  refusalWindow: integer('RELAYPLANE_WEBHOOKS_REFUSAL_WINDOW_SECONDS', {
+    default: 60,
+    min: 1,
+    max: 3600,
+    description:
+      'Refused relay connects are counted per project and sent as one session.refused webhook per window per issuer replica (docs/webhooks.md).',
+  }),
   adminAddress: text('ISSUER_ADMIN_ADDRESS', 'target', {
     default: '127.0.0.1:50052',
     description:

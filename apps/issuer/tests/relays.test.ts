@@ -11,7 +11,7 @@ import {
   ListRelaysRequestSchema,
   RegisterRelayRequestSchema,
 } from '@relayplane/proto/issuer';
-import { enqueueAuditEvent } from '@relayplane/shared/audit-outbox';
+import { enqueueAuditEvent, enqueueNotice } from '@relayplane/shared/audit-outbox';
 import { MemoryBus } from '@relayplane/shared/bus';
 import { ManualClock } from '@relayplane/shared/clock';
 import { createDatabase, type Database } from '@relayplane/shared/db';
@@ -82,7 +82,7 @@ describe('relay directory (PostgreSQL)', () => {
         bus: options.bus ?? bus,
         logger: testLogger('relays'),
         // Events written to the real outbox table; nothing delivers them in these tests.
-        audit: { enqueue: enqueueAuditEvent, kick() {} },
+        audit: { enqueue: enqueueAuditEvent, notice: enqueueNotice, kick() {} },
       },
     );
     await dir.start();

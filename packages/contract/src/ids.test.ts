@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ID_PREFIXES, type IdKind, isId, newId } from './ids.ts';
+import { derivedId, ID_PREFIXES, type IdKind, isId, newId } from './ids.ts';
 
 const KINDS = Object.keys(ID_PREFIXES) as IdKind[];
 
@@ -36,5 +36,15 @@ describe('ids', () => {
     const symbols = new Set<string>();
     for (let i = 0; i < 500; i++) for (const c of newId('bot').slice(4)) symbols.add(c);
     expect(symbols.size).toBe(32);
+  });
+});
+
+describe('derivedId', () => {
+  it('is the same for the same seed, differs for another, and is a valid id of its kind', () => {
+    const a = derivedId('webhookMessage', 'event-1:ten_x');
+    expect(derivedId('webhookMessage', 'event-1:ten_x')).toBe(a);
+    expect(derivedId('webhookMessage', 'event-1:ten_y')).not.toBe(a);
+    expect(isId('webhookMessage', a)).toBe(true);
+    expect(a).toMatch(/^msg_[0-9a-z]{20}$/);
   });
 });

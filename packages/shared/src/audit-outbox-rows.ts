@@ -156,6 +156,37 @@ export async function enqueueAuditEvent(trx: OutboxTransaction, event: AuditEven
 }
 
 /**
+ * A notice (issue 34): a fact for webhooks only, delivered to admin through the same outbox
+ * (so it commits with the change that caused it and is delivered at least once) and never
+ * appended to the audit trail. `type` is the webhook event type (NOTICE_SOURCE_TYPES); `data`
+ * its fields, never a secret.
+ */
+export interface NoticeInput {
+  type: string;
+  tenantId: string;
+  /** Null: tenant-wide (every project's endpoints hear of it). */
+  projectId: string | null;
+  /** What it is ordered by: `session` and its id, `tenant` and its id, `project` and its id. */
+  subject: { type: string; id: string };
+  data: Record<string, unknown>;
+  occurredAt?: Date;
+}
+
+export const NOTICE_ACTOR: AuditActorRef = { type: 'system', id: 'notices' };
+
+/** Writes `notice` to the outbox inside `trx` (as enqueueAuditEvent). */
+export function enqueueNotice(trx: OutboxTransaction, notice: NoticeInput): Promise<string> {
+  return enqueueAuditEvent(trx, {
+    action: notice.type as AuditAction,
+    tenantId: notice.tenantId,
+    target: notice.subject,
+    actor: NOTICE_ACTOR,
+    details: { project_id: notice.projectId, ...notice.data },
+    ...(notice.occurredAt ? { occurredAt: notice.occurredAt } : {}),
+  });
+}
+
+/**
  * Admin refuses an `occurred_at` more than 5 minutes from its clock (issue 31: no backdating).
  * An event that waited longer in the outbox (admin was down) is delivered stamped with its
  * delivery time, its own time kept as `details.occurred_at_source`: recorded late and saying so,

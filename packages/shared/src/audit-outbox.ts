@@ -61,6 +61,8 @@ import {
   type AuditOutboxTable,
   deliveredMessage,
   enqueueAuditEvent,
+  enqueueNotice,
+  type NoticeInput,
   type OutboxTransaction,
 } from './audit-outbox-rows.ts';
 import type { Logger } from './logger.ts';
@@ -74,7 +76,9 @@ export {
   type AuditOutboxTable,
   deliveredMessage,
   enqueueAuditEvent,
+  enqueueNotice,
   eventMessage,
+  type NoticeInput,
   newAuditEventId,
   type OutboxTransaction,
   RESTAMP_AFTER_MS,
@@ -85,6 +89,8 @@ export {
 export interface AuditRecorder {
   /** `enqueueAuditEvent` (throws `unavailable` when the row cannot be written). */
   enqueue(trx: OutboxTransaction, event: AuditEventInput): Promise<string>;
+  /** `enqueueNotice`: a webhook-only fact, in the caller's transaction (issue 34). */
+  notice(trx: OutboxTransaction, notice: NoticeInput): Promise<string>;
   /** Delivery now, after the commit that wrote events (coalesced, never waits). */
   kick(): void;
 }
@@ -206,6 +212,10 @@ export class AuditOutbox implements AuditRecorder {
 
   enqueue(trx: OutboxTransaction, event: AuditEventInput): Promise<string> {
     return enqueueAuditEvent(trx, event);
+  }
+
+  notice(trx: OutboxTransaction, notice: NoticeInput): Promise<string> {
+    return enqueueNotice(trx, notice);
   }
 
   /** Starts polling (and delivers what is pending). Idempotent. */

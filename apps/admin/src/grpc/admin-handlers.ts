@@ -13,16 +13,6 @@ import { authenticate } from './authenticate.ts';
 import { changeMemberRole } from './change-member-role.ts';
 import { changePassword } from './change-password.ts';
 import { createAllowlistEntry } from './create-allowlist-entry.ts';
-import {
-  createWebhookEndpoint,
-  deleteWebhookEndpoint,
-  getWebhookEndpoint,
-  listWebhookDeliveries,
-  listWebhookEndpoints,
-  redeliverWebhook,
-  rotateWebhookSecret,
-  updateWebhookEndpoint,
-} from './webhooks.ts';
 import { createApiKey } from './create-api-key.ts';
 import { createBot } from './create-bot.ts';
 import { createBotKey } from './create-bot-key.ts';
@@ -59,6 +49,16 @@ import { listSessions, revokeOtherSessions, revokeSession } from './sessions.ts'
 import { signup } from './signup.ts';
 import { switchTenant } from './switch-tenant.ts';
 import { verifyApiKey } from './verify-api-key.ts';
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  getWebhookEndpoint,
+  listWebhookDeliveries,
+  listWebhookEndpoints,
+  redeliverWebhook,
+  rotateWebhookSecret,
+  updateWebhookEndpoint,
+} from './webhooks.ts';
 
 export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService> {
   return {

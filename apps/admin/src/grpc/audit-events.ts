@@ -4,17 +4,17 @@ import {
   AUDIT_DELIVERY_MAX_SKEW_SECONDS,
   AUDIT_LIST_LIMIT,
   AUDIT_SOURCE_ACTIONS,
-  NOTICE_SOURCE_TYPES,
   AUDIT_SOURCES,
   type AuditSource,
+  NOTICE_SOURCE_TYPES,
 } from '@relayplane/contract/contract';
 import { AppError } from '@relayplane/contract/errors';
 import type { AdminService, AuditEventSchema, Principal } from '@relayplane/proto/admin';
 import { currentRequestContext } from '@relayplane/shared/request-context';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { canonicalJson, chainKeyOf, PLATFORM_CHAIN } from '../audit/canonical.ts';
-import { deliveredEvent } from '../audit/delivered-event.ts';
 import type { StoredCheckpoint } from '../audit/checkpoints.ts';
+import { deliveredEvent } from '../audit/delivered-event.ts';
 import type { StoredAuditEvent } from '../audit/trail.ts';
 import type { AuditDeliveryRefusal } from '../metrics.ts';
 import type { AdminDeps } from './deps.ts';

@@ -1,13 +1,10 @@
-import type { Resolve } from '@relayplane/shared/webhook-target';
-import type { WebhookDeliveryStore } from '../webhooks/delivery-store.ts';
-import type { WebhookEndpointStore } from '../webhooks/endpoint-store.ts';
-import type { Webhooks, WebhookSettings } from '../webhooks/webhooks.ts';
 import type { BillingService as BillingRpc } from '@relayplane/proto/billing';
 import type { Bus } from '@relayplane/shared/bus';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import type { RateLimiter } from '@relayplane/shared/rate-limit';
 import type { ServiceClient } from '@relayplane/shared/rpc';
+import type { Resolve } from '@relayplane/shared/webhook-target';
 import type { AuditCheckpoints } from '../audit/checkpoints.ts';
 import type { AuditTrail } from '../audit/trail.ts';
 import type { DeviceFlowConfig, LoginLimits, SignupLimits } from '../config.ts';
@@ -26,6 +23,9 @@ import type { ProjectStore } from '../stores/projects.ts';
 import type { SecondFactorStore } from '../stores/second-factors.ts';
 import type { SessionStore } from '../stores/sessions.ts';
 import type { ThrottledRefusals } from '../stores/throttled-refusals.ts';
+import type { WebhookDeliveryStore } from '../webhooks/delivery-store.ts';
+import type { WebhookEndpointStore } from '../webhooks/endpoint-store.ts';
+import type { WebhookSettings, Webhooks } from '../webhooks/webhooks.ts';
 
 /**
  * A person's second factor (TOTP or a recovery code), as login, device approval and password

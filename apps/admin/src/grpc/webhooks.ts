@@ -36,7 +36,9 @@ function ts(date: Date | null) {
   return date ? timestampFromDate(date) : undefined;
 }
 
-export function webhookEndpointMessage(e: WebhookEndpointRecord): MessageInitShape<typeof WebhookEndpointSchema> {
+export function webhookEndpointMessage(
+  e: WebhookEndpointRecord,
+): MessageInitShape<typeof WebhookEndpointSchema> {
   return {
     id: e.id,
     projectId: e.projectId,
@@ -53,7 +55,9 @@ export function webhookEndpointMessage(e: WebhookEndpointRecord): MessageInitSha
   };
 }
 
-export function webhookDeliveryMessage(d: WebhookDeliveryRecord): MessageInitShape<typeof WebhookDeliverySchema> {
+export function webhookDeliveryMessage(
+  d: WebhookDeliveryRecord,
+): MessageInitShape<typeof WebhookDeliverySchema> {
   return {
     id: d.id,
     endpointId: d.endpointId,
@@ -76,7 +80,8 @@ export function webhookDeliveryMessage(d: WebhookDeliveryRecord): MessageInitSha
 /** The URL checked as the sender will check it (scheme, then every address its host resolves to). */
 async function checkUrl(deps: AdminDeps, raw: string): Promise<string> {
   if (raw.length === 0) throw new AppError('invalid_request', 'url is required');
-  if (raw.length > MAX_URL_LENGTH) throw new AppError('invalid_request', `url must be at most ${MAX_URL_LENGTH} characters`);
+  if (raw.length > MAX_URL_LENGTH)
+    throw new AppError('invalid_request', `url must be at most ${MAX_URL_LENGTH} characters`);
   const policy = { allowLoopback: deps.webhookSettings.allowHttpLoopback };
   const problem = urlProblem(raw, policy);
   if (problem) throw new AppError('invalid_request', `url: ${problem}`);
@@ -87,10 +92,16 @@ async function checkUrl(deps: AdminDeps, raw: string): Promise<string> {
 
 function checkEvents(events: readonly string[]): string[] {
   if (events.length === 0)
-    throw new AppError('invalid_request', `events must name at least one of ${WEBHOOK_EVENT_TYPES.join(', ')}`);
+    throw new AppError(
+      'invalid_request',
+      `events must name at least one of ${WEBHOOK_EVENT_TYPES.join(', ')}`,
+    );
   for (const e of events)
     if (!isWebhookEventType(e))
-      throw new AppError('invalid_request', `events: unknown event type ${JSON.stringify(e)} (known: ${WEBHOOK_EVENT_TYPES.join(', ')})`);
+      throw new AppError(
+        'invalid_request',
+        `events: unknown event type ${JSON.stringify(e)} (known: ${WEBHOOK_EVENT_TYPES.join(', ')})`,
+      );
   return [...new Set(events)];
 }
 
@@ -101,8 +112,13 @@ function checkDescription(description: string): string {
 }
 
 /** What the audit trail keeps of an endpoint: never its secret. */
-function endpointDetails(e: WebhookEndpointRecord | { projectId: string; url: string; events: string[]; enabled: boolean }) {
-  return { project_id: e.projectId, url: e.url, events: [...e.events], enabled: e.enabled } satisfies Record<string, JsonValue>;
+function endpointDetails(
+  e: WebhookEndpointRecord | { projectId: string; url: string; events: string[]; enabled: boolean },
+) {
+  return { project_id: e.projectId, url: e.url, events: [...e.events], enabled: e.enabled } satisfies Record<
+    string,
+    JsonValue
+  >;
 }
 
 async function requireEndpoint(deps: AdminDeps, actor: Actor, projectId: string, endpointId: string) {
@@ -149,7 +165,10 @@ export function createWebhookEndpoint(deps: AdminDeps): Impl['createWebhookEndpo
     );
     if (outcome === 'project_not_found') throw new AppError('not_found', PROJECT_NOT_FOUND_MESSAGE);
     if (outcome === 'limit_reached') throw limit.exceeded();
-    deps.logger.info({ webhookEndpointId: id, projectId: project.id, ...actor.log }, 'webhook endpoint created');
+    deps.logger.info(
+      { webhookEndpointId: id, projectId: project.id, ...actor.log },
+      'webhook endpoint created',
+    );
     return {
       endpoint: webhookEndpointMessage({
         ...endpoint,
@@ -229,14 +248,18 @@ export function deleteWebhookEndpoint(deps: AdminDeps): Impl['deleteWebhookEndpo
   return async (req) => {
     const actor = await requireActor(deps, req.principal, 'webhooks:manage');
     const project = await requireProject(deps, actor, req.projectId);
-    const deleted = await deps.webhookEndpoints.delete(project.tenantId, project.id, req.endpointId, (trx, e) =>
-      deps.audit.record(trx, {
-        action: 'webhook_endpoint.delete',
-        tenantId: project.tenantId,
-        actor: auditActor(actor),
-        target: { type: 'webhook_endpoint', id: e.id },
-        details: endpointDetails(e),
-      }),
+    const deleted = await deps.webhookEndpoints.delete(
+      project.tenantId,
+      project.id,
+      req.endpointId,
+      (trx, e) =>
+        deps.audit.record(trx, {
+          action: 'webhook_endpoint.delete',
+          tenantId: project.tenantId,
+          actor: auditActor(actor),
+          target: { type: 'webhook_endpoint', id: e.id },
+          details: endpointDetails(e),
+        }),
     );
     if (!deleted) throw new AppError('not_found', WEBHOOK_NOT_FOUND_MESSAGE);
     return {};
@@ -250,14 +273,21 @@ export function rotateWebhookSecret(deps: AdminDeps): Impl['rotateWebhookSecret'
     const until = deps.webhooks.graceUntil(req.graceSeconds, now);
     const project = await requireProject(deps, actor, req.projectId);
     const { secret, sealed } = deps.webhooks.newSecret(req.endpointId);
-    const rotated = await deps.webhookEndpoints.rotate(project.tenantId, project.id, req.endpointId, sealed, until, now, (trx, e) =>
-      deps.audit.record(trx, {
-        action: 'webhook_endpoint.rotate_secret',
-        tenantId: project.tenantId,
-        actor: auditActor(actor),
-        target: { type: 'webhook_endpoint', id: e.id },
-        details: { project_id: e.projectId, previous_secret_expires_at: until.toISOString() },
-      }),
+    const rotated = await deps.webhookEndpoints.rotate(
+      project.tenantId,
+      project.id,
+      req.endpointId,
+      sealed,
+      until,
+      now,
+      (trx, e) =>
+        deps.audit.record(trx, {
+          action: 'webhook_endpoint.rotate_secret',
+          tenantId: project.tenantId,
+          actor: auditActor(actor),
+          target: { type: 'webhook_endpoint', id: e.id },
+          details: { project_id: e.projectId, previous_secret_expires_at: until.toISOString() },
+        }),
     );
     if (!rotated) throw new AppError('not_found', WEBHOOK_NOT_FOUND_MESSAGE);
     return { endpoint: webhookEndpointMessage(rotated), secret };
@@ -281,13 +311,23 @@ export function redeliverWebhook(deps: AdminDeps): Impl['redeliverWebhook'] {
     const delivery = await deps.webhookDeliveries.get(endpoint.id, req.deliveryId);
     if (!delivery) throw new AppError('not_found', DELIVERY_NOT_FOUND_MESSAGE);
     const again = await deps.audit.change(async (trx) => {
-      const created = await deps.webhookDeliveries.redeliver(trx, delivery, project.tenantId, deps.clock.now());
+      const created = await deps.webhookDeliveries.redeliver(
+        trx,
+        delivery,
+        project.tenantId,
+        deps.clock.now(),
+      );
       await deps.audit.record(trx, {
         action: 'webhook_delivery.redeliver',
         tenantId: project.tenantId,
         actor: auditActor(actor),
         target: { type: 'webhook_delivery', id: created.id },
-        details: { project_id: project.id, endpoint_id: endpoint.id, message_id: delivery.messageId, of: delivery.id },
+        details: {
+          project_id: project.id,
+          endpoint_id: endpoint.id,
+          message_id: delivery.messageId,
+          of: delivery.id,
+        },
       });
       return created;
     });

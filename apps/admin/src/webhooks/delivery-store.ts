@@ -9,12 +9,12 @@
  */
 import { derivedId, newId } from '@relayplane/contract/ids';
 import { envelopeProblem, type WebhookEnvelope } from '@relayplane/contract/webhook-events';
+import type { ReadyDelivery } from '@relayplane/shared/webhook-queue';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AdminTransaction } from '../audit/trail.ts';
 import type { AdminDatabase, WebhookDeliveriesTable } from '../db/schema.ts';
 import type { Page, PageRequest } from '../stores/paging.ts';
 import type { WebhookFact } from './facts.ts';
-import type { ReadyDelivery } from '@relayplane/shared/webhook-queue';
 
 export type DeliveryStatus = WebhookDeliveriesTable['status'];
 
@@ -170,9 +170,9 @@ export class WebhookDeliveryStore {
     const { now } = options;
     const stale = new Date(now.getTime() - options.requeueAfterMs);
     return this.#db.transaction().execute(async (trx) => {
-      const locked = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${options.lockKey}) as locked`.execute(
-        trx,
-      );
+      const locked = await sql<{
+        locked: boolean;
+      }>`select pg_try_advisory_xact_lock(${options.lockKey}) as locked`.execute(trx);
       if (!locked.rows[0]?.locked) return undefined;
       // The query builder, not raw SQL: it qualifies the tables with the service's schema.
       const heads = trx
@@ -202,7 +202,8 @@ export class WebhookDeliveryStore {
         .limit(options.limit * 4)
         .execute();
       const inFlight = new Map<string, number>();
-      for (const h of rows) if (h.in_flight) inFlight.set(h.endpoint_id, (inFlight.get(h.endpoint_id) ?? 0) + 1);
+      for (const h of rows)
+        if (h.in_flight) inFlight.set(h.endpoint_id, (inFlight.get(h.endpoint_id) ?? 0) + 1);
       const ready: ReadyDelivery[] = [];
       for (const h of rows) {
         if (!h.due || ready.length >= options.limit) continue;
@@ -380,7 +381,11 @@ export class WebhookDeliveryStore {
       .deleteFrom('webhook_messages as m')
       .where('m.created_at', '<', cutoff)
       .where((eb) =>
-        eb.not(eb.exists(eb.selectFrom('webhook_deliveries as d').select('d.id').whereRef('d.message_id', '=', 'm.id'))),
+        eb.not(
+          eb.exists(
+            eb.selectFrom('webhook_deliveries as d').select('d.id').whereRef('d.message_id', '=', 'm.id'),
+          ),
+        ),
       )
       .execute();
     return deleted;

@@ -126,7 +126,11 @@ export class WebhookEndpointStore {
 
   /** Any endpoint by id (the sender's read). */
   async byId(id: string): Promise<WebhookEndpointRecord | undefined> {
-    const row = await this.#db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
+    const row = await this.#db
+      .selectFrom('webhook_endpoints')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
     return row && toEndpoint(row);
   }
 
@@ -167,7 +171,9 @@ export class WebhookEndpointStore {
           ...(change.events !== undefined ? { events: change.events } : {}),
           ...(change.description !== undefined ? { description: change.description } : {}),
           ...(change.enabled !== undefined ? { enabled: change.enabled } : {}),
-          ...(change.enabled === true ? { disabled_at: null, disabled_reason: null, failing_since: null } : {}),
+          ...(change.enabled === true
+            ? { disabled_at: null, disabled_reason: null, failing_since: null }
+            : {}),
           updated_at: now,
         })
         .where('id', '=', id)

@@ -3,13 +3,14 @@
  * project whose endpoints hear of it (null: every project of the tenant; a platform event with
  * no tenant: every tenant's), the subject it is ordered by, and its data. Pure.
  */
-import type { JsonValue } from '../audit/canonical.ts';
+
 import {
   isWebhookEventType,
   subjectKey,
   WEBHOOK_SUBJECT_OF,
   type WebhookEventType,
 } from '@relayplane/contract/webhook-events';
+import type { JsonValue } from '../audit/canonical.ts';
 
 export interface WebhookFact {
   type: WebhookEventType;
@@ -37,6 +38,16 @@ function str(value: JsonValue | undefined): string | null {
   return typeof value === 'string' && value !== '' ? value : null;
 }
 
+/**
+ * When the fact happened: an event that waited in an outbox past admin's skew limit arrives
+ * restamped, its own time in `details.occurred_at_source` (audit-outbox-rows.ts).
+ */
+function happenedAt(source: FactSource): Date {
+  const original = source.details.occurred_at_source;
+  const at = typeof original === 'string' ? new Date(original) : undefined;
+  return at && !Number.isNaN(at.getTime()) ? at : source.occurredAt;
+}
+
 function fact(
   type: WebhookEventType,
   source: FactSource,
@@ -50,7 +61,7 @@ function fact(
     tenantId: source.tenantId,
     subject: subjectKey({ kind: WEBHOOK_SUBJECT_OF[type], id: subjectId }),
     data,
-    occurredAt: source.occurredAt,
+    occurredAt: happenedAt(source),
   };
 }
 
@@ -118,7 +129,7 @@ export function factOfAuditEvent(e: FactSource): WebhookFact | undefined {
  */
 export function factOfNotice(e: FactSource): WebhookFact | undefined {
   if (!isWebhookEventType(e.action) || !e.tenantId) return undefined;
-  const { project_id, ...data } = e.details;
+  const { project_id, occurred_at_source: _restamped, ...data } = e.details;
   const projectId = str(project_id);
   return fact(e.action, e, e.target.id, projectId, data);
 }

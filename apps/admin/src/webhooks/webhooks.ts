@@ -16,16 +16,18 @@
  *   outcome with the endpoint's failure streak in one transaction; a streak of
  *   `disableAfterSeconds` disables the endpoint (audited).
  */
+
+import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { AppError } from '@relayplane/contract/errors';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import { type Counter, counter, type Histogram, histogram, type Registry } from '@relayplane/shared/metrics';
+import type { DeliveryQueue } from '@relayplane/shared/webhook-queue';
 import { retryDelayMs } from '@relayplane/shared/webhook-retry';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS } from '@relayplane/shared/webhook-send';
 import { newWebhookSecret, webhookHeaders } from '@relayplane/shared/webhook-signature';
 import { checkTarget, type Resolve } from '@relayplane/shared/webhook-target';
-import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { systemActor } from '../audit/actor.ts';
 import type { JsonValue, StoredAuditEvent } from '../audit/canonical.ts';
@@ -34,8 +36,7 @@ import type { AdminDatabase } from '../db/schema.ts';
 import type { SecretSealer } from '../mfa/sealing.ts';
 import type { AttemptOutcome, ReadyDelivery, WebhookDeliveryStore } from './delivery-store.ts';
 import type { WebhookEndpointRecord, WebhookEndpointStore } from './endpoint-store.ts';
-import { factOfAuditEvent, factOfNotice, type FactSource } from './facts.ts';
-import type { DeliveryQueue } from '@relayplane/shared/webhook-queue';
+import { type FactSource, factOfAuditEvent, factOfNotice } from './facts.ts';
 
 export interface WebhookSettings {
   /** `RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK`: http:// and loopback receivers. */
@@ -240,7 +241,13 @@ export class Webhooks {
     const done = clock.now();
     const delay = outcome.ok ? undefined : retryDelayMs(claimed.attempts + 1, this.#o.settings.retrySchedule);
     const disabled = await this.#o.db.transaction().execute(async (trx) => {
-      await deliveries.record(trx, claimed.id, outcome, done, delay === undefined ? undefined : new Date(done.getTime() + delay));
+      await deliveries.record(
+        trx,
+        claimed.id,
+        outcome,
+        done,
+        delay === undefined ? undefined : new Date(done.getTime() + delay),
+      );
       return endpoints.recordOutcome(
         trx,
         endpoint.id,
@@ -253,12 +260,18 @@ export class Webhooks {
             tenantId: e.tenantId,
             actor: systemActor('webhooks'),
             target: { type: 'webhook_endpoint', id: e.id },
-            details: { project_id: e.projectId, reason: e.disabledReason ?? '' } satisfies Record<string, JsonValue>,
+            details: { project_id: e.projectId, reason: e.disabledReason ?? '' } satisfies Record<
+              string,
+              JsonValue
+            >,
           }),
       );
     });
     if (disabled)
-      this.#o.logger.warn({ endpointId: endpoint.id, projectId: endpoint.projectId }, 'webhook endpoint disabled: failing too long');
+      this.#o.logger.warn(
+        { endpointId: endpoint.id, projectId: endpoint.projectId },
+        'webhook endpoint disabled: failing too long',
+      );
     this.kick();
   }
 
@@ -266,8 +279,14 @@ export class Webhooks {
     const now = this.#o.clock.now();
     const secrets = this.#secrets(endpoint, now);
     if (!secrets)
-      return failure('the signing secret does not open under RELAYPLANE_KEK (rotated away without RELAYPLANE_KEK_PREVIOUS?)');
-    const target = await checkTarget(endpoint.url, { allowLoopback: this.#o.settings.allowHttpLoopback }, this.#resolve);
+      return failure(
+        'the signing secret does not open under RELAYPLANE_KEK (rotated away without RELAYPLANE_KEK_PREVIOUS?)',
+      );
+    const target = await checkTarget(
+      endpoint.url,
+      { allowLoopback: this.#o.settings.allowHttpLoopback },
+      this.#resolve,
+    );
     if (!target.ok) return failure(`not sent: ${target.reason}`);
     const address = target.addresses[0] as string;
     const headers = webhookHeaders(secrets, messageId, Math.floor(now.getTime() / 1000), body);

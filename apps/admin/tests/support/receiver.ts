@@ -26,11 +26,17 @@ export class Receiver {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const path = req.url ?? '/';
-        this.received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString(), at: Date.now() });
-        for (const w of [...this.#waiters]) if (w.test()) {
-          this.#waiters.splice(this.#waiters.indexOf(w), 1);
-          w.resolve();
-        }
+        this.received.push({
+          path,
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString(),
+          at: Date.now(),
+        });
+        for (const w of [...this.#waiters])
+          if (w.test()) {
+            this.#waiters.splice(this.#waiters.indexOf(w), 1);
+            w.resolve();
+          }
         const answer = this.#answers.get(path)?.shift() ?? 200;
         if (answer === 'hang') return;
         res.writeHead(answer, { 'content-type': 'text/plain' }).end(answer === 200 ? 'ok' : `no (${answer})`);

@@ -40,6 +40,8 @@ export interface IssuerDatabase {
   project_watermarks: ProjectWatermarksTable;
   revoked_api_keys: RevokedApiKeysTable;
   relay_sessions: RelaySessionsTable;
+  /** Per tenant: when its last cap.reached notice was written (at most one a minute). */
+  cap_notices: { tenant_id: string; noticed_at: Date };
   /** Audit events not yet delivered to admin (@relayplane/shared/audit-outbox). */
   audit_outbox: AuditOutboxTable;
 }

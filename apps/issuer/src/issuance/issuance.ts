@@ -1,3 +1,4 @@
+import type { CapNotices } from '../sessions/session-notices.ts';
 /**
  * Issuance of relay credentials: slot → sign → record → answer.
  *
@@ -46,6 +47,8 @@ export interface IssuedCredential {
 }
 
 export interface IssuanceDeps {
+  /** cap.reached webhook notices (issue 34); absent: none. */
+  capNotices?: Pick<CapNotices, 'reached'>;
   config: CredentialsConfig;
   /** Upper bound of ttl_seconds: the key policy's longest credential lifetime. */
   maxTtlSeconds: number;
@@ -146,7 +149,10 @@ export class Issuance {
       this.#releaseQuietly(req.tenantId, jti, 'reserve failed');
       throw slotsUnavailable(err);
     }
-    if (!granted) throw req.capReached();
+    if (!granted) {
+      void this.#d.capNotices?.reached(req.tenantId, req.cap, 'issuance');
+      throw req.capReached();
+    }
 
     const iat = Math.floor(this.#d.clock.now().getTime() / 1000);
     const claims: CredentialClaims = {

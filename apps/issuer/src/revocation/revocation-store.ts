@@ -88,7 +88,7 @@ export class RevocationStore {
     tenantId: string,
     jti: string,
     now: Date,
-    audit?: (trx: Kysely<IssuerDatabase>) => Promise<unknown>,
+    audit?: (trx: Kysely<IssuerDatabase>, credential: { projectId: string }) => Promise<unknown>,
   ): Promise<RevokeResult | undefined> {
     return this.#db.transaction().execute(async (tx) => {
       const updated = await tx
@@ -97,7 +97,7 @@ export class RevocationStore {
         .where('jti', '=', jti)
         .where('tenant_id', '=', tenantId)
         .where('revoked_at', 'is', null)
-        .returning(['expires_at'])
+        .returning(['expires_at', 'project_id'])
         .executeTakeFirst();
       if (!updated) {
         const existing = await tx
@@ -115,7 +115,7 @@ export class RevocationStore {
         .values({ jti, tenant_id: tenantId, revoked_at: now, expires_at: updated.expires_at })
         .returning(['sequence'])
         .executeTakeFirstOrThrow();
-      await audit?.(tx);
+      await audit?.(tx, { projectId: updated.project_id });
       return {
         jti,
         revokedAt: now,

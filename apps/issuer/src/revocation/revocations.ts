@@ -75,11 +75,12 @@ export class Revocations {
     if (!isId('tenant', tenantId))
       throw new AppError('invalid_request', 'tenant_id must be a tenant id (ten_…)');
     if (!isJti(jti)) throw new AppError('not_found', CREDENTIAL_NOT_FOUND_MESSAGE);
-    const result = await this.#d.store.revoke(tenantId, jti, this.#d.clock.now(), (trx) =>
+    const result = await this.#d.store.revoke(tenantId, jti, this.#d.clock.now(), (trx, credential) =>
       this.#d.audit.enqueue(trx, {
         action: 'credential.revoke',
         tenantId,
         target: { type: 'credential', id: jti },
+        details: { project_id: credential.projectId },
       }),
     );
     if (!result) throw new AppError('not_found', CREDENTIAL_NOT_FOUND_MESSAGE);

@@ -26,9 +26,11 @@ import type { Logger } from '@relayplane/shared/logger';
 import type { RelaySessionsConfig } from '../config.ts';
 import type { Introspection } from '../issuance/introspection.ts';
 import type { SlotStore } from '../issuance/slot-store.ts';
+import type { CredentialClaims } from '../keys/jwt.ts';
 import type { RelayView } from '../relays/relay-directory.ts';
 import type { Revocations } from '../revocation/revocations.ts';
 import type { RefusalReason, RelaySessionMetrics } from './session-metrics.ts';
+import { type CapNotices, type RefusalTally, sessionEnded, sessionStarted } from './session-notices.ts';
 import { type RelaySessionRow, type RelaySessionStore, sessionLease } from './session-store.ts';
 
 export interface SessionEventInput {
@@ -63,6 +65,8 @@ export interface RelaySessionsDeps {
   audit: AuditRecorder;
   /** Absent: nothing is counted. */
   metrics?: RelaySessionMetrics;
+  /** Webhook notices beyond the ledger's own (refusals, the cap); absent: none. */
+  notices?: { refusals: RefusalTally; cap: CapNotices };
 }
 
 /** A refusal the relay logs (403 at the gateway): the session is not admitted, or ends. */
@@ -127,6 +131,17 @@ export class RelaySessions {
     const verified = await this.#d.introspection.verifySigned(input.token);
     if (!verified) throw refuse('invalid_credential', 'invalid, expired or revoked credential');
     const { claims, kid } = verified;
+    try {
+      return await this.#admit(input, claims, kid);
+    } catch (err) {
+      // Refusals of a known credential are its project's to hear of (session.refused, counted).
+      if (err instanceof SessionRefusal) this.#d.notices?.refusals.count(claims.tid, claims.pid, err.reason);
+      throw err;
+    }
+  }
+
+  /** The checks and the admission of a session whose credential verified. */
+  async #admit(input: SessionEventInput, claims: CredentialClaims, kid: string): Promise<RelayGrant> {
     const policy = input.policy;
     if (!policy?.maxConcurrentConnections || input.policyTenantId !== claims.tid) {
       throw new AppError('invalid_request', "the plan of the credential's tenant must come with a connect");
@@ -163,6 +178,7 @@ export class RelaySessions {
     // The credential's slot while it holds one (idempotent), else a new one under the cap.
     const slot = await this.#d.slots.reserve(claims.tid, claims.jti, windowMs, cap);
     if (!slot.granted) {
+      void this.#d.notices?.cap.reached(claims.tid, cap, 'connect');
       throw refuse(
         'cap',
         policy.maxConcurrentConnections.exceededMessage ||
@@ -178,27 +194,30 @@ export class RelaySessions {
     await this.#d.slots.renew(claims.tid, lease, leaseMs);
     let row: RelaySessionRow;
     try {
-      row = await this.#d.store.insert({
-        id: input.id,
-        relayId: relay.id,
-        tenantId: claims.tid,
-        projectId: claims.pid,
-        apiKeyId: claims.akid,
-        jti: claims.jti,
-        kid,
-        credentialIat: claims.iat,
-        transport: input.transport,
-        remote: input.remote,
-        role: input.role,
-        path: input.path,
-        grantRoot: root,
-        grantPublish: publish,
-        grantSubscribe: subscribe,
-        tier: policy.planId,
-        revalidateSeconds: cadence,
-        startedAt: now,
-        grantExpiresAt: this.#expiresAt(now, cadence),
-      });
+      row = await this.#d.store.insert(
+        {
+          id: input.id,
+          relayId: relay.id,
+          tenantId: claims.tid,
+          projectId: claims.pid,
+          apiKeyId: claims.akid,
+          jti: claims.jti,
+          kid,
+          credentialIat: claims.iat,
+          transport: input.transport,
+          remote: input.remote,
+          role: input.role,
+          path: input.path,
+          grantRoot: root,
+          grantPublish: publish,
+          grantSubscribe: subscribe,
+          tier: policy.planId,
+          revalidateSeconds: cadence,
+          startedAt: now,
+          grantExpiresAt: this.#expiresAt(now, cadence),
+        },
+        (trx, inserted) => this.#d.audit.notice(trx, sessionStarted(inserted)),
+      );
     } catch (err) {
       await this.#d.slots.release(claims.tid, lease).catch(() => undefined);
       throw err;
@@ -228,7 +247,12 @@ export class RelaySessions {
       kid: row.kid,
     });
     if (revoked) {
-      await this.#d.store.end(row.id, { at: now, reason: 'revoked', endedBy: 'revocation' });
+      await this.#d.store.endOnce(
+        row.id,
+        { at: now, reason: 'revoked', endedBy: 'revocation' },
+        (trx, ended) => this.#d.audit.notice(trx, sessionEnded(ended)),
+      );
+      this.#d.audit.kick();
       await this.#d.slots.release(row.tenant_id, sessionLease(row.id));
       throw refuse('revoked', "the session's credential was revoked");
     }
@@ -240,14 +264,19 @@ export class RelaySessions {
     const row = await this.#d.store.get(input.id);
     if (!row) throw new AppError('not_found', 'unknown session: it was never admitted here');
     if (row.relay_id !== input.relayId) throw refuse('other_relay', 'the session belongs to another relay');
-    await this.#d.store.end(row.id, {
-      at: this.#d.clock.now(),
-      reason: input.reason || 'ended',
-      endedBy: 'relay',
-      durationSeconds: Math.max(0, input.durationSeconds),
-      bytesSent: input.bytesSent,
-      bytesReceived: input.bytesReceived,
-    });
+    await this.#d.store.endOnce(
+      row.id,
+      {
+        at: this.#d.clock.now(),
+        reason: input.reason || 'ended',
+        endedBy: 'relay',
+        durationSeconds: Math.max(0, input.durationSeconds),
+        bytesSent: input.bytesSent,
+        bytesReceived: input.bytesReceived,
+      },
+      (trx, ended) => this.#d.audit.notice(trx, sessionEnded(ended)),
+    );
+    this.#d.audit.kick();
     await this.#d.slots.release(row.tenant_id, sessionLease(row.id));
   }
 
@@ -264,6 +293,7 @@ export class RelaySessions {
           target: { type: 'relay_session', id: sessionId },
         });
       },
+      (trx, ended) => this.#d.audit.notice(trx, sessionEnded(ended)),
     );
     if (!row) throw new AppError('not_found', 'no relay session has this id in the tenant');
     this.#d.audit.kick();

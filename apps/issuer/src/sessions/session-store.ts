@@ -37,7 +37,7 @@ export interface NewRelaySession {
 export interface SessionEnd {
   at: Date;
   reason: string;
-  /** relay | admin | revocation */
+  /** relay | admin | revocation | expiry */
   endedBy: string;
   /** What the relay reported with `end` (absent when the control plane ended it). */
   durationSeconds?: number;
@@ -65,9 +65,27 @@ export class RelaySessionStore implements SlotLedger {
     return this.#db.selectFrom('relay_sessions').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  /** Records a new session; the same id twice keeps the first (returned either way). */
-  async insert(s: NewRelaySession): Promise<RelaySessionRow> {
-    const inserted = await this.#db
+  /**
+   * Records a new session; the same id twice keeps the first (returned either way).
+   * `onInserted` runs in the inserting transaction when the row is new (its notice).
+   */
+  async insert(
+    s: NewRelaySession,
+    onInserted?: (trx: Kysely<IssuerDatabase>, row: RelaySessionRow) => Promise<unknown>,
+  ): Promise<RelaySessionRow> {
+    const inserted = await this.#db.transaction().execute(async (trx) => {
+      const row = await this.#insertRow(trx, s);
+      if (row) await onInserted?.(trx, row);
+      return row;
+    });
+    if (inserted) return inserted;
+    const existing = await this.get(s.id);
+    if (!existing) throw new Error(`relay session ${s.id} neither inserted nor found`);
+    return existing;
+  }
+
+  #insertRow(db: Kysely<IssuerDatabase>, s: NewRelaySession): Promise<RelaySessionRow | undefined> {
+    return db
       .insertInto('relay_sessions')
       .values({
         id: s.id,
@@ -96,10 +114,6 @@ export class RelaySessionStore implements SlotLedger {
       .onConflict((oc) => oc.column('id').doNothing())
       .returningAll()
       .executeTakeFirst();
-    if (inserted) return inserted;
-    const existing = await this.get(s.id);
-    if (!existing) throw new Error(`relay session ${s.id} neither inserted nor found`);
-    return existing;
   }
 
   /** A revalidation: the session was seen now and its grant runs to `expiresAt`. Undefined: ended. */
@@ -159,6 +173,72 @@ export class RelaySessionStore implements SlotLedger {
   }
 
   /**
+   * `end` in a transaction that also runs `onFirstEnd` when this call ended a live session (its
+   * notice): a later end (the relay's report after the control plane ended it) records what it
+   * reports, and no second notice. Undefined: no such session.
+   */
+  endOnce(
+    id: string,
+    end: SessionEnd,
+    onFirstEnd: (trx: Kysely<IssuerDatabase>, row: RelaySessionRow) => Promise<unknown>,
+  ): Promise<RelaySessionRow | undefined> {
+    return this.#db.transaction().execute(async (trx) => {
+      const before = await trx
+        .selectFrom('relay_sessions')
+        .select('ended_at')
+        .where('id', '=', id)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!before) return undefined;
+      const row = await this.end(id, end, trx);
+      if (row && before.ended_at === null) await onFirstEnd(trx, row);
+      return row;
+    });
+  }
+
+  /**
+   * Ends, as expired, sessions whose grant lapsed more than `graceMs` before `now` without an
+   * end (their relay stopped revalidating: it died, or lost its way here), at most `limit`, each
+   * with `onEnded` in the same transaction. Answers how many.
+   */
+  async endLapsed(
+    now: Date,
+    graceMs: number,
+    limit: number,
+    onEnded: (trx: Kysely<IssuerDatabase>, row: RelaySessionRow) => Promise<unknown>,
+  ): Promise<number> {
+    return this.#db.transaction().execute(async (trx) => {
+      const lapsed = await trx
+        .selectFrom('relay_sessions')
+        .select('id')
+        .where('ended_at', 'is', null)
+        .where('grant_expires_at', '<', new Date(now.getTime() - graceMs))
+        .orderBy('grant_expires_at')
+        .limit(limit)
+        .forUpdate()
+        .skipLocked()
+        .execute();
+      if (lapsed.length === 0) return 0;
+      const rows = await trx
+        .updateTable('relay_sessions')
+        .set((eb) => ({
+          ended_at: eb.ref('grant_expires_at'),
+          end_reason: 'expired',
+          ended_by: 'expiry',
+        }))
+        .where(
+          'id',
+          'in',
+          lapsed.map((r) => r.id),
+        )
+        .returningAll()
+        .execute();
+      for (const row of rows) await onEnded(trx, row);
+      return rows.length;
+    });
+  }
+
+  /**
    * The control plane ends a live session of `tenantId` (an administrator), with `record` run in
    * the same transaction (its audit event). Undefined: no such session in the tenant; a session
    * already ended is answered as it is, and `record` is not run.
@@ -168,6 +248,7 @@ export class RelaySessionStore implements SlotLedger {
     id: string,
     end: SessionEnd,
     record: (trx: Kysely<IssuerDatabase>) => Promise<void>,
+    onEnded?: (trx: Kysely<IssuerDatabase>, row: RelaySessionRow) => Promise<unknown>,
   ): Promise<RelaySessionRow | undefined> {
     return this.#db.transaction().execute(async (trx) => {
       const row = await trx
@@ -179,7 +260,9 @@ export class RelaySessionStore implements SlotLedger {
         .executeTakeFirst();
       if (!row || row.ended_at !== null) return row;
       await record(trx);
-      return this.end(id, end, trx);
+      const ended = await this.end(id, end, trx);
+      if (ended) await onEnded?.(trx, ended);
+      return ended;
     });
   }
 

@@ -12,6 +12,7 @@ import * as signingKeyRevocations from './20261201T1000-signing-key-revocations.
 import * as relaySessions from './20261202T1000-relay-sessions.ts';
 import * as relaySessionPatterns from './20261204T1000-relay-session-patterns.ts';
 import * as relayClientCertificates from './20261204T1100-relay-client-certificates.ts';
+import * as webhookNotices from './20261205T1000-webhook-notices.ts';
 
 /** Every migration of the issuer schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -28,4 +29,5 @@ export const migrations: Record<string, Migration> = {
   '20261202T1000-relay-sessions': relaySessions,
   '20261204T1000-relay-session-patterns': relaySessionPatterns,
   '20261204T1100-relay-client-certificates': relayClientCertificates,
+  '20261205T1000-webhook-notices': webhookNotices,
 };

@@ -183,6 +183,64 @@ describe('admin IAM: every permission-checked RPC refuses a principal without th
     ['RemoveMember', 'members:write', (principal) => client.removeMember({ principal, userId: ids.userId })],
     ['ListAuditEvents', 'audit:read', (principal) => client.listAuditEvents({ principal })],
     ['VerifyAuditEvents', 'audit:read', (principal) => client.verifyAuditEvents({ principal })],
+    [
+      'CreateWebhookEndpoint',
+      'webhooks:manage',
+      (principal) =>
+        client.createWebhookEndpoint({
+          principal,
+          projectId: P(),
+          url: 'https://hooks.example.com/relayplane',
+          events: ['api_key.created'],
+        }),
+    ],
+    [
+      'ListWebhookEndpoints',
+      'webhooks:manage',
+      (principal) => client.listWebhookEndpoints({ principal, projectId: P() }),
+    ],
+    [
+      'GetWebhookEndpoint',
+      'webhooks:manage',
+      (principal) => client.getWebhookEndpoint({ principal, projectId: P(), endpointId: `whk${NOWHERE}` }),
+    ],
+    [
+      'UpdateWebhookEndpoint',
+      'webhooks:manage',
+      (principal) =>
+        client.updateWebhookEndpoint({
+          principal,
+          projectId: P(),
+          endpointId: `whk${NOWHERE}`,
+          enabled: true,
+        }),
+    ],
+    [
+      'DeleteWebhookEndpoint',
+      'webhooks:manage',
+      (principal) => client.deleteWebhookEndpoint({ principal, projectId: P(), endpointId: `whk${NOWHERE}` }),
+    ],
+    [
+      'RotateWebhookSecret',
+      'webhooks:manage',
+      (principal) => client.rotateWebhookSecret({ principal, projectId: P(), endpointId: `whk${NOWHERE}` }),
+    ],
+    [
+      'ListWebhookDeliveries',
+      'webhooks:manage',
+      (principal) => client.listWebhookDeliveries({ principal, projectId: P(), endpointId: `whk${NOWHERE}` }),
+    ],
+    [
+      'RedeliverWebhook',
+      'webhooks:manage',
+      (principal) =>
+        client.redeliverWebhook({
+          principal,
+          projectId: P(),
+          endpointId: `whk${NOWHERE}`,
+          deliveryId: `dlv${NOWHERE}`,
+        }),
+    ],
   ];
 
   it('covers every permission of the matrix but credentials:revoke and billing (issuer and billing calls)', () => {

@@ -71,7 +71,13 @@ describe('plans, entitlements and built-in checkout with paid checkout on (real 
         value: 20,
         exceededCode: 'rate_limited',
       });
-      expect(byLimit.size).toBe(7);
+      expect(byLimit.get('max_webhook_endpoints')).toMatchObject({
+        value: 2,
+        exceededCode: 'unprocessable',
+        exceededMessage:
+          'the free plan allows at most 2 webhook endpoints per project (max_webhook_endpoints); upgrade the plan to add more',
+      });
+      expect(byLimit.size).toBe(8);
     });
 
     it("follows the tenant's plan", async () => {

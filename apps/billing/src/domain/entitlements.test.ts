@@ -15,6 +15,7 @@ describe('entitlements', () => {
       max_projects: plan.limits.maxProjects,
       max_bots: plan.limits.maxBots,
       max_allowlist_entries: plan.limits.maxAllowlistEntries,
+      max_webhook_endpoints: plan.limits.maxWebhookEndpoints,
       max_credential_ttl_seconds: plan.limits.maxCredentialTtlSeconds,
       max_issuance_per_second_per_key: plan.limits.maxIssuancePerSecondPerKey,
     });
@@ -30,6 +31,7 @@ describe('entitlements', () => {
       max_projects: 'unprocessable',
       max_bots: 'unprocessable',
       max_allowlist_entries: 'unprocessable',
+      max_webhook_endpoints: 'unprocessable',
       max_credential_ttl_seconds: 'invalid_request',
       max_issuance_per_second_per_key: 'rate_limited',
     });

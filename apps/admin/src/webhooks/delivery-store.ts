@@ -106,7 +106,8 @@ export class WebhookDeliveryStore {
     for (const e of endpoints) byTenant.set(e.tenant_id, [...(byTenant.get(e.tenant_id) ?? []), e.id]);
     let added = 0;
     for (const [tenantId, endpointIds] of byTenant) {
-      const id = derivedId('webhookMessage', `${sourceId}:${tenantId}`);
+      // One message per source event, type and tenant: the same however often it is recorded.
+      const id = derivedId('webhookMessage', `${sourceId}:${fact.type}:${tenantId}`);
       const envelope: WebhookEnvelope = {
         id,
         type: fact.type,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type FactSource, factOfAuditEvent, factOfNotice } from './facts.ts';
+import { type FactSource, factOfAuditEvent, factOfNotice, factsOfAuditEvent } from './facts.ts';
 
 const at = new Date('2026-11-29T08:00:00.000Z');
 const event = (over: Partial<FactSource>): FactSource => ({
@@ -130,5 +130,32 @@ describe('notices', () => {
   it('refuse what is no event type or has no tenant', () => {
     expect(factOfNotice(event({ action: 'session.exploded' }))).toBeUndefined();
     expect(factOfNotice(event({ action: 'session.started', tenantId: null }))).toBeUndefined();
+  });
+});
+
+describe('a revocation of the active signing key', () => {
+  it('is a revocation and a rotation to the promoted key', () => {
+    const facts = factsOfAuditEvent(
+      event({
+        action: 'signing_key.revoke',
+        tenantId: null,
+        target: { type: 'signing_key', id: 'k1' },
+        details: { state: 'active', promoted_kid: 'k2' },
+      }),
+    );
+    expect(facts.map((f) => [f.type, f.subject, f.data])).toEqual([
+      ['signing_key.revoked', 'signing_key:k1', { kid: 'k1', promoted_kid: 'k2' }],
+      ['signing_key.rotated', 'signing_key:k2', { kid: 'k2', previous_kid: 'k1' }],
+    ]);
+    expect(
+      factsOfAuditEvent(
+        event({
+          action: 'signing_key.revoke',
+          tenantId: null,
+          target: { type: 'signing_key', id: 'k0' },
+          details: { promoted_kid: null },
+        }),
+      ).map((f) => f.type),
+    ).toEqual(['signing_key.revoked']);
   });
 });

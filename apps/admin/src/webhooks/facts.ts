@@ -65,6 +65,22 @@ function fact(
   };
 }
 
+/**
+ * The webhook events an audit event is (most are none). Revoking the active signing key
+ * promotes the next one: that is a rotation too, so it is both `signing_key.revoked` and
+ * `signing_key.rotated` (ordered by the revoked key, then by the promoted one).
+ */
+export function factsOfAuditEvent(e: FactSource): WebhookFact[] {
+  const first = factOfAuditEvent(e);
+  if (!first) return [];
+  const promoted = e.action === 'signing_key.revoke' ? str(e.details.promoted_kid) : null;
+  if (!promoted) return [first];
+  return [
+    first,
+    fact('signing_key.rotated', e, promoted, null, { kid: promoted, previous_kid: e.target.id }),
+  ];
+}
+
 /** The webhook event an audit event is, or undefined (most audit events are none). */
 export function factOfAuditEvent(e: FactSource): WebhookFact | undefined {
   if (e.outcome !== 'success') return undefined;

@@ -36,7 +36,7 @@ import type { AdminDatabase } from '../db/schema.ts';
 import type { SecretSealer } from '../mfa/sealing.ts';
 import type { AttemptOutcome, ReadyDelivery, WebhookDeliveryStore } from './delivery-store.ts';
 import type { WebhookEndpointRecord, WebhookEndpointStore } from './endpoint-store.ts';
-import { type FactSource, factOfAuditEvent, factOfNotice } from './facts.ts';
+import { type FactSource, factOfNotice, factsOfAuditEvent } from './facts.ts';
 
 export interface WebhookSettings {
   /** `RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK`: http:// and loopback receivers. */
@@ -115,9 +115,10 @@ export class Webhooks {
 
   /** The trail's hook: an appended audit event that is a webhook event becomes deliveries in `trx`. */
   async onAuditEvent(trx: AdminTransaction, event: StoredAuditEvent): Promise<void> {
-    const fact = factOfAuditEvent(event);
-    if (!fact) return;
-    if ((await this.#o.deliveries.fanOut(trx, fact, event.id, this.#o.clock.now())) > 0) this.kickSoon();
+    let added = 0;
+    for (const fact of factsOfAuditEvent(event))
+      added += await this.#o.deliveries.fanOut(trx, fact, event.id, this.#o.clock.now());
+    if (added > 0) this.kickSoon();
   }
 
   /** A notice (issuer: sessions, cap) delivered through an outbox: deliveries in a transaction of their own. */

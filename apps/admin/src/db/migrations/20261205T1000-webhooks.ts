@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely';
  * - `webhook_endpoints`: the signing secret sealed under the KEK (the endpoint id as associated
  *   data); during a rotation's grace period also the previous one and when it stops signing.
  * - `webhook_messages`: one per event and tenant (the envelope, ready to send); `source_id` is
- *   the event that caused it (an audit event's or notice's id), unique with the tenant, so an
+ *   the event that caused it (an audit event's or notice's id), unique with its type and the tenant, so an
  *   event delivered twice by an outbox becomes one message.
  * - `webhook_deliveries`: `seq` orders a subject's deliveries per endpoint (the dispatcher sends
  *   the lowest unfinished one of each (endpoint, subject) only).
@@ -61,7 +61,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('body', 'text', (c) => c.notNull())
     .addColumn('occurred_at', 'timestamptz', (c) => c.notNull())
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
-    .addUniqueConstraint('webhook_messages_source_key', ['source_id', 'tenant_id'])
+    .addUniqueConstraint('webhook_messages_source_key', ['source_id', 'type', 'tenant_id'])
     .execute();
 
   await db.schema

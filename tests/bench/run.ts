@@ -60,6 +60,7 @@ import {
   summarize,
 } from './report.ts';
 import { measureStorageCosts, type StorageCosts } from './storage-costs.ts';
+import { measureWebhooks, type WebhookFigures } from './webhooks.ts';
 
 /**
  * The bench's plans file: the cap and the per-key rate set high, so a benchmark measures issuance,
@@ -96,6 +97,10 @@ const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const MODES_RUN = parseModes(process.env.BENCH_MODES);
 /** BENCH_RELAY_AUTH=0 skips the relay-session decisions (relay-auth.ts) after each mode. */
 const RELAY_AUTH = process.env.BENCH_RELAY_AUTH !== '0';
+/** BENCH_WEBHOOKS=0 skips the webhook deliveries (webhooks.ts) after each mode. */
+const WEBHOOKS = process.env.BENCH_WEBHOOKS !== '0';
+/** The webhooks part delivers to a receiver on 127.0.0.1. */
+const WEBHOOK_ENV = { RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK: 'true' };
 /** Mutual TLS on every gRPC link of the distributed modes (BENCH_GRPC_TLS=1). */
 const GRPC_TLS = process.env.BENCH_GRPC_TLS === '1';
 /** Slices per comparison within a round (see the round loop). */
@@ -360,6 +365,7 @@ async function startEmbedded(plansFile: string): Promise<Target> {
     RELAYPLANE_BOOTSTRAP_EMAIL: owner.email,
     RELAYPLANE_BOOTSTRAP_PASSWORD: owner.password,
     RELAYPLANE_PLANS_FILE: plansFile,
+    ...WEBHOOK_ENV,
     ...profileEnv(),
   });
   const stop = async () => {
@@ -411,7 +417,7 @@ export async function startDistributedMode(
       bootstrap: owner,
       logLevel: 'warn',
       replicas: { gateway: n, issuer: n },
-      extraEnv: { RELAYPLANE_PLANS_FILE: plansFile, ...profileEnv(), ...variant?.env },
+      extraEnv: { RELAYPLANE_PLANS_FILE: plansFile, ...WEBHOOK_ENV, ...profileEnv(), ...variant?.env },
     });
     const stop = async () => {
       await system.stop();
@@ -467,6 +473,8 @@ interface ModeResult {
   storage?: { at_rate_per_s: number } & StorageCosts;
   /** Relay session decisions (relay-auth.ts), unless BENCH_RELAY_AUTH=0. */
   relay_auth?: RelayAuthFigures;
+  /** Webhook deliveries (webhooks.ts), unless BENCH_WEBHOOKS=0. */
+  webhooks?: WebhookFigures;
 }
 
 const figures = (r: Round): RoundFigures => ({
@@ -778,6 +786,14 @@ async function main(): Promise<void> {
         });
         console.log(`${MODE_LABELS[mode]}: relay auth ${JSON.stringify(result.relay_auth)}`);
       }
+      if (WEBHOOKS) {
+        console.log(`${MODE_LABELS[mode]}: webhook deliveries (session events to a local receiver)…`);
+        result.webhooks = await measureWebhooks(target, target.owner, {
+          seconds: DURATION,
+          connections: CONNECTIONS,
+        });
+        console.log(`${MODE_LABELS[mode]}: webhooks ${JSON.stringify(result.webhooks)}`);
+      }
       await target.stop();
       target = undefined;
       results.push(result);
@@ -820,6 +836,7 @@ async function main(): Promise<void> {
             rounds: r.rounds,
             ...(r.storage ? { per_credential: r.storage } : {}),
             ...(r.relay_auth ? { relay_auth: r.relay_auth } : {}),
+            ...(r.webhooks ? { webhooks: r.webhooks } : {}),
           },
         ]),
       ),

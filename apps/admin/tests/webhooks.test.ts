@@ -1,11 +1,11 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { AdminService as AdminRpc, Principal } from '@relayplane/proto/admin';
 import type { ServiceClient } from '@relayplane/shared/rpc';
+import { Receiver } from '@relayplane/testing/webhook-receiver';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminService } from '../src/service.ts';
 import { type AdminRig, expectAppError, startAdminRig } from './support/harness.ts';
-import { Receiver } from './support/receiver.ts';
 
 const PASSWORD = 'a long enough password';
 

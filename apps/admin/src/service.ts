@@ -5,6 +5,7 @@ import { AdminContext, type AdminOverrides } from './context.ts';
 import { migrations } from './db/migrations/index.ts';
 import { bootstrapOwner } from './jobs/bootstrap-owner.ts';
 import { AUDIT_PRUNE_INTERVAL_MS, AUDIT_PRUNE_JOB, pruneAuditEvents } from './jobs/prune-audit.ts';
+import { WEBHOOK_RESEAL_JOB } from './webhooks/reseal.ts';
 
 /** The hourly job that deletes webhook deliveries past their retention. */
 export const WEBHOOK_PRUNE_JOB = 'webhook-prune';
@@ -108,9 +109,16 @@ export class AdminService {
     scheduler.every(WEBHOOK_PRUNE_JOB, AUDIT_PRUNE_INTERVAL_MS, async () => {
       await this.pruneWebhookDeliveries();
     });
+    // After a KEK rotation: signing secrets sealed by the previous KEK, sealed again (hourly, once across replicas).
+    scheduler.every(WEBHOOK_RESEAL_JOB, AUDIT_PRUNE_INTERVAL_MS, async () => {
+      await this.ctx.webhooks.resealSecrets();
+    });
     await scheduler.start();
     this.ctx.expirySweep.start();
     this.ctx.webhooks.start();
+    void this.ctx.webhooks
+      .resealSecrets()
+      .catch((err: unknown) => this.logger.warn({ err }, 'could not re-seal webhook signing secrets'));
     this.totpResealer.start();
     await serving.ready();
   }

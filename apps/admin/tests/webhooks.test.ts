@@ -1,11 +1,15 @@
+import { randomBytes } from 'node:crypto';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { AdminService as AdminRpc, Principal } from '@relayplane/proto/admin';
 import type { ServiceClient } from '@relayplane/shared/rpc';
+import { testLogger } from '@relayplane/testing/logger';
 import { Receiver } from '@relayplane/testing/webhook-receiver';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretSealer, WEBHOOK_SECRET_HKDF_INFO } from '../src/mfa/sealing.ts';
 import type { AdminService } from '../src/service.ts';
-import { type AdminRig, expectAppError, startAdminRig } from './support/harness.ts';
+import { resealWebhookSecrets } from '../src/webhooks/reseal.ts';
+import { type AdminRig, expectAppError, startAdminRig, TEST_KEK } from './support/harness.ts';
 
 const PASSWORD = 'a long enough password';
 
@@ -94,6 +98,29 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     await refuse('https://[fd00::1]/hook', ['api_key.created'], /url: /);
     await refuse(receiver.url('/x'), [], /events must name at least one/);
     await refuse(receiver.url('/x'), ['session.exploded'], /unknown event type "session.exploded"/);
+  });
+
+  it('re-seals signing secrets under a new KEK; the secret still signs after the old KEK is gone', async () => {
+    const { principal, projectId } = await newTenant('reseal');
+    const created = await endpoint(principal, projectId, '/reseal', ['api_key.created']);
+    const newKek = randomBytes(32);
+    const rotated = new SecretSealer(newKek, [Buffer.from(TEST_KEK, 'base64')], WEBHOOK_SECRET_HKDF_INFO);
+    const outcome = await resealWebhookSecrets(admin.database.db, rotated, testLogger('reseal'));
+    expect(outcome.resealed).toBeGreaterThanOrEqual(1);
+    expect(outcome.unopened).toBe(0);
+    const row = await admin.database.db
+      .selectFrom('webhook_endpoints')
+      .select('secret_sealed')
+      .where('id', '=', created.id)
+      .executeTakeFirstOrThrow();
+    const onlyNew = new SecretSealer(newKek, [], WEBHOOK_SECRET_HKDF_INFO);
+    expect(onlyNew.open(row.secret_sealed, created.id)?.toString()).toBe(created.secret);
+    // Sealed for this endpoint only, and not under the TOTP label.
+    expect(onlyNew.open(row.secret_sealed, 'whk_00000000000000000000')).toBeUndefined();
+    expect(new SecretSealer(newKek).open(row.secret_sealed, created.id)).toBeUndefined();
+    // Put back under the rig's KEK for the tests that follow.
+    const back = new SecretSealer(Buffer.from(TEST_KEK, 'base64'), [newKek], WEBHOOK_SECRET_HKDF_INFO);
+    expect((await resealWebhookSecrets(admin.database.db, back, testLogger('reseal'))).unopened).toBe(0);
   });
 
   it('enforces the plan limit on endpoints per project (free: 2)', async () => {

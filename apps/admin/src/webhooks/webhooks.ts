@@ -37,6 +37,7 @@ import type { SecretSealer } from '../mfa/sealing.ts';
 import type { AttemptOutcome, ReadyDelivery, WebhookDeliveryStore } from './delivery-store.ts';
 import type { WebhookEndpointRecord, WebhookEndpointStore } from './endpoint-store.ts';
 import { type FactSource, factOfNotice, factsOfAuditEvent } from './facts.ts';
+import { resealWebhookSecrets, type WebhookResealOutcome } from './reseal.ts';
 
 export interface WebhookSettings {
   /** `RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK`: http:// and loopback receivers. */
@@ -159,6 +160,11 @@ export class Webhooks {
         ? open(endpoint.previousSecretSealed)
         : undefined;
     return previous ? [current, previous] : [current];
+  }
+
+  /** Re-seals signing secrets a previous KEK sealed under the current one (reseal.ts). */
+  resealSecrets(): Promise<WebhookResealOutcome> {
+    return resealWebhookSecrets(this.#o.db, this.#o.sealer, this.#o.logger);
   }
 
   // --- dispatcher ----------------------------------------------------------------------------

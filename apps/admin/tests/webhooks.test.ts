@@ -221,6 +221,12 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
         },
       )
       .toBe(false);
+    // Nothing waits on a disabled endpoint: its unfinished delivery ended as failed.
+    const log = await client.listWebhookDeliveries({ principal, projectId, endpointId: hook.id });
+    expect(log.deliveries.map((d) => [d.status, d.error])).toEqual([
+      ['failed', 'the endpoint was disabled: failing too long'],
+      ['failed', 'HTTP 500'],
+    ]);
     const listed = await client.listWebhookEndpoints({ principal, projectId });
     expect(listed.notices).toEqual([
       expect.objectContaining({ type: 'webhook_endpoint.disabled', endpointId: hook.id }),

@@ -62,6 +62,19 @@ export function toEndpoint(row: Selectable<WebhookEndpointsTable>): WebhookEndpo
 
 class LimitReached extends Error {}
 
+/**
+ * A disabled endpoint's unfinished deliveries end as failed (they would otherwise wait forever,
+ * past any retention); after re-enabling, the log's redeliver sends one again.
+ */
+async function failPending(trx: AdminTransaction, endpointId: string, now: Date, why: string): Promise<void> {
+  await trx
+    .updateTable('webhook_deliveries')
+    .set({ status: 'failed', completed_at: now, queued_at: null, error: why })
+    .where('endpoint_id', '=', endpointId)
+    .where('status', 'in', ['pending', 'delivering'])
+    .execute();
+}
+
 export class WebhookEndpointStore {
   readonly #db: Kysely<AdminDatabase>;
   constructor(db: Kysely<AdminDatabase>) {
@@ -182,6 +195,7 @@ export class WebhookEndpointStore {
         .returningAll()
         .executeTakeFirst();
       if (!row) return undefined;
+      if (change.enabled === false) await failPending(trx, id, now, 'the endpoint was disabled');
       const endpoint = toEndpoint(row);
       await audit(trx, endpoint);
       return endpoint;
@@ -288,6 +302,7 @@ export class WebhookEndpointStore {
       .returningAll()
       .executeTakeFirst();
     if (!disabled) return false;
+    await failPending(trx, id, now, 'the endpoint was disabled: failing too long');
     await disable(trx, toEndpoint(disabled));
     return true;
   }

@@ -154,7 +154,7 @@ describe('webhooks: signed, ordered, deduplicable deliveries from the distribute
     });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     expect(res.body.secret).toMatch(/^whsec_/);
-    return { id: res.body.id as string, secret: res.body.secret as string };
+    return { id: res.body.webhook.id as string, secret: res.body.secret as string };
   }
 
   async function credential(t: Tenant, body: Record<string, unknown> = {}) {
@@ -320,7 +320,9 @@ describe('webhooks: signed, ordered, deduplicable deliveries from the distribute
       headers: t.auth,
     });
     expect(log.status).toBe(200);
-    const started = log.body.data.find((d: { event_type: string }) => d.event_type === 'session.started');
+    const started = log.body.deliveries.find(
+      (d: { event_type: string }) => d.event_type === 'session.started',
+    );
     expect(started).toMatchObject({ status: 'succeeded', attempts: 4, response_status: 200 });
   });
 

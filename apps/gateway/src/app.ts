@@ -45,6 +45,7 @@ import { registerRelaySessions } from './routes/relay-sessions.ts';
 import { registerRelays } from './routes/relays.ts';
 import { registerSessions } from './routes/sessions.ts';
 import { registerSigningKeys } from './routes/signing-keys.ts';
+import { registerWebhooks } from './routes/webhooks.ts';
 import { SLOW_CLIENT_DEFAULTS } from './settings.ts';
 import { trustedProxyCheck } from './trusted-proxies.ts';
 
@@ -250,6 +251,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   registerSigningKeys(api, routeDeps);
   registerApiKeys(api, routeDeps);
   registerAllowlist(api, routeDeps);
+  registerWebhooks(api, routeDeps);
   registerBots(api, routeDeps);
   registerIdentityTokens(api, routeDeps);
   registerCredentials(api, routeDeps);

@@ -13,6 +13,7 @@ import {
 import { MAX_PATH_LENGTH, MAX_PATH_PATTERNS } from '@relayplane/contract/credential-paths';
 import { PERMISSIONS } from '@relayplane/shared/iam';
 import { dateTime, nullable, nullableDateTime, object, oneOf, ref, Type } from './schemas.ts';
+import { WEBHOOK_SCHEMAS } from './webhook-components.ts';
 
 /** The scopes of an identity token: IAM permissions. */
 export const PERMISSION_LIST = Type.Array(oneOf([...PERMISSIONS]), {
@@ -382,4 +383,5 @@ export const SHARED_SCHEMAS = [
   Member,
   Subscription,
   CheckoutSession,
+  ...WEBHOOK_SCHEMAS,
 ] as const;

@@ -168,6 +168,8 @@ describe('gateway routes: authentication and authorization', () => {
           .replace(/crd_0+/, ':jti')
           .replace(/rly_0+/, ':relay_id')
           .replace(/alw_0+/, ':entry_id')
+          .replace(/whk_0+/, ':webhook_id')
+          .replace(/dlv_0+/, ':delivery_id')
           .replace(/ten_0+/, ':tenant_id')
           .replace(/usr_0+/, ':user_id')
           .replace(/cks_0+/, ':id')

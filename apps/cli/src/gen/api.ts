@@ -777,6 +777,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/projects/{project_id}/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a project's webhook endpoints
+         * @description Oldest first. `notices` says what the platform did to an endpoint (an endpoint disabled after failing for the disable period), on every list while it stays so. Paged: `limit` 1..200 (default 50); pass `next_cursor` as `cursor` for the next page (`null`: the last page). A client sending neither gets the first page. Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Add a webhook endpoint
+         * @description Answers the endpoint and its signing secret, shown this once. Deliveries follow the Standard Webhooks specification (docs/webhooks.md). The plan's endpoint limit per project: 422 naming it. Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects/{project_id}/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One webhook endpoint
+         * @description Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a webhook endpoint
+         * @description Its pending deliveries and its delivery log go with it. Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint
+         * @description Fields left out stay as they are (`{}` changes nothing). `enabled: true` re-enables an endpoint the platform disabled (its failure streak starts again); disabling ends its unfinished deliveries as failed (redeliver them later). Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        patch: operations["updateWebhookEndpoint"];
+        trace?: never;
+    };
+    "/admin/v1/projects/{project_id}/webhooks/{webhook_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An endpoint's delivery log
+         * @description Newest first: status, attempts, the last attempt’s status, latency and first KiB of the answer. Finished deliveries are kept RELAYPLANE_WEBHOOKS_RETENTION_DAYS (default 30). Paged: `limit` 1..200 (default 50); pass `next_cursor` as `cursor` for the next page (`null`: the last page). A client sending neither gets the first page. Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects/{project_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery’s message again
+         * @description A new delivery of the same message (the same `webhook-id`, so receivers deduplicate), queued behind the unfinished deliveries of its subject. Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        post: operations["redeliverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects/{project_id}/webhooks/{webhook_id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook endpoint's signing secret
+         * @description Answers the new secret, shown this once. Until `previous_secret_expires_at` (`grace_seconds`, default 86400, at most 604800) every delivery is signed with both secrets, so the receiver can switch meanwhile. Needs permission `webhooks:manage` (roles owner, admin; never bots or identity tokens; docs/iam.md).
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/relays": {
         parameters: {
             query?: never;
@@ -1455,7 +1567,7 @@ export interface components {
             /** Format: date-time */
             revoked_at: string | null;
             /** @description Permissions (docs/iam.md). */
-            scopes: ("projects:read" | "projects:write" | "api_keys:read" | "api_keys:write" | "allowlist:read" | "allowlist:write" | "bots:read" | "bots:write" | "identity_tokens:read" | "identity_tokens:write" | "credentials:revoke" | "members:read" | "members:write" | "billing:read" | "billing:write" | "audit:read")[];
+            scopes: ("projects:read" | "projects:write" | "api_keys:read" | "api_keys:write" | "allowlist:read" | "allowlist:write" | "bots:read" | "bots:write" | "identity_tokens:read" | "identity_tokens:write" | "credentials:revoke" | "members:read" | "members:write" | "billing:read" | "billing:write" | "audit:read" | "webhooks:manage")[];
         };
         Jwk: {
             /** @enum {string} */
@@ -1505,6 +1617,8 @@ export interface components {
             /** @description Credential requests per second per API key, refused ones included; beyond it 429. */
             max_issuance_per_second_per_key: number;
             max_projects: number;
+            /** @description Webhook endpoints per project. */
+            max_webhook_endpoints: number;
         };
         Price: {
             /** @description The price is negotiated, not listed. */
@@ -1650,6 +1764,71 @@ export interface components {
             email: string;
             id: string;
             platform_admin: boolean;
+        };
+        WebhookDelivery: {
+            attempts: number;
+            /** Format: date-time */
+            completed_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            endpoint_id: string;
+            /** @description Why the last attempt failed without a status, or what ended it. */
+            error: string | null;
+            /** @enum {string} */
+            event_type: "session.started" | "session.ended" | "session.refused" | "credential.revoked" | "credentials.bulk_revoked" | "api_key.created" | "api_key.revoked" | "cap.reached" | "plan.changed" | "signing_key.rotated" | "signing_key.revoked";
+            id: string;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            latency_ms: number | null;
+            /** @description The `webhook-id` header and the body’s `id`: the same on every attempt. */
+            message_id: string;
+            /**
+             * Format: date-time
+             * @description Null once the delivery is finished.
+             */
+            next_attempt_at: string | null;
+            /** @description The first KiB of the last answer. */
+            response_body: string | null;
+            /** @description The last attempt's HTTP status; null: no answer. */
+            response_status: number | null;
+            /** @enum {string} */
+            status: "pending" | "delivering" | "succeeded" | "failed";
+        };
+        WebhookEndpoint: {
+            /** Format: date-time */
+            created_at: string;
+            description: string;
+            /**
+             * Format: date-time
+             * @description When the platform disabled it (failing for the disable period).
+             */
+            disabled_at: string | null;
+            disabled_reason: string | null;
+            enabled: boolean;
+            events: ("session.started" | "session.ended" | "session.refused" | "credential.revoked" | "credentials.bulk_revoked" | "api_key.created" | "api_key.revoked" | "cap.reached" | "plan.changed" | "signing_key.rotated" | "signing_key.revoked")[];
+            /**
+             * Format: date-time
+             * @description Since when every attempt has failed; null once one succeeds.
+             */
+            failing_since: string | null;
+            id: string;
+            /**
+             * Format: date-time
+             * @description During a rotation: when the previous secret stops signing (both sign until then).
+             */
+            previous_secret_expires_at: string | null;
+            project_id: string;
+            /** Format: date-time */
+            updated_at: string;
+            url: string;
+        };
+        WebhookNotice: {
+            /** Format: date-time */
+            at: string;
+            endpoint_id: string;
+            message: string;
+            /** @enum {string} */
+            type: "webhook_endpoint.disabled";
         };
     };
     responses: never;
@@ -5782,6 +5961,713 @@ export interface operations {
             };
         };
     };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: {
+                /** @description The previous page's `next_cursor`; absent: the first page. */
+                cursor?: string;
+                /** @description Items per page, 1..200 (default 50). */
+                limit?: string;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Pass as `cursor` for the next page; null on the last page. */
+                        next_cursor: string | null;
+                        notices: components["schemas"]["WebhookNotice"][];
+                        webhooks: components["schemas"]["WebhookEndpoint"][];
+                    };
+                };
+            };
+            /** @description A malformed query parameter: `limit` not a whole number from 1 to 200, or a `cursor` this API did not return. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    /** @default true */
+                    enabled?: boolean;
+                    /** @description The events the endpoint receives: `session.started`, `session.ended`, `session.refused`, `credential.revoked`, `credentials.bulk_revoked`, `api_key.created`, `api_key.revoked`, `cap.reached`, `plan.changed`, `signing_key.rotated`, `signing_key.revoked`. */
+                    events: ("session.started" | "session.ended" | "session.refused" | "credential.revoked" | "credentials.bulk_revoked" | "api_key.created" | "api_key.revoked" | "cap.reached" | "plan.changed" | "signing_key.rotated" | "signing_key.revoked")[];
+                    /** @description https://… (docs/webhooks.md, URL rules). */
+                    url: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The signing secret (`whsec_…`), shown this once: verify deliveries with it (Standard Webhooks). */
+                        secret: string;
+                        webhook: components["schemas"]["WebhookEndpoint"];
+                    };
+                };
+            };
+            /** @description A malformed body: a URL that is not https (http only to loopback where the operator allows it), that names or resolves to a private, loopback or link-local address; no event, or an unknown one; an unknown field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. Or: A cookie-authenticated request without the session's `X-CSRF-Token`: `missing or invalid CSRF token`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not `application/json`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The plan's webhook endpoint limit is reached. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. Or: A cookie-authenticated request without the session's `X-CSRF-Token`: `missing or invalid CSRF token`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    enabled?: boolean;
+                    /** @description The events the endpoint receives: `session.started`, `session.ended`, `session.refused`, `credential.revoked`, `credentials.bulk_revoked`, `api_key.created`, `api_key.revoked`, `cap.reached`, `plan.changed`, `signing_key.rotated`, `signing_key.revoked`. */
+                    events?: ("session.started" | "session.ended" | "session.refused" | "credential.revoked" | "credentials.bulk_revoked" | "api_key.created" | "api_key.revoked" | "cap.reached" | "plan.changed" | "signing_key.rotated" | "signing_key.revoked")[];
+                    /** @description https://… (docs/webhooks.md, URL rules). */
+                    url?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description A malformed body: a URL that is not https (http only to loopback where the operator allows it), that names or resolves to a private, loopback or link-local address; no event, or an unknown one; an unknown field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. Or: A cookie-authenticated request without the session's `X-CSRF-Token`: `missing or invalid CSRF token`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not `application/json`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description The previous page's `next_cursor`; absent: the first page. */
+                cursor?: string;
+                /** @description Items per page, 1..200 (default 50). */
+                limit?: string;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deliveries: components["schemas"]["WebhookDelivery"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page. */
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            /** @description A malformed query parameter: `limit` not a whole number from 1 to 200, or a `cursor` this API did not return. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    redeliverWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                delivery_id: string;
+                project_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        delivery: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. Or: A cookie-authenticated request without the session's `X-CSRF-Token`: `missing or invalid CSRF token`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    grace_seconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The signing secret (`whsec_…`), shown this once: verify deliveries with it (Standard Webhooks). */
+                        secret: string;
+                        webhook: components["schemas"]["WebhookEndpoint"];
+                    };
+                };
+            };
+            /** @description A malformed body: a URL that is not https (http only to loopback where the operator allows it), that names or resolves to a private, loopback or link-local address; no event, or an unknown one; an unknown field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `webhooks:manage`. Or: A cookie-authenticated request without the session's `X-CSRF-Token`: `missing or invalid CSRF token`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The project, endpoint or delivery does not exist in the active tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not `application/json`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listRelays: {
         parameters: {
             query?: {
@@ -7739,7 +8625,7 @@ export interface operations {
                      */
                     expires_at?: string;
                     /** @description Permissions (docs/iam.md). */
-                    scopes: ("projects:read" | "projects:write" | "api_keys:read" | "api_keys:write" | "allowlist:read" | "allowlist:write" | "bots:read" | "bots:write" | "identity_tokens:read" | "identity_tokens:write" | "credentials:revoke" | "members:read" | "members:write" | "billing:read" | "billing:write" | "audit:read")[];
+                    scopes: ("projects:read" | "projects:write" | "api_keys:read" | "api_keys:write" | "allowlist:read" | "allowlist:write" | "bots:read" | "bots:write" | "identity_tokens:read" | "identity_tokens:write" | "credentials:revoke" | "members:read" | "members:write" | "billing:read" | "billing:write" | "audit:read" | "webhooks:manage")[];
                 };
             };
         };
@@ -7757,7 +8643,7 @@ export interface operations {
                         expires_at: string;
                         id: string;
                         /** @description Permissions (docs/iam.md). */
-                        scopes: ("projects:read" | "projects:write" | "api_keys:read" | "api_keys:write" | "allowlist:read" | "allowlist:write" | "bots:read" | "bots:write" | "identity_tokens:read" | "identity_tokens:write" | "credentials:revoke" | "members:read" | "members:write" | "billing:read" | "billing:write" | "audit:read")[];
+                        scopes: ("projects:read" | "projects:write" | "api_keys:read" | "api_keys:write" | "allowlist:read" | "allowlist:write" | "bots:read" | "bots:write" | "identity_tokens:read" | "identity_tokens:write" | "credentials:revoke" | "members:read" | "members:write" | "billing:read" | "billing:write" | "audit:read" | "webhooks:manage")[];
                         /** @description The token. Shown only here. */
                         value: string;
                     };

@@ -124,12 +124,10 @@ export function registerWebhooks(app: Api, { clients, guards }: RouteDeps): void
         description: request.body.description ?? '',
         ...(request.body.enabled !== undefined ? { enabled: request.body.enabled } : {}),
       });
-      return reply
-        .code(201)
-        .send({
-          webhook: presentWebhookEndpoint(required(res.endpoint, 'createWebhookEndpoint.endpoint')),
-          secret: res.secret,
-        });
+      return reply.code(201).send({
+        webhook: presentWebhookEndpoint(required(res.endpoint, 'createWebhookEndpoint.endpoint')),
+        secret: res.secret,
+      });
     },
   );
 

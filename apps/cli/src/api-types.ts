@@ -79,3 +79,11 @@ export type AuditCheckpoint = ResponseBody<
   200
 >['checkpoints'][number];
 export type AuditKeys = ResponseBody<'/v1/audit/keys', 'get', 200>;
+export type WebhookEndpoint = Schemas['WebhookEndpoint'];
+export type WebhookDelivery = Schemas['WebhookDelivery'];
+export type WebhookCreated = ResponseBody<'/admin/v1/projects/{project_id}/webhooks', 'post', 201>;
+export type WebhookRedelivered = ResponseBody<
+  '/admin/v1/projects/{project_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver',
+  'post',
+  202
+>;

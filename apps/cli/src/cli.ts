@@ -11,6 +11,7 @@ import { PLATFORM_COMMANDS } from './commands/platform.ts';
 import { PROJECT_COMMANDS } from './commands/projects.ts';
 import { RELAY_SESSION_COMMANDS } from './commands/relay-sessions.ts';
 import { SESSION_COMMANDS } from './commands/sessions.ts';
+import { WEBHOOK_COMMANDS } from './commands/webhooks.ts';
 import { ConfigStore, type SavedConfig } from './config.ts';
 import { CliError, EXIT, type ExitCode, UsageError } from './errors.ts';
 import { commandHelp, groupHelp, topHelp, usageLine } from './help.ts';
@@ -30,6 +31,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   ...BOT_COMMANDS,
   ...CREDENTIAL_COMMANDS,
   ...RELAY_SESSION_COMMANDS,
+  ...WEBHOOK_COMMANDS,
   ...AUDIT_COMMANDS,
   ...PLATFORM_COMMANDS,
 ];

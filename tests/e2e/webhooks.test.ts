@@ -14,6 +14,7 @@ import {
   type TestRedis,
 } from '@relayplane/testing/storage';
 import { type Received, Receiver } from '@relayplane/testing/webhook-receiver';
+import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../support/api.ts';
@@ -75,7 +76,7 @@ describe('webhooks: signed, ordered, deduplicable deliveries from the distribute
     const plans = join(mkdtempSync(join(tmpdir(), 'rp-plans-')), 'plans.yaml');
     writeFileSync(
       plans,
-      `plans:\n  free:\n    limits: { max_concurrent_connections: ${CAP}, max_webhook_endpoints: 5 }\n`,
+      `plans:\n  free:\n    limits: { max_concurrent_connections: ${CAP}, max_webhook_endpoints: 5, max_api_keys: 50 }\n`,
     );
     system = await startDistributed({
       label: 'webhooks',
@@ -339,6 +340,18 @@ describe('webhooks: signed, ordered, deduplicable deliveries from the distribute
       // A relay's connect needs the issuer and billing only: the notice commits with the session.
       const s = await sim(1, 0).connect(token);
       expect(s.answer.kind).toBe('granted');
+      // The notice committed with the session and waits in the outbox: admin cannot take it.
+      const db = new pg.Client({ connectionString: database.url });
+      await db.connect();
+      try {
+        const waiting = await db.query(
+          "select count(*)::int as n from issuer.audit_outbox where action = 'session.started' and target_id = $1",
+          [s.id],
+        );
+        expect(waiting.rows[0]?.n).toBe(1);
+      } finally {
+        await db.end();
+      }
       for (const issuer of system.procs.filter((p) => p.name.startsWith('webhooks-issuer-')))
         issuer.child.kill('SIGKILL');
       admin.child.kill('SIGCONT');

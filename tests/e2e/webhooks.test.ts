@@ -368,28 +368,34 @@ describe('webhooks: signed, ordered, deduplicable deliveries from the distribute
 
   it("keeps a healthy endpoint's latency while another endpoint hangs (measured)", async () => {
     const t = await freshTenant();
-    await endpoint(t, '/hang', ['api_key.created']);
     const healthy = await endpoint(t, '/fast', ['api_key.created']);
+    /** Change → arrival at /fast of `n` API key creations, sorted. */
+    const measure = async (n: number) => {
+      const latencies: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const before = receiver.at('/fast').length;
+        const sent = Date.now();
+        const res = await api.request('POST', `/admin/v1/projects/${t.projectId}/api-keys`, {
+          headers: t.auth,
+          body: {},
+        });
+        expect(res.status).toBe(201);
+        await until(() => receiver.at('/fast').length > before, `fast delivery ${i}`);
+        latencies.push((receiver.at('/fast')[before] as Received).at - sent);
+      }
+      return latencies.sort((x, y) => x - y);
+    };
+    const alone = await measure(5);
+    await endpoint(t, '/hang', ['api_key.created']);
     receiver.answer('/hang', ...Array(50).fill('hang'));
-    const latencies: number[] = [];
-    for (let i = 0; i < 10; i++) {
-      const before = receiver.at('/fast').length;
-      const sent = Date.now();
-      const res = await api.request('POST', `/admin/v1/projects/${t.projectId}/api-keys`, {
-        headers: t.auth,
-        body: {},
-      });
-      expect(res.status).toBe(201);
-      await until(() => receiver.at('/fast').length > before, `fast delivery ${i}`);
-      latencies.push((receiver.at('/fast')[before] as Received).at - sent);
-    }
-    latencies.sort((x, y) => x - y);
+    const latencies = await measure(10);
     const p50 = latencies[Math.floor(latencies.length / 2)] as number;
     const max = latencies.at(-1) as number;
     console.log(
-      `webhooks: healthy endpoint while another hangs (10 s timeouts): change→delivery p50 ${p50} ms, max ${max} ms`,
+      `webhooks: healthy endpoint change→delivery alone p50 ${alone[2]} ms (max ${alone.at(-1)} ms); ` +
+        `beside one that hangs (10 s timeouts) p50 ${p50} ms, max ${max} ms`,
     );
-    expect(verified('/fast', healthy.secret)).toHaveLength(10);
+    expect(verified('/fast', healthy.secret)).toHaveLength(15);
     expect(max).toBeLessThan(2_000);
     expect(receiver.at('/hang').length).toBeGreaterThanOrEqual(1);
   }, 60_000);

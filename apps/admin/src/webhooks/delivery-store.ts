@@ -235,27 +235,24 @@ export class WebhookDeliveryStore {
    * (another sender has it, it finished, its endpoint was deleted), so each attempt has one sender.
    */
   async claim(id: string, now: Date): Promise<ClaimedDelivery | undefined> {
+    // One statement: the state change and the message's body (the hot path of every attempt).
     const row = await this.#db
-      .updateTable('webhook_deliveries')
+      .updateTable('webhook_deliveries as d')
+      .from('webhook_messages as m')
       .set({ status: 'delivering', queued_at: now, last_attempt_at: now })
-      .where('id', '=', id)
-      .where('status', '=', 'pending')
-      .returning(['id', 'endpoint_id', 'message_id', 'attempts', 'created_at'])
+      .whereRef('m.id', '=', 'd.message_id')
+      .where('d.id', '=', id)
+      .where('d.status', '=', 'pending')
+      .returning(['d.id', 'd.endpoint_id', 'd.message_id', 'd.attempts', 'd.created_at', 'm.body'])
       .executeTakeFirst();
     if (!row) return undefined;
-    const message = await this.#db
-      .selectFrom('webhook_messages')
-      .select('body')
-      .where('id', '=', row.message_id)
-      .executeTakeFirst();
-    if (!message) return undefined;
     return {
       id: row.id,
       endpointId: row.endpoint_id,
       messageId: row.message_id,
       attempts: row.attempts,
       createdAt: row.created_at,
-      body: message.body,
+      body: row.body,
     };
   }
 

@@ -54,8 +54,12 @@ export interface WebhookSettings {
 
 /** A delivery handed to a sender and not recorded for this long is queued again. */
 export const REQUEUE_AFTER_MS = 60_000;
-/** Attempts in flight per endpoint; one while it is failing (a dead endpoint holds one slot). */
-const PER_ENDPOINT = 4;
+/**
+ * Attempts in flight per endpoint: a quarter of this replica's senders while it answers (a busy
+ * endpoint keeps up, and three quarters stay for the others), one while it is failing (a dead
+ * endpoint holds one slot).
+ */
+const perEndpoint = (concurrency: number) => Math.max(1, Math.floor(concurrency / 4));
 const FAILING_PER_ENDPOINT = 1;
 const DEFAULT_GRACE_SECONDS = 86_400;
 export const MAX_GRACE_SECONDS = 7 * 86_400;
@@ -222,7 +226,7 @@ export class Webhooks {
         now: this.#o.clock.now(),
         limit,
         requeueAfterMs: REQUEUE_AFTER_MS,
-        perEndpoint: PER_ENDPOINT,
+        perEndpoint: perEndpoint(this.#o.settings.concurrency),
         failingPerEndpoint: FAILING_PER_ENDPOINT,
       });
       if (!ready || ready.length === 0) return;

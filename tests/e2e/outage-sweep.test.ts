@@ -44,6 +44,7 @@ import {
   type TestDatabase,
   type TestRedis,
 } from '@relayplane/testing/storage';
+import { Receiver } from '@relayplane/testing/webhook-receiver';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api, type ApiResponse } from '../support/api.ts';
@@ -154,6 +155,11 @@ interface World {
   /** A user (u4) whose other session ends; a user (u5) whose password changes. */
   u4: { token: string; otherToken: string };
   u5: { email: string; token: string; otherToken: string };
+  /** A webhook endpoint of p (api_key.created: the world's keys gave it deliveries), and one to delete. */
+  webhook: string;
+  webhookToDelete: string;
+  /** A delivery of `webhook` to redeliver, and its message. */
+  delivery: { id: string; messageId: string };
 }
 
 /** One documented operation's request during an outage, and how to see afterwards whether it took effect. */
@@ -180,6 +186,8 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
   let api: Api;
   let platform: Headers;
   let doc: { paths: Record<string, Record<string, OperationDoc>> };
+  /** Where the worlds' webhook endpoints deliver (http to loopback, allowed here). */
+  const receiver = new Receiver();
 
   const send = (method: string, path: string, options: Parameters<Api['request']>[2] = {}) =>
     api.request(method, path, options);
@@ -272,11 +280,32 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     const logoutToken = (await login(t.email)).token;
     const p = (await create('/admin/v1/projects', { name: `p-${tag}` })).id;
     const q = (await create('/admin/v1/projects', { name: `q-${tag}` })).id;
+    // Before the API keys: their api_key.created events give the endpoint deliveries.
+    const webhook = (
+      await create(`/admin/v1/projects/${p}/webhooks`, {
+        url: receiver.url(`/${tag}`),
+        events: ['api_key.created'],
+        description: `hook-${tag}`,
+      })
+    ).webhook.id;
+    const webhookToDelete = (
+      await create(`/admin/v1/projects/${p}/webhooks`, {
+        url: receiver.url(`/${tag}-gone`),
+        events: ['plan.changed'],
+      })
+    ).webhook.id;
     const apiKey = (name: string) =>
       create(`/admin/v1/projects/${p}/api-keys`, { name, scopes: ['relay:session'] });
     const hot = await apiKey('hot');
     const cold = await apiKey('cold');
     const toRevoke = await apiKey('to-revoke');
+    const delivery = (
+      await ok(
+        send('GET', `/admin/v1/projects/${p}/webhooks/${webhook}/deliveries`, { headers: auth }),
+        200,
+        'webhook deliveries',
+      )
+    ).body.deliveries[0];
     const entry = await create(`/admin/v1/projects/${q}/allowlist`, { cidr: '10.0.0.0/8' });
     const bot = (await create(`/admin/v1/projects/${p}/bots`, { name: `bot-${tag}`, role: 'viewer' })).id;
     const botKey = await create(`/admin/v1/projects/${p}/bots/${bot}/keys`, undefined);
@@ -350,6 +379,9 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       sessionToRevoke: sessionsOf.toRevoke,
       u4: sessionsOf.u4,
       u5: sessionsOf.u5,
+      webhook,
+      webhookToDelete,
+      delivery: { id: delivery.id, messageId: delivery.message_id },
     };
   }
 
@@ -390,6 +422,15 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       })
     ).status === 200;
   const own = (w: World) => bearer(w.owner.token);
+  /** The world's webhook endpoint, as T's owner reads it. */
+  const webhookOf = async (w: World) =>
+    (
+      await ok(
+        send('GET', `/admin/v1/projects/${w.p}/webhooks/${w.webhook}`, { headers: own(w) }),
+        200,
+        'webhook',
+      )
+    ).body;
 
   const EXAMPLES: Record<string, Example> = {
     getOpenApiDocument: {},
@@ -496,6 +537,51 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
         !(await list(`/admin/v1/projects/${w.q}/allowlist`, 'entries', w)).some(
           (x) => x.id === w.entryToDelete,
         ),
+    },
+    listWebhookEndpoints: { headers: own, params: (w) => ({ project_id: w.p }) },
+    createWebhookEndpoint: {
+      headers: own,
+      params: (w) => ({ project_id: w.p }),
+      body: (w) => ({
+        url: receiver.url(`/${w.tag}-new`),
+        events: ['plan.changed'],
+        description: `new-${w.tag}`,
+      }),
+      effect: async (w) =>
+        (await list(`/admin/v1/projects/${w.p}/webhooks`, 'webhooks', w)).some(
+          (x) => x.description === `new-${w.tag}`,
+        ),
+    },
+    getWebhookEndpoint: { headers: own, params: (w) => ({ project_id: w.p, webhook_id: w.webhook }) },
+    updateWebhookEndpoint: {
+      headers: own,
+      params: (w) => ({ project_id: w.p, webhook_id: w.webhook }),
+      body: (w) => ({ description: `patched-${w.tag}` }),
+      effect: async (w) => (await webhookOf(w)).description === `patched-${w.tag}`,
+    },
+    deleteWebhookEndpoint: {
+      headers: own,
+      params: (w) => ({ project_id: w.p, webhook_id: w.webhookToDelete }),
+      effect: async (w) =>
+        !(await list(`/admin/v1/projects/${w.p}/webhooks`, 'webhooks', w)).some(
+          (x) => x.id === w.webhookToDelete,
+        ),
+    },
+    rotateWebhookSecret: {
+      headers: own,
+      params: (w) => ({ project_id: w.p, webhook_id: w.webhook }),
+      body: () => ({ grace_seconds: 60 }),
+      effect: async (w) => (await webhookOf(w)).previous_secret_expires_at !== null,
+    },
+    listWebhookDeliveries: { headers: own, params: (w) => ({ project_id: w.p, webhook_id: w.webhook }) },
+    redeliverWebhook: {
+      headers: own,
+      params: (w) => ({ project_id: w.p, webhook_id: w.webhook, delivery_id: w.delivery.id }),
+      // A second delivery of the message.
+      effect: async (w) =>
+        (await list(`/admin/v1/projects/${w.p}/webhooks/${w.webhook}/deliveries`, 'deliveries', w)).filter(
+          (d) => d.message_id === w.delivery.messageId,
+        ).length > 1,
     },
     listBots: { headers: own, params: (w) => ({ project_id: w.p }) },
     createBot: {
@@ -707,6 +793,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
   };
 
   beforeAll(async () => {
+    await receiver.listen();
     database = await createTestDatabase('e2e_outage_sweep');
     redis = createTestRedis('e2e_outage_sweep');
     const pgTarget = new URL(database.url);
@@ -720,7 +807,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     // Room for what each outage creates, so no answer is a plan limit.
     writeFileSync(
       plans,
-      'plans:\n  free:\n    limits: { max_concurrent_connections: 50, max_api_keys: 10, max_projects: 10, max_bots: 10, max_allowlist_entries: 10 }\n',
+      'plans:\n  free:\n    limits: { max_concurrent_connections: 50, max_api_keys: 10, max_projects: 10, max_bots: 10, max_allowlist_entries: 10, max_webhook_endpoints: 10 }\n',
     );
     system = await startDistributed({
       label: 'outage',
@@ -739,6 +826,8 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
         ADMIN_DEVICE_MAX_CODES_PER_IP: '10000',
         // The buyer checks out pro through the built-in provider.
         BILLING_BUILTIN_PAID_CHECKOUT: 'true',
+        // The worlds' webhook endpoints deliver to this file's receiver.
+        RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK: 'true',
       },
     });
     api = await Api.connect(system.baseUrl);
@@ -752,6 +841,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     await redisProxy?.close();
     await redis?.clean();
     await database?.drop();
+    await receiver.close();
     expect(Object.fromEntries(system.procs.map((p, i) => [p.name, codes[i]]))).toEqual(
       Object.fromEntries(system.procs.map((p) => [p.name, 0])),
     );

@@ -206,6 +206,13 @@ describe('gateway HTTP hardening', () => {
   }
 
   /** How to get each secret-bearing operation to answer 2xx. */
+  const webhook = () =>
+    inject({
+      method: 'POST',
+      url: `/admin/v1/projects/${projectId}/webhooks`,
+      headers: t.auth,
+      payload: { url: 'https://1.1.1.1/hardening', events: ['plan.changed'] },
+    });
   const CALLERS: Record<string, () => Promise<LightMyRequestResponse>> = {
     signup: () =>
       inject({
@@ -366,6 +373,18 @@ describe('gateway HTTP hardening', () => {
         headers: owner,
         payload: { region: 'eu', host: 'walk.example', port: 443 },
       }),
+    // A public address literal (no DNS), subscribed to an event this file never causes: nothing is sent.
+    createWebhookEndpoint: () => webhook(),
+    rotateWebhookSecret: async () => {
+      const created = await webhook();
+      expect(created.statusCode, created.body).toBe(201);
+      return inject({
+        method: 'POST',
+        url: `/admin/v1/projects/${projectId}/webhooks/${created.json().webhook.id}/rotate-secret`,
+        headers: t.auth,
+        payload: {},
+      });
+    },
   };
 
   describe('Cache-Control: no-store', () => {

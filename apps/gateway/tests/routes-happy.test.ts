@@ -65,6 +65,7 @@ describe('gateway routes: what works', () => {
       'max_credential_ttl_seconds',
       'max_issuance_per_second_per_key',
       'max_projects',
+      'max_webhook_endpoints',
     ]);
     expect(body.plans.map((p) => p.limits.max_issuance_per_second_per_key)).toEqual([20, 200, 2_000]);
     const pricing = await stack.app.inject({ method: 'GET', url: '/v1/pricing' });

@@ -17,7 +17,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Target } from './run.ts';
+import { profiled, type Target } from './run.ts';
 
 export interface WebhookFigures {
   baseline_posts_per_second: number;
@@ -25,6 +25,11 @@ export interface WebhookFigures {
   ratio_to_baseline: number;
   events: number;
   first_attempt_latency_ms: { p50: number; p99: number; samples: number };
+  /**
+   * CPU µs per event the deliveries add (the mode's processes and PostgreSQL and Redis): the same
+   * session cycles with a subscribed endpoint and without one, the difference per event.
+   */
+  cpu_us_per_event: { with_endpoint: number; without: number; added: number };
 }
 
 interface Receiver {
@@ -152,7 +157,7 @@ export async function measureWebhooks(
     ) as {
       pid: string;
     };
-    await ok(
+    const endpoint = await ok(
       await post(
         `/admin/v1/projects/${claims.pid}/webhooks`,
         { url: receiver.url, events: ['session.started', 'session.ended'] },
@@ -212,24 +217,65 @@ export async function measureWebhooks(
     }
     samples.sort((a, b) => a - b);
 
-    // Throughput: sessions back to back from every worker.
+    /** Sessions back to back from every worker for the duration: how many cycles. */
+    const churn = async () => {
+      let sessions = 0;
+      const deadline = Date.now() + o.seconds * 1000;
+      await Promise.all(
+        Array.from({ length: o.connections }, async (_, w) => {
+          while (Date.now() < deadline) {
+            await cycle(w);
+            sessions++;
+          }
+        }),
+      );
+      return sessions;
+    };
+    const cpuPerEvent = (cpu: Record<string, number>) =>
+      Object.entries(cpu)
+        .filter(([name]) => name !== 'load-generator')
+        .reduce((sum, [, v]) => sum + v, 0);
+
+    // Throughput, with the endpoint subscribed: every event is delivered.
     const before = receiver.count();
     let sessions = 0;
     const started = performance.now();
-    const deadline = Date.now() + o.seconds * 1000;
-    await Promise.all(
-      Array.from({ length: o.connections }, async (_, w) => {
-        while (Date.now() < deadline) {
-          await cycle(w);
-          sessions++;
-        }
-      }),
+    const storage = target.mode !== 'embedded';
+    const withEndpoint = await profiled(
+      target.procs,
+      async () => {
+        sessions = await churn();
+        await waitFor(() => receiver.count() >= before + sessions * 2, 60_000);
+        return { rps: (sessions * 2) / o.seconds, p50: 0, p99: 0, non2xx: 0, errors: 0 };
+      },
+      o.seconds,
+      storage,
     );
-    const expected = before + sessions * 2;
-    await waitFor(() => receiver.count() >= expected, 60_000);
     const delivered = receiver.count() - before;
     const lastArrival = Math.max(...receiver.arrivals.values());
     const rate = Math.round((delivered * 1000) / Math.max(1, lastArrival - started));
+
+    // The same churn with the endpoint disabled: the notices still flow, nothing is delivered.
+    await ok(
+      await fetch(`${base}/admin/v1/projects/${claims.pid}/webhooks/${endpoint.webhook.id}`, {
+        method: 'PATCH',
+        headers: { 'content-type': 'application/json', ...auth },
+        body: JSON.stringify({ enabled: false }),
+      }),
+    );
+    const without = await profiled(
+      target.procs,
+      async () => {
+        const n = await churn();
+        // Let the outboxes drain as the other run did.
+        await new Promise((r) => setTimeout(r, 2_000));
+        return { rps: (n * 2) / o.seconds, p50: 0, p99: 0, non2xx: 0, errors: 0 };
+      },
+      o.seconds,
+      storage,
+    );
+    const withCpu = cpuPerEvent(withEndpoint.cpu_us_per_request);
+    const withoutCpu = cpuPerEvent(without.cpu_us_per_request);
     return {
       baseline_posts_per_second: baseline,
       delivered_per_second: rate,
@@ -240,6 +286,7 @@ export async function measureWebhooks(
         p99: Math.round(percentile(samples, 99)),
         samples: samples.length,
       },
+      cpu_us_per_event: { with_endpoint: withCpu, without: withoutCpu, added: withCpu - withoutCpu },
     };
   } finally {
     await receiver.close();

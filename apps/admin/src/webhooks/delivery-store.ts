@@ -10,7 +10,7 @@
 import { derivedId, newId } from '@relayplane/contract/ids';
 import { envelopeProblem, type WebhookEnvelope } from '@relayplane/contract/webhook-events';
 import type { ReadyDelivery } from '@relayplane/shared/webhook-queue';
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { AdminTransaction } from '../audit/trail.ts';
 import type { AdminDatabase, WebhookDeliveriesTable } from '../db/schema.ts';
 import type { Page, PageRequest } from '../stores/paging.ts';
@@ -87,20 +87,32 @@ export class WebhookDeliveryStore {
     this.#db = db;
   }
 
-  /**
-   * Writes `fact` as a message per tenant with a subscribed, enabled endpoint and a delivery
-   * per such endpoint, inside `trx` (the transaction recording the fact). A fact already
-   * written (its source id seen for that tenant) adds nothing. Answers the deliveries added.
-   */
-  async fanOut(trx: AdminTransaction, fact: WebhookFact, sourceId: string, now: Date): Promise<number> {
-    let query = trx
+  /** The enabled endpoints subscribed to `fact` (its tenant's, its project's when it has one). */
+  subscribers(db: Kysely<AdminDatabase>, fact: WebhookFact): Promise<{ id: string; tenant_id: string }[]> {
+    let query = db
       .selectFrom('webhook_endpoints')
       .select(['id', 'tenant_id'])
       .where('enabled', '=', true)
       .where(sql<boolean>`${fact.type} = any(events)`);
     if (fact.tenantId !== null) query = query.where('tenant_id', '=', fact.tenantId);
     if (fact.projectId !== null) query = query.where('project_id', '=', fact.projectId);
-    const endpoints = await query.orderBy('id').execute();
+    return query.orderBy('id').execute();
+  }
+
+  /**
+   * Writes `fact` as a message per tenant with a subscribed, enabled endpoint and a delivery
+   * per such endpoint, in `db` (the transaction recording the fact, or a connection: each
+   * tenant's message and deliveries are one statement). A fact already written (its source id
+   * seen for that type and tenant) adds nothing. Answers the deliveries added.
+   */
+  async fanOut(
+    db: Kysely<AdminDatabase>,
+    fact: WebhookFact,
+    sourceId: string,
+    now: Date,
+    subscribed?: { id: string; tenant_id: string }[],
+  ): Promise<number> {
+    const endpoints = subscribed ?? (await this.subscribers(db, fact));
     if (endpoints.length === 0) return 0;
     const byTenant = new Map<string, string[]>();
     for (const e of endpoints) byTenant.set(e.tenant_id, [...(byTenant.get(e.tenant_id) ?? []), e.id]);
@@ -116,49 +128,70 @@ export class WebhookDeliveryStore {
       };
       const problem = envelopeProblem(envelope);
       if (problem) throw new Error(`webhook ${fact.type} from ${sourceId}: ${problem}`);
-      const inserted = await trx
-        .insertInto('webhook_messages')
-        .values({
-          id,
-          source_id: sourceId,
-          tenant_id: tenantId,
-          project_id: fact.projectId,
-          type: fact.type,
-          subject: fact.subject,
-          body: JSON.stringify(envelope),
-          occurred_at: fact.occurredAt,
-          created_at: now,
-        })
-        .onConflict((oc) => oc.constraint('webhook_messages_source_key').doNothing())
-        .returning('id')
-        .executeTakeFirst();
-      if (!inserted) continue;
-      await trx
-        .insertInto('webhook_deliveries')
-        .values(
-          endpointIds.map((endpointId) => ({
-            id: newId('webhookDelivery'),
-            endpoint_id: endpointId,
-            message_id: id,
-            tenant_id: tenantId,
-            subject: fact.subject,
-            status: 'pending' as const,
-            next_attempt_at: now,
-            created_at: now,
-          })),
+      // The message, and a delivery per endpoint only if the message is new: one statement.
+      const delivery = (endpointId: string) => (eb: ExpressionBuilder<{ m: { id: string } }, 'm'>) => [
+        eb.val(newId('webhookDelivery')).as('id'),
+        eb.val(endpointId).as('endpoint_id'),
+        eb.ref('m.id').as('message_id'),
+        eb.val(tenantId).as('tenant_id'),
+        eb.val(fact.subject).as('subject'),
+        eb.val('pending').as('status'),
+        eb.val(now).as('next_attempt_at'),
+        eb.val(now).as('created_at'),
+      ];
+      const inserted = await db
+        .with('m', (q) =>
+          q
+            .insertInto('webhook_messages')
+            .values({
+              id,
+              source_id: sourceId,
+              tenant_id: tenantId,
+              project_id: fact.projectId,
+              type: fact.type,
+              subject: fact.subject,
+              body: JSON.stringify(envelope),
+              occurred_at: fact.occurredAt,
+              created_at: now,
+            })
+            .onConflict((oc) => oc.constraint('webhook_messages_source_key').doNothing())
+            .returning('id'),
         )
-        .execute();
-      added += endpointIds.length;
+        .insertInto('webhook_deliveries')
+        .columns([
+          'id',
+          'endpoint_id',
+          'message_id',
+          'tenant_id',
+          'subject',
+          'status',
+          'next_attempt_at',
+          'created_at',
+        ])
+        .expression((eb) => {
+          const [first, ...rest] = endpointIds as [string, ...string[]];
+          let rows = eb.selectFrom('m').select(delivery(first));
+          for (const e of rest) rows = rows.unionAll(eb.selectFrom('m').select(delivery(e)));
+          return rows;
+        })
+        .executeTakeFirst();
+      added += Number(inserted.numInsertedOrUpdatedRows ?? 0n);
     }
     return added;
   }
 
   /**
    * Deliveries that may go now, in one transaction that holds `lockKey` (one dispatcher pass at a
-   * time across replicas; undefined when another holds it): the head of each (endpoint, subject)
-   * of an enabled endpoint, due, not handed to a sender within `requeueAfterMs` (a job lost with
-   * Redis or a sender that died goes again after that), at most `perEndpoint` in flight per
-   * endpoint (`failingPerEndpoint` while it is failing). They are marked handed over now.
+   * time across replicas; undefined when another holds it), oldest due first: due, not handed to
+   * a sender within `requeueAfterMs` (a job lost with Redis or a sender that died goes again
+   * after that), of an enabled endpoint with room (`perEndpoint` in flight, `failingPerEndpoint`
+   * while it fails), and the oldest unfinished delivery of its endpoint and subject. They are
+   * marked handed over now.
+   *
+   * Cost: the endpoints with attempts in flight (at most the senders' count, a partial index),
+   * then the due deliveries in `next_attempt_at` order with an index probe each for an earlier
+   * one of the subject. Saturated endpoints are left out in the query, so a dead endpoint's
+   * backlog never fills a pass and hides the others' deliveries.
    */
   async takeReady(options: {
     lockKey: number;
@@ -175,39 +208,57 @@ export class WebhookDeliveryStore {
         locked: boolean;
       }>`select pg_try_advisory_xact_lock(${options.lockKey}) as locked`.execute(trx);
       if (!locked.rows[0]?.locked) return undefined;
-      // The query builder, not raw SQL: it qualifies the tables with the service's schema.
-      const heads = trx
+      const flying = await trx
         .selectFrom('webhook_deliveries as d')
-        .distinctOn(['d.endpoint_id', 'd.subject'])
-        .select(['d.id', 'd.endpoint_id', 'd.attempts', 'd.next_attempt_at', 'd.queued_at'])
+        .innerJoin('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
+        .select(['d.endpoint_id', sql<boolean>`(e.failing_since is not null)`.as('failing')])
+        .select((eb) => eb.fn.countAll<string>().as('n'))
+        .where('d.queued_at', '>', stale)
         .where('d.status', 'in', ['pending', 'delivering'])
-        .orderBy('d.endpoint_id')
-        .orderBy('d.subject')
-        .orderBy('d.seq')
-        .as('h');
-      const rows = await trx
-        .selectFrom(heads)
-        .innerJoin('webhook_endpoints as e', 'e.id', 'h.endpoint_id')
-        .select([
-          'h.id',
-          'h.endpoint_id',
-          'h.attempts',
-          sql<boolean>`(h.queued_at is not null and h.queued_at > ${stale}::timestamptz)`.as('in_flight'),
-          sql<boolean>`(h.next_attempt_at <= ${now}::timestamptz and (h.queued_at is null or h.queued_at <= ${stale}::timestamptz))`.as(
-            'due',
-          ),
-          sql<boolean>`(e.failing_since is not null)`.as('failing'),
-        ])
-        .where('e.enabled', '=', true)
-        .orderBy('h.next_attempt_at')
-        .limit(options.limit * 4)
+        .groupBy(['d.endpoint_id', 'e.failing_since'])
         .execute();
       const inFlight = new Map<string, number>();
-      for (const h of rows)
-        if (h.in_flight) inFlight.set(h.endpoint_id, (inFlight.get(h.endpoint_id) ?? 0) + 1);
+      const saturated: string[] = [];
+      for (const f of flying) {
+        const n = Number(f.n);
+        inFlight.set(f.endpoint_id, n);
+        if (n >= (f.failing ? options.failingPerEndpoint : options.perEndpoint))
+          saturated.push(f.endpoint_id);
+      }
+      let due = trx
+        .selectFrom('webhook_deliveries as d')
+        .innerJoin('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
+        .select([
+          'd.id',
+          'd.endpoint_id',
+          'd.attempts',
+          sql<boolean>`(e.failing_since is not null)`.as('failing'),
+        ])
+        .where('d.status', 'in', ['pending', 'delivering'])
+        .where('d.next_attempt_at', '<=', now)
+        .where((eb) => eb.or([eb('d.queued_at', 'is', null), eb('d.queued_at', '<=', stale)]))
+        .where('e.enabled', '=', true)
+        .where((eb) =>
+          eb.not(
+            eb.exists(
+              eb
+                .selectFrom('webhook_deliveries as p')
+                .select('p.id')
+                .whereRef('p.endpoint_id', '=', 'd.endpoint_id')
+                .whereRef('p.subject', '=', 'd.subject')
+                .whereRef('p.seq', '<', 'd.seq')
+                .where('p.status', 'in', ['pending', 'delivering']),
+            ),
+          ),
+        );
+      if (saturated.length > 0) due = due.where('d.endpoint_id', 'not in', saturated);
+      const rows = await due
+        .orderBy('d.next_attempt_at')
+        .limit(options.limit * 4)
+        .execute();
       const ready: ReadyDelivery[] = [];
       for (const h of rows) {
-        if (!h.due || ready.length >= options.limit) continue;
+        if (ready.length >= options.limit) break;
         const cap = h.failing ? options.failingPerEndpoint : options.perEndpoint;
         const n = inFlight.get(h.endpoint_id) ?? 0;
         if (n >= cap) continue;
@@ -261,14 +312,14 @@ export class WebhookDeliveryStore {
    * (`retryAt` undefined: the schedule is spent).
    */
   async record(
-    trx: AdminTransaction,
+    trx: Kysely<AdminDatabase>,
     id: string,
     outcome: AttemptOutcome,
     now: Date,
     retryAt: Date | undefined,
   ): Promise<void> {
     const status: DeliveryStatus = outcome.ok ? 'succeeded' : retryAt ? 'pending' : 'failed';
-    await trx
+    const updated = await trx
       .updateTable('webhook_deliveries')
       .set((eb) => ({
         status,
@@ -283,7 +334,21 @@ export class WebhookDeliveryStore {
       }))
       .where('id', '=', id)
       .where('status', '=', 'delivering')
-      .execute();
+      .returning(['endpoint_id', 'subject', 'seq'])
+      .executeTakeFirst();
+    if (status === 'pending' && retryAt && updated) {
+      // The subject's later deliveries wait for this one: not due before its retry, so passes
+      // meanwhile do not look at them.
+      await trx
+        .updateTable('webhook_deliveries')
+        .set({ next_attempt_at: retryAt })
+        .where('endpoint_id', '=', updated.endpoint_id)
+        .where('subject', '=', updated.subject)
+        .where('seq', '>', updated.seq)
+        .where('status', '=', 'pending')
+        .where('next_attempt_at', '<', retryAt)
+        .execute();
+    }
   }
 
   /** A page of the endpoint's deliveries, newest first (by `seq`). */

@@ -62,6 +62,8 @@ export const REQUEUE_AFTER_MS = 60_000;
 const perEndpoint = (concurrency: number) => Math.max(1, Math.floor(concurrency / 4));
 const FAILING_PER_ENDPOINT = 1;
 const DEFAULT_GRACE_SECONDS = 86_400;
+/** How long a sender uses the endpoint it read (URL, secrets, failure streak). */
+const ENDPOINT_CACHE_MS = 1_000;
 export const MAX_GRACE_SECONDS = 7 * 86_400;
 const LOCK_KEY = createHash('sha256').update('relayplane:webhooks:dispatch').digest().readInt32BE(0);
 
@@ -89,6 +91,7 @@ export class Webhooks {
   readonly #attempts: Counter<'outcome'> | undefined;
   readonly #latency: Histogram<never> | undefined;
   readonly #lag: Histogram<never> | undefined;
+  readonly #endpoints = new Map<string, { endpoint: WebhookEndpointRecord; until: number }>();
   #poll: NodeJS.Timeout | undefined;
   #soon: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
@@ -130,9 +133,16 @@ export class Webhooks {
   async recordNotice(event: FactSource & { id: string }): Promise<'recorded' | 'duplicate'> {
     const fact = factOfNotice(event);
     if (!fact) throw new AppError('invalid_request', `${event.action} is not a notice this admin knows`);
-    const added = await this.#o.db
-      .transaction()
-      .execute((trx) => this.#o.deliveries.fanOut(trx, fact, event.id, this.#o.clock.now()));
+    // Most projects subscribe to nothing: one read, no transaction. Otherwise one statement.
+    const subscribed = await this.#o.deliveries.subscribers(this.#o.db, fact);
+    if (subscribed.length === 0) return 'recorded';
+    const added = await this.#o.deliveries.fanOut(
+      this.#o.db,
+      fact,
+      event.id,
+      this.#o.clock.now(),
+      subscribed,
+    );
     if (added > 0) this.kickSoon();
     return 'recorded';
   }
@@ -244,13 +254,19 @@ export class Webhooks {
     if (!claimed) return;
     if (claimed.attempts === 0)
       this.#lag?.observe(Math.max(0, claimedAt.getTime() - claimed.createdAt.getTime()) / 1000);
-    const endpoint = await endpoints.byId(claimed.endpointId);
+    const endpoint = await this.#endpoint(claimed.endpointId);
     if (!endpoint) return;
     const outcome = await this.#attempt(endpoint, claimed.messageId, claimed.body);
     this.#attempts?.labels(outcome.ok ? 'delivered' : 'failed').inc();
     if (outcome.latencyMs !== null) this.#latency?.observe(outcome.latencyMs / 1000);
     const done = clock.now();
     const delay = outcome.ok ? undefined : retryDelayMs(claimed.attempts + 1, this.#o.settings.retrySchedule);
+    if (outcome.ok && !endpoint.failingSince) {
+      // The common case: one statement, no failure streak to clear.
+      await deliveries.record(this.#o.db, claimed.id, outcome, done, undefined);
+      this.kick();
+      return;
+    }
     const disabled = await this.#o.db.transaction().execute(async (trx) => {
       await deliveries.record(
         trx,
@@ -278,12 +294,30 @@ export class Webhooks {
           }),
       );
     });
+    // The streak changed (started, cleared, or disabled the endpoint): read it again next time.
+    this.#endpoints.delete(endpoint.id);
     if (disabled)
       this.#o.logger.warn(
         { endpointId: endpoint.id, projectId: endpoint.projectId },
         'webhook endpoint disabled: failing too long',
       );
     this.kick();
+  }
+
+  /**
+   * The endpoint, read at most once a second per replica: an attempt made within a second of a
+   * change may use the URL or secret from before it (a rotation's previous secret still signs);
+   * a deleted or disabled endpoint's deliveries are gone or failed, so no claim succeeds.
+   */
+  async #endpoint(id: string): Promise<WebhookEndpointRecord | undefined> {
+    const now = Date.now();
+    const cached = this.#endpoints.get(id);
+    if (cached && cached.until > now) return cached.endpoint;
+    const endpoint = await this.#o.endpoints.byId(id);
+    if (this.#endpoints.size > 10_000) this.#endpoints.clear();
+    if (endpoint) this.#endpoints.set(id, { endpoint, until: now + ENDPOINT_CACHE_MS });
+    else this.#endpoints.delete(id);
+    return endpoint;
   }
 
   async #attempt(endpoint: WebhookEndpointRecord, messageId: string, body: string): Promise<AttemptOutcome> {

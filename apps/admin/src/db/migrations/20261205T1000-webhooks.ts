@@ -102,6 +102,13 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .columns(['next_attempt_at'])
     .where(sql.ref('status'), 'in', sql`('pending', 'delivering')`)
     .execute();
+  // The dispatcher: attempts in flight per endpoint (a handful of rows).
+  await db.schema
+    .createIndex('webhook_deliveries_in_flight_idx')
+    .on('webhook_deliveries')
+    .columns(['queued_at'])
+    .where(sql.ref('queued_at'), 'is not', null)
+    .execute();
   // The delivery log (newest first) and retention.
   await db.schema
     .createIndex('webhook_deliveries_log_idx')

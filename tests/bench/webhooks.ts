@@ -30,6 +30,8 @@ export interface WebhookFigures {
    * session cycles with a subscribed endpoint and without one, the difference per event.
    */
   cpu_us_per_event: { with_endpoint: number; without: number; added: number };
+  /** The same, per process (and PostgreSQL, Redis). */
+  cpu_us_per_event_by_process: { with_endpoint: Record<string, number>; without: Record<string, number> };
 }
 
 interface Receiver {
@@ -287,6 +289,10 @@ export async function measureWebhooks(
         samples: samples.length,
       },
       cpu_us_per_event: { with_endpoint: withCpu, without: withoutCpu, added: withCpu - withoutCpu },
+      cpu_us_per_event_by_process: {
+        with_endpoint: withEndpoint.cpu_us_per_request,
+        without: without.cpu_us_per_request,
+      },
     };
   } finally {
     await receiver.close();

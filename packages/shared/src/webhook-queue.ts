@@ -7,7 +7,7 @@
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from './logger.ts';
-import { duplicateConnection } from './redis.ts';
+import { duplicateConnection, isCluster } from './redis.ts';
 
 /** What waits in the queue: one attempt of one delivery. */
 export interface ReadyDelivery {
@@ -38,6 +38,8 @@ export class BullmqDeliveryQueue implements DeliveryQueue {
   readonly #logger: Logger;
   #worker: Worker | undefined;
   #workerConnection: Redis | undefined;
+  /** Attempts running in this process (close waits for them). */
+  readonly #running = new Set<Promise<void>>();
   #lastError: string | undefined;
 
   /** `prefix` as the scheduler's (a hash tag on a Redis Cluster). */
@@ -64,7 +66,16 @@ export class BullmqDeliveryQueue implements DeliveryQueue {
 
   start(handler: DeliveryHandler): void {
     this.#workerConnection = duplicateConnection(this.#connection, { maxRetriesPerRequest: null });
-    this.#worker = new Worker<ReadyDelivery>(WEBHOOK_QUEUE, (job) => handler(job.data), {
+    const tracked = async (delivery: ReadyDelivery) => {
+      const run = handler(delivery);
+      this.#running.add(run);
+      try {
+        await run;
+      } finally {
+        this.#running.delete(run);
+      }
+    };
+    this.#worker = new Worker<ReadyDelivery>(WEBHOOK_QUEUE, (job) => tracked(job.data), {
       connection: this.#workerConnection,
       prefix: this.#prefix,
       concurrency: this.#concurrency,
@@ -75,8 +86,16 @@ export class BullmqDeliveryQueue implements DeliveryQueue {
     this.#worker.on('error', (err) => this.#error(err));
   }
 
+  /**
+   * As BullmqScheduler.close: bullmq's graceful close waits for Redis, which with Redis away (or
+   * a cluster's master of the queue down) never returns; the attempts of this process are
+   * tracked here, so close waits for them either way and then has bullmq close without waiting.
+   */
   async close(): Promise<void> {
-    await this.#worker?.close();
+    const cluster = isCluster(this.#connection);
+    const redisAway = cluster || (this.#workerConnection ?? this.#connection).status !== 'ready';
+    if (redisAway) await Promise.allSettled(this.#running);
+    await this.#worker?.close(redisAway);
     await this.#queue.close();
     this.#workerConnection?.disconnect();
   }

@@ -127,3 +127,15 @@ describe('BullmqDeliveryQueue replicas (real Redis)', () => {
     expect(rb.runs.length).toBeGreaterThan(0);
   });
 });
+
+describe('BullmqDeliveryQueue with Redis away', () => {
+  it('closes at once instead of waiting for a Redis that does not answer', async () => {
+    const connection = createRedis({ url: 'redis://127.0.0.1:1', prefix: 'away:' }, logger, 'hooks-away');
+    connections.push(connection);
+    const q = new BullmqDeliveryQueue(connection, 'away:', 2, logger);
+    q.start(async () => {});
+    const started = Date.now();
+    await q.close();
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+});

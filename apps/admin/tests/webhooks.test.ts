@@ -244,6 +244,27 @@ describe('webhooks over gRPC (real PostgreSQL, real billing, a local receiver)',
     expect((await client.listWebhookEndpoints({ principal, projectId })).notices).toEqual([]);
   });
 
+  it('delivers one event to every subscribed endpoint of the project, the same message to each', async () => {
+    const { principal, projectId } = await newTenant('fanout');
+    const one = await endpoint(principal, projectId, '/fan-1', ['api_key.created']);
+    const two = await endpoint(principal, projectId, '/fan-2', ['api_key.created', 'api_key.revoked']);
+    await client.createApiKey({ principal, projectId, name: 'fan', mode: '', scopes: [] });
+    await receiver.until(() => receiver.at('/fan-1').length >= 1 && receiver.at('/fan-2').length >= 1);
+    const [a] = receiver.at('/fan-1');
+    const [b] = receiver.at('/fan-2');
+    expect(new Webhook(one.secret).verify(a?.body ?? '', a?.headers as Record<string, string>)).toMatchObject(
+      {
+        type: 'api_key.created',
+      },
+    );
+    expect(new Webhook(two.secret).verify(b?.body ?? '', b?.headers as Record<string, string>)).toMatchObject(
+      {
+        type: 'api_key.created',
+      },
+    );
+    expect(a?.headers['webhook-id']).toBe(b?.headers['webhook-id']);
+  });
+
   it('signs with both secrets during a rotation grace period', async () => {
     const { principal, projectId } = await newTenant('rotate');
     const hook = await endpoint(principal, projectId, '/rotate', ['api_key.created']);

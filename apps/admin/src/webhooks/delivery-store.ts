@@ -136,8 +136,9 @@ export class WebhookDeliveryStore {
         eb.val(tenantId).as('tenant_id'),
         eb.val(fact.subject).as('subject'),
         eb.val('pending').as('status'),
-        eb.val(now).as('next_attempt_at'),
-        eb.val(now).as('created_at'),
+        // Typed: in a UNION an untyped parameter is text.
+        sql<Date>`${now}::timestamptz`.as('next_attempt_at'),
+        sql<Date>`${now}::timestamptz`.as('created_at'),
       ];
       const inserted = await db
         .with('m', (q) =>

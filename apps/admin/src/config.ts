@@ -17,7 +17,6 @@ import { variablesOf } from '@relayplane/shared/settings-common';
 import { DEFAULT_WEBHOOK_RETRY_SCHEDULE, parseRetrySchedule } from '@relayplane/shared/webhook-retry';
 import { checkEmail, checkPassword, checkTenantName } from './domain/validation.ts';
 import { ADMIN } from './settings.ts';
-import type { WebhookSettings } from './webhooks/webhooks.ts';
 
 /** The first tenant and its owner, created at start when no user exists. */
 export interface BootstrapConfig {
@@ -84,6 +83,20 @@ export interface AdminConfig {
   perBotLimits: { maxActiveKeys: number; maxActiveIdentityTokens: number };
   /** Webhook delivery (docs/webhooks.md): `RELAYPLANE_WEBHOOKS_*`. */
   webhooks: WebhookSettings;
+}
+
+/** Webhook delivery (docs/webhooks.md). */
+export interface WebhookSettings {
+  /** `RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK`: http:// and loopback receivers. */
+  allowHttpLoopback: boolean;
+  /** `RELAYPLANE_WEBHOOKS_RETRY_SCHEDULE`: seconds before each retry. */
+  retrySchedule: readonly number[];
+  /** `RELAYPLANE_WEBHOOKS_DISABLE_AFTER_SECONDS`: an endpoint failing this long is disabled. */
+  disableAfterSeconds: number;
+  /** `RELAYPLANE_WEBHOOKS_CONCURRENCY`: attempts at once per replica. */
+  concurrency: number;
+  /** `RELAYPLANE_WEBHOOKS_RETENTION_DAYS`: finished deliveries are kept this long. */
+  retentionDays: number;
 }
 
 /**

@@ -7,7 +7,7 @@ import type { ServiceClient } from '@relayplane/shared/rpc';
 import type { Resolve } from '@relayplane/shared/webhook-target';
 import type { AuditCheckpoints } from '../audit/checkpoints.ts';
 import type { AuditTrail } from '../audit/trail.ts';
-import type { DeviceFlowConfig, LoginLimits, SignupLimits } from '../config.ts';
+import type { DeviceFlowConfig, LoginLimits, SignupLimits, WebhookSettings } from '../config.ts';
 import type { AdminMetrics } from '../metrics.ts';
 import type { SecretSealer } from '../mfa/sealing.ts';
 import type { DeviceTokens } from '../security/device-tokens.ts';
@@ -25,7 +25,7 @@ import type { SessionStore } from '../stores/sessions.ts';
 import type { ThrottledRefusals } from '../stores/throttled-refusals.ts';
 import type { WebhookDeliveryStore } from '../webhooks/delivery-store.ts';
 import type { WebhookEndpointStore } from '../webhooks/endpoint-store.ts';
-import type { WebhookSettings, Webhooks } from '../webhooks/webhooks.ts';
+import type { Webhooks } from '../webhooks/webhooks.ts';
 
 /**
  * A person's second factor (TOTP or a recovery code), as login, device approval and password

@@ -176,30 +176,28 @@ export class WebhookEndpointStore {
     now: Date,
     audit: AuditStep<WebhookEndpointRecord>,
   ): Promise<WebhookEndpointRecord | undefined> {
-    return this.#db.transaction().execute(async (trx) => {
-      const row = await trx
-        .updateTable('webhook_endpoints')
-        .set({
-          ...(change.url !== undefined ? { url: change.url } : {}),
-          ...(change.events !== undefined ? { events: change.events } : {}),
-          ...(change.description !== undefined ? { description: change.description } : {}),
-          ...(change.enabled !== undefined ? { enabled: change.enabled } : {}),
-          ...(change.enabled === true
-            ? { disabled_at: null, disabled_reason: null, failing_since: null }
-            : {}),
-          updated_at: now,
-        })
-        .where('id', '=', id)
-        .where('project_id', '=', projectId)
-        .where('tenant_id', '=', tenantId)
-        .returningAll()
-        .executeTakeFirst();
-      if (!row) return undefined;
-      if (change.enabled === false) await failPending(trx, id, now, 'the endpoint was disabled');
-      const endpoint = toEndpoint(row);
-      await audit(trx, endpoint);
-      return endpoint;
-    });
+    return this.#changeOne(
+      (trx) =>
+        trx
+          .updateTable('webhook_endpoints')
+          .set({
+            ...(change.url !== undefined ? { url: change.url } : {}),
+            ...(change.events !== undefined ? { events: change.events } : {}),
+            ...(change.description !== undefined ? { description: change.description } : {}),
+            ...(change.enabled !== undefined ? { enabled: change.enabled } : {}),
+            ...(change.enabled === true
+              ? { disabled_at: null, disabled_reason: null, failing_since: null }
+              : {}),
+            updated_at: now,
+          })
+          .where('id', '=', id)
+          .where('project_id', '=', projectId)
+          .where('tenant_id', '=', tenantId)
+          .returningAll()
+          .executeTakeFirst(),
+      audit,
+      change.enabled === false ? (trx) => failPending(trx, id, now, 'the endpoint was disabled') : undefined,
+    );
   }
 
   /** Deletes the endpoint and its deliveries; undefined when no such endpoint. */
@@ -209,19 +207,17 @@ export class WebhookEndpointStore {
     id: string,
     audit: AuditStep<WebhookEndpointRecord>,
   ): Promise<WebhookEndpointRecord | undefined> {
-    return this.#db.transaction().execute(async (trx) => {
-      const row = await trx
-        .deleteFrom('webhook_endpoints')
-        .where('id', '=', id)
-        .where('project_id', '=', projectId)
-        .where('tenant_id', '=', tenantId)
-        .returningAll()
-        .executeTakeFirst();
-      if (!row) return undefined;
-      const endpoint = toEndpoint(row);
-      await audit(trx, endpoint);
-      return endpoint;
-    });
+    return this.#changeOne(
+      (trx) =>
+        trx
+          .deleteFrom('webhook_endpoints')
+          .where('id', '=', id)
+          .where('project_id', '=', projectId)
+          .where('tenant_id', '=', tenantId)
+          .returningAll()
+          .executeTakeFirst(),
+      audit,
+    );
   }
 
   /**
@@ -237,21 +233,38 @@ export class WebhookEndpointStore {
     now: Date,
     audit: AuditStep<WebhookEndpointRecord>,
   ): Promise<WebhookEndpointRecord | undefined> {
+    return this.#changeOne(
+      (trx) =>
+        trx
+          .updateTable('webhook_endpoints')
+          .set((eb) => ({
+            previous_secret_sealed: eb.ref('secret_sealed'),
+            previous_secret_expires_at: previousUntil,
+            secret_sealed: sealed,
+            updated_at: now,
+          }))
+          .where('id', '=', id)
+          .where('project_id', '=', projectId)
+          .where('tenant_id', '=', tenantId)
+          .returningAll()
+          .executeTakeFirst(),
+      audit,
+    );
+  }
+
+  /**
+   * One endpoint changed by `write` (answering its row, or undefined when there is no such
+   * endpoint), then `after` and the audit step, in one transaction.
+   */
+  #changeOne(
+    write: (trx: AdminTransaction) => Promise<Selectable<WebhookEndpointsTable> | undefined>,
+    audit: AuditStep<WebhookEndpointRecord>,
+    after?: (trx: AdminTransaction) => Promise<void>,
+  ): Promise<WebhookEndpointRecord | undefined> {
     return this.#db.transaction().execute(async (trx) => {
-      const row = await trx
-        .updateTable('webhook_endpoints')
-        .set((eb) => ({
-          previous_secret_sealed: eb.ref('secret_sealed'),
-          previous_secret_expires_at: previousUntil,
-          secret_sealed: sealed,
-          updated_at: now,
-        }))
-        .where('id', '=', id)
-        .where('project_id', '=', projectId)
-        .where('tenant_id', '=', tenantId)
-        .returningAll()
-        .executeTakeFirst();
+      const row = await write(trx);
       if (!row) return undefined;
+      await after?.(trx);
       const endpoint = toEndpoint(row);
       await audit(trx, endpoint);
       return endpoint;

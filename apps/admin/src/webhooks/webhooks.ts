@@ -20,6 +20,7 @@
 import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { AppError } from '@relayplane/contract/errors';
+import { systemActor } from '@relayplane/shared/audit-outbox';
 import type { Clock } from '@relayplane/shared/clock';
 import type { Logger } from '@relayplane/shared/logger';
 import { type Counter, counter, type Histogram, histogram, type Registry } from '@relayplane/shared/metrics';
@@ -29,28 +30,15 @@ import { sendWebhook, WEBHOOK_TIMEOUT_MS } from '@relayplane/shared/webhook-send
 import { newWebhookSecret, webhookHeaders } from '@relayplane/shared/webhook-signature';
 import { checkTarget, type Resolve } from '@relayplane/shared/webhook-target';
 import type { Kysely } from 'kysely';
-import { systemActor } from '../audit/actor.ts';
 import type { JsonValue, StoredAuditEvent } from '../audit/canonical.ts';
 import type { AdminTransaction, AuditTrail } from '../audit/trail.ts';
+import type { WebhookSettings } from '../config.ts';
 import type { AdminDatabase } from '../db/schema.ts';
 import type { SecretSealer } from '../mfa/sealing.ts';
 import type { AttemptOutcome, ReadyDelivery, WebhookDeliveryStore } from './delivery-store.ts';
 import type { WebhookEndpointRecord, WebhookEndpointStore } from './endpoint-store.ts';
 import { type FactSource, factOfNotice, factsOfAuditEvent } from './facts.ts';
 import { resealWebhookSecrets, type WebhookResealOutcome } from './reseal.ts';
-
-export interface WebhookSettings {
-  /** `RELAYPLANE_WEBHOOKS_ALLOW_HTTP_LOOPBACK`: http:// and loopback receivers. */
-  allowHttpLoopback: boolean;
-  /** `RELAYPLANE_WEBHOOKS_RETRY_SCHEDULE`: seconds before each retry. */
-  retrySchedule: readonly number[];
-  /** `RELAYPLANE_WEBHOOKS_DISABLE_AFTER_SECONDS`: an endpoint failing this long is disabled. */
-  disableAfterSeconds: number;
-  /** `RELAYPLANE_WEBHOOKS_CONCURRENCY`: attempts at once per replica. */
-  concurrency: number;
-  /** `RELAYPLANE_WEBHOOKS_RETENTION_DAYS`: finished deliveries are kept this long. */
-  retentionDays: number;
-}
 
 /** A delivery handed to a sender and not recorded for this long is queued again. */
 export const REQUEUE_AFTER_MS = 60_000;

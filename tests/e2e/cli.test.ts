@@ -156,7 +156,7 @@ describe('relayplane CLI against the embedded server', () => {
   it('login: the user approves the printed code; exit 0, token checked and saved 0600, never printed', async () => {
     const res = await loginAs('approve');
     expect(res.code, res.stderr).toBe(0);
-    expect(res.stderr).toContain(`${apiUrl}/device`);
+    expect(res.stderr).toContain(`${apiUrl}/activate`);
     expect(res.stdout).toBe(`Logged in as ${LOGIN.email} (tenant default, role owner)\n`);
     expect(statSync(configFile).mode & 0o777).toBe(0o600);
     expect(statSync(join(configHome, 'relayplane')).mode & 0o777).toBe(0o700);

@@ -65,7 +65,7 @@ describe('device flow (RFC 8628) with a standard OAuth client, four processes', 
     const authorization = await initiateDeviceAuthorization(config, { scope: 'cli' });
     auditSecretsIn(authorization);
     expect(authorization.user_code).toMatch(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/);
-    expect(authorization.verification_uri).toBe(`${system?.baseUrl}/device`);
+    expect(authorization.verification_uri).toBe(`${system?.baseUrl}/activate`);
     expect(authorization.interval).toBe(1);
 
     // The device polls (authorization_pending meanwhile) while the user approves in a browser session.
@@ -74,9 +74,13 @@ describe('device flow (RFC 8628) with a standard OAuth client, four processes', 
 
     const login = await api.request('POST', '/admin/v1/auth/login', { body: OWNER });
     expect(login.status).toBe(200);
-    const page = await fetch(authorization.verification_uri_complete ?? '', {
-      headers: { cookie: `rp_session=${login.body.token}` },
-    });
+    // The server-rendered page (no JavaScript); `verification_uri` is the console's, tested in a browser (console.test.ts).
+    const page = await fetch(
+      `${system?.baseUrl}/device?user_code=${encodeURIComponent(authorization.user_code)}`,
+      {
+        headers: { cookie: `rp_session=${login.body.token}` },
+      },
+    );
     expect(page.status).toBe(200);
     expect(await page.text()).toContain(authorization.user_code);
     const approved = await api.request('POST', '/admin/v1/auth/device/approve', {

@@ -5,11 +5,15 @@ import type { EmbeddedInfo } from './embedded.ts';
  * A generated password is printed only to a terminal (`showSecrets`); otherwise — output that
  * may end up in a log — the banner names the 0600 file that holds it.
  */
-export function banner(info: EmbeddedInfo, options: { showSecrets: boolean }): string {
+export function banner(
+  info: EmbeddedInfo,
+  options: { showSecrets: boolean; consoleProblem?: string | undefined },
+): string {
   const lines = [
     '',
     'Relayplane is running (embedded mode: all four services in this process, PGlite storage).',
     '',
+    `  Console        ${info.url}/${options.consoleProblem ? `   (not built: ${options.consoleProblem})` : ''}`,
     `  API            ${info.url}`,
     `  API reference  ${info.url}/docs`,
     `  OpenAPI        ${info.url}/openapi.json`,

@@ -5,6 +5,7 @@ import type { Permission } from '@relayplane/shared/iam';
 import { requestIdFrom, runWithRequestContext, userAgentFrom } from '@relayplane/shared/request-context';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import { SHARED_SCHEMAS } from './components.ts';
+import { defaultConsoleDir, loadConsole, registerConsole } from './console.ts';
 import type { GatewayContext } from './context.ts';
 import type { JwksCache } from './jwks-cache.ts';
 import { lazyChildLoggerFactory } from './lazy-logger.ts';
@@ -271,6 +272,8 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     registerDeviceOAuth(forms, routeDeps);
     registerDevicePage(forms, routeDeps);
   });
+  // The web console at `/` (console.ts): its pages and hashed assets, from memory.
+  registerConsole(app, loadConsole(ctx.config.consoleDir ?? defaultConsoleDir()));
 
   await app.ready();
   return { app, jwks: ctx.jwks, routes };

@@ -71,6 +71,8 @@ export interface GatewayConfig {
   /** Mutual TLS on this service's gRPC links (`RELAYPLANE_GRPC_TLS_*`); undefined: plaintext. */
   grpcTls: GrpcTlsConfig | undefined;
   logLevel: LogLevel;
+  /** The web console's build directory (`GATEWAY_CONSOLE_DIR`); undefined: the console package's dist/ (console.ts). */
+  consoleDir?: string | undefined;
 }
 
 export function readGatewayConfig(
@@ -109,6 +111,7 @@ export function readGatewayConfig(
       'metricsAddress' in overrides ? overrides.metricsAddress : readMetricsAddress(r, S.metrics.env),
     grpcTls: 'grpcTls' in overrides ? overrides.grpcTls : readGrpcTls(r, SERVICES.gateway),
     logLevel: overrides.logLevel ?? (r.read(S.logLevel) as LogLevel),
+    consoleDir: 'consoleDir' in overrides ? overrides.consoleDir : r.optional(S.consoleDir.env),
   };
 }
 

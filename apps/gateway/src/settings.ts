@@ -42,6 +42,10 @@ export const GATEWAY = {
     default: '127.0.0.1:50053',
     description: 'gRPC target of billing (same forms).',
   }),
+  consoleDir: other('GATEWAY_CONSOLE_DIR', 'string', {
+    description:
+      "Directory of the web console's build (index.html and assets/), served at `/` (docs/console.md). Unset: the @relayplane/console package's dist/ next to the gateway; none there: the console pages answer 503 and `/activate` redirects to `/device`.",
+  }),
   ...redisSettings(
     'GATEWAY',
     'Invalidations between replicas (API keys, plans, JWKS) and the per-key issuance rate across gateways; unset: JWKS refreshed by time only, rates per process.',

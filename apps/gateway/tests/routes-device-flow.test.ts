@@ -77,8 +77,8 @@ describe('device authorization grant over HTTP', () => {
     );
     expect(body.device_code).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(body.user_code).toMatch(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/);
-    expect(body.verification_uri).toBe(`${BASE}/device`);
-    expect(body.verification_uri_complete).toBe(`${BASE}/device?user_code=${body.user_code}`);
+    expect(body.verification_uri).toBe(`${BASE}/activate`);
+    expect(body.verification_uri_complete).toBe(`${BASE}/activate?user_code=${body.user_code}`);
     expect(body.expires_in).toBe(600);
     expect(body.interval).toBe(5);
   });

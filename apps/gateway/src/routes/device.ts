@@ -13,7 +13,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { AppError } from '@relayplane/contract/errors';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { TProperties } from 'typebox';
-import { VERIFICATION_PATH } from '../html.ts';
+import { CONSOLE_ACTIVATE_PATH } from '../console.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { oneOfValues } from '../present.ts';
 import { publicBaseUrl } from '../public-url.ts';
@@ -94,7 +94,10 @@ export function registerDeviceOAuth(forms: Api, { clients }: RouteDeps): void {
             200: object({
               device_code: Type.String(),
               user_code: Type.String({ pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$' }),
-              verification_uri: Type.String({ description: 'The verification page, `<base>/device`.' }),
+              verification_uri: Type.String({
+                description:
+                  "The verification page, `<base>/activate`: the web console's approval page (a gateway without the console redirects it to the server-rendered `<base>/device`).",
+              }),
               verification_uri_complete: Type.String({
                 description: 'The verification page with the user code filled in.',
               }),
@@ -118,7 +121,7 @@ export function registerDeviceOAuth(forms: Api, { clients }: RouteDeps): void {
           scope: str(body.scope) ?? '',
           clientIp: request.ip,
         });
-        const verification = `${publicBaseUrl(request)}${VERIFICATION_PATH}`;
+        const verification = `${publicBaseUrl(request)}${CONSOLE_ACTIVATE_PATH}`;
         return {
           device_code: res.deviceCode,
           user_code: res.userCode,

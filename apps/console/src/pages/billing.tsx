@@ -1,0 +1,5 @@
+import { Page } from '../ui/kit.tsx';
+
+export function Billing() {
+  return <Page title="Billing">{null}</Page>;
+}

@@ -1,0 +1,5 @@
+import { Page } from '../ui/kit.tsx';
+
+export function Overview() {
+  return <Page title="Overview">{null}</Page>;
+}

@@ -1,0 +1,5 @@
+import { Page } from '../ui/kit.tsx';
+
+export function Project() {
+  return <Page title="Project">{null}</Page>;
+}

@@ -1,0 +1,5 @@
+import { Page } from '../../ui/kit.tsx';
+
+export function Webhook() {
+  return <Page title="Webhook">{null}</Page>;
+}

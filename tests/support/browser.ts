@@ -1,0 +1,98 @@
+/**
+ * A real browser for the console's tests: Debian's chromium driven by playwright-core
+ * (Playwright's own browser download cannot work here; `.ci/run` installs chromium when
+ * missing). Every page opened through `Browser.page()` records console errors, uncaught
+ * exceptions and CSP violations (the `securitypolicyviolation` event, hooked before any page
+ * script runs); `problems()` lists them, and the tests assert there are none.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import AxeBuilder from '@axe-core/playwright';
+import { type BrowserContext, type Browser as Chromium, chromium, type Page } from 'playwright-core';
+
+const CANDIDATES = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'];
+
+export function chromiumPath(): string {
+  const found = CANDIDATES.find((p): p is string => p !== undefined && existsSync(p));
+  if (!found)
+    throw new Error(
+      "no chromium found: install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH",
+    );
+  return found;
+}
+
+export type Scheme = 'light' | 'dark';
+
+export class Browser {
+  readonly #chromium: Chromium;
+  readonly #problems: string[] = [];
+  private constructor(chromium: Chromium) {
+    this.#chromium = chromium;
+  }
+
+  static async launch(): Promise<Browser> {
+    return new Browser(
+      await chromium.launch({
+        executablePath: chromiumPath(),
+        args: ['--no-sandbox', '--disable-dev-shm-usage'],
+      }),
+    );
+  }
+
+  /** A fresh context (no cookies, empty cache) in a colour scheme and viewport. */
+  async context(options: { scheme?: Scheme; width?: number; height?: number } = {}): Promise<BrowserContext> {
+    const context = await this.#chromium.newContext({
+      colorScheme: options.scheme ?? 'light',
+      viewport: { width: options.width ?? 1280, height: options.height ?? 860 },
+      timezoneId: 'Europe/Berlin',
+    });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write']);
+    await context.addInitScript(() => {
+      document.addEventListener('securitypolicyviolation', (e) => {
+        console.error(
+          `CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || 'inline'} (${e.sourceFile}:${e.lineNumber})`,
+        );
+      });
+    });
+    context.on('page', (page) => this.#watch(page));
+    return context;
+  }
+
+  #watch(page: Page): void {
+    page.on('console', (message) => {
+      if (message.type() === 'error')
+        this.#problems.push(`console error on ${page.url()}: ${message.text()}`);
+    });
+    page.on('pageerror', (error) => this.#problems.push(`uncaught on ${page.url()}: ${error.message}`));
+  }
+
+  /** Console errors (CSP violations among them) and uncaught exceptions seen so far; cleared on read. */
+  problems(): string[] {
+    return this.#problems.splice(0);
+  }
+
+  async close(): Promise<void> {
+    await this.#chromium.close();
+  }
+}
+
+/** axe-core's serious and critical violations of WCAG 2.2 A/AA on the page as it is now. */
+export async function accessibilityViolations(page: Page): Promise<string[]> {
+  const result = await new AxeBuilder({ page })
+    .withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa'])
+    .analyze();
+  return result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map(
+      (v) =>
+        `${v.id} (${v.impact}) on ${page.url()}: ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+    );
+}
+
+/** Where screenshots go: `CONSOLE_SCREENSHOTS_DIR` (docs/console/ when refreshing the docs), else tests/.logs/. */
+export function screenshotDir(): string {
+  const dir =
+    process.env.CONSOLE_SCREENSHOTS_DIR ?? join(import.meta.dirname, '..', '.logs', 'console-screenshots');
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}

@@ -4,6 +4,12 @@
  * missing). Every page opened through `Browser.page()` records console errors, uncaught
  * exceptions and CSP violations (the `securitypolicyviolation` event, hooked before any page
  * script runs); `problems()` lists them, and the tests assert there are none.
+ *
+ * One kind of console message is not the page's: Chromium logs "Failed to load resource: the
+ * server responded with a status of 4xx" for every API refusal a page fetches and handles (the
+ * signed-out session probe's 401, a viewer's 403). Those are recorded as `refusals()` instead —
+ * method, path and status of each API answer ≥ 400 — and each test asserts exactly which it
+ * expected. A 5xx, or a failed load of anything but the JSON API (a script, a style), stays a problem.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,6 +32,9 @@ export type Scheme = 'light' | 'dark';
 export class Browser {
   readonly #chromium: Chromium;
   readonly #problems: string[] = [];
+  readonly #refusals: string[] = [];
+  readonly #refusedStatuses: number[] = [];
+  readonly #consoleErrors: string[] = [];
   private constructor(chromium: Chromium) {
     this.#chromium = chromium;
   }
@@ -59,15 +68,42 @@ export class Browser {
   }
 
   #watch(page: Page): void {
+    page.on('response', (response) => {
+      const { pathname } = new URL(response.url());
+      if (response.status() >= 400 && response.status() < 500 && /^\/(admin|api|v1)\//.test(pathname)) {
+        this.#refusedStatuses.push(response.status());
+        this.#refusals.push(`${response.status()} ${response.request().method()} ${pathname}`);
+      }
+    });
     page.on('console', (message) => {
       if (message.type() === 'error')
-        this.#problems.push(`console error on ${page.url()}: ${message.text()}`);
+        this.#consoleErrors.push(`console error on ${page.url()}: ${message.text()}`);
     });
     page.on('pageerror', (error) => this.#problems.push(`uncaught on ${page.url()}: ${error.message}`));
   }
 
+  /**
+   * Chromium's "Failed to load resource … status of 4xx" messages, each matched to one API refusal
+   * recorded (the two events arrive in either order); what is left over is a problem.
+   */
+  #settle(): void {
+    for (const text of this.#consoleErrors.splice(0)) {
+      const status = /Failed to load resource: the server responded with a status of (\d{3})/.exec(text);
+      const at = status ? this.#refusedStatuses.indexOf(Number(status[1])) : -1;
+      if (at >= 0) this.#refusedStatuses.splice(at, 1);
+      else this.#problems.push(text);
+    }
+  }
+
+  /** API answers 400–499 the pages received (`<status> <method> <path>`) since the last call; cleared on read. */
+  refusals(): string[] {
+    this.#settle();
+    return this.#refusals.splice(0);
+  }
+
   /** Console errors (CSP violations among them) and uncaught exceptions seen so far; cleared on read. */
   problems(): string[] {
+    this.#settle();
     return this.#problems.splice(0);
   }
 

@@ -10,7 +10,8 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { extname, join, relative } from 'node:path';
+import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 
 export const CONSOLE_ROOT = join(import.meta.dirname, '..');
 export const CONSOLE_DIST = join(CONSOLE_ROOT, 'dist');
@@ -45,11 +46,29 @@ export function isStale(root = CONSOLE_ROOT): boolean {
   return readFileSync(stamp, 'utf8').trim() !== inputsDigest(root);
 }
 
-/** Builds dist/ (Vite, production) and stamps it with the inputs' digest. */
+/**
+ * Writes `<file>.br` (quality 11) and `<file>.gz` (level 9) next to every script, style and
+ * HTML file of a build, so the gateway serves compressed bytes without compressing at runtime.
+ */
+export function precompress(dist: string): void {
+  for (const file of files(dist)) {
+    if (!['.js', '.css', '.html', '.svg'].includes(extname(file))) continue;
+    const body = readFileSync(file);
+    if (body.length < 1024) continue;
+    writeFileSync(
+      `${file}.br`,
+      brotliCompressSync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 11 } }),
+    );
+    writeFileSync(`${file}.gz`, gzipSync(body, { level: 9 }));
+  }
+}
+
+/** Builds dist/ (Vite, production), precompresses it and stamps it with the inputs' digest. */
 export async function buildConsole(root = CONSOLE_ROOT): Promise<void> {
   const digest = inputsDigest(root);
   const { build } = await import('vite');
   await build({ root, configFile: join(root, 'vite.config.ts'), mode: 'production', logLevel: 'warn' });
+  precompress(join(root, 'dist'));
   writeFileSync(join(root, 'dist', STAMP), `${digest}\n`);
 }
 

@@ -2,8 +2,9 @@
  * The web console (apps/console, docs/console.md): a single-page app every gateway serves at `/`.
  *
  * - Its build (dist/: index.html and hashed files under /assets/) is read into memory when the
- *   app is built; a rebuild on disk changes nothing until the next start. Compressed copies
- *   (br, gzip) are made on first request and kept.
+ *   app is built; a rebuild on disk changes nothing until the next start. The build writes
+ *   compressed copies (`.br`, `.gz`, apps/console/scripts/build.ts) which are served as the
+ *   client accepts; a build without them is compressed on first request and kept.
  * - `index.html` is answered for the console's own URLs (CONSOLE_PATHS: every page is a URL that
  *   can be bookmarked or reloaded), `no-store`, with CONSOLE_CSP; the API, `/docs`, `/device` and
  *   the checkout pages keep their paths.
@@ -75,6 +76,14 @@ export function defaultConsoleDir(): string | undefined {
   }
 }
 
+/** A file and the compressed copies the build wrote next to it, if any. */
+function readAsset(file: string, type: string): Asset {
+  const asset: Asset = { type, body: readFileSync(file) };
+  if (existsSync(`${file}.br`)) asset.br = readFileSync(`${file}.br`);
+  if (existsSync(`${file}.gz`)) asset.gzip = readFileSync(`${file}.gz`);
+  return asset;
+}
+
 /** Reads a build into memory; undefined when `dir` holds none. */
 export function loadConsole(dir: string | undefined): ConsoleBuild | undefined {
   if (dir === undefined || !existsSync(join(dir, 'index.html'))) return undefined;
@@ -83,10 +92,10 @@ export function loadConsole(dir: string | undefined): ConsoleBuild | undefined {
   if (existsSync(assetDir)) {
     for (const name of readdirSync(assetDir)) {
       const type = TYPES[extname(name)];
-      if (type) assets.set(name, { type, body: readFileSync(join(assetDir, name)) });
+      if (type) assets.set(name, readAsset(join(assetDir, name), type));
     }
   }
-  return { index: { type: 'text/html; charset=utf-8', body: readFileSync(join(dir, 'index.html')) }, assets };
+  return { index: readAsset(join(dir, 'index.html'), 'text/html; charset=utf-8'), assets };
 }
 
 const compressible = (asset: Asset) => !asset.type.startsWith('image/png') && !asset.type.startsWith('font/');

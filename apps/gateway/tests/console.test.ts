@@ -6,7 +6,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { brotliDecompressSync, gunzipSync } from 'node:zlib';
+import { brotliCompressSync, brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib';
 import { createLogger } from '@relayplane/shared/logger';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,6 +50,10 @@ describe('the web console, built', () => {
     writeFileSync(join(dir, 'index.html'), INDEX);
     writeFileSync(join(dir, 'assets', 'index-AbC123.js'), SCRIPT);
     writeFileSync(join(dir, 'assets', 'style-Xyz789.css'), 'body{margin:0}');
+    // Compressed by the build (marked, to tell them from compression at runtime).
+    writeFileSync(join(dir, 'assets', 'pre-Q1w2e3.js'), SCRIPT);
+    writeFileSync(join(dir, 'assets', 'pre-Q1w2e3.js.br'), brotliCompressSync(`${SCRIPT}// br by the build`));
+    writeFileSync(join(dir, 'assets', 'pre-Q1w2e3.js.gz'), gzipSync(`${SCRIPT}// gz by the build`));
     ({ app, close } = await gatewayWith(dir));
   });
   afterAll(async () => {
@@ -110,6 +114,21 @@ describe('the web console, built', () => {
     });
     expect(gz.headers['content-encoding']).toBe('gzip');
     expect(gunzipSync(gz.rawPayload).toString()).toBe(SCRIPT);
+
+    const preBr = await app.inject({
+      method: 'GET',
+      url: '/assets/pre-Q1w2e3.js',
+      headers: { 'accept-encoding': 'br' },
+    });
+    expect(brotliDecompressSync(preBr.rawPayload).toString()).toBe(`${SCRIPT}// br by the build`);
+    const preGz = await app.inject({
+      method: 'GET',
+      url: '/assets/pre-Q1w2e3.js',
+      headers: { 'accept-encoding': 'gzip' },
+    });
+    expect(gunzipSync(preGz.rawPayload).toString()).toBe(`${SCRIPT}// gz by the build`);
+    // The compressed copies are not assets of their own.
+    expect((await app.inject({ method: 'GET', url: '/assets/pre-Q1w2e3.js.br' })).statusCode).toBe(404);
 
     const css = await app.inject({ method: 'GET', url: '/assets/style-Xyz789.css' });
     expect(css.headers['content-type']).toBe('text/css; charset=utf-8');

@@ -25,15 +25,25 @@ export function whenUnauthenticated(handler: () => void): void {
 }
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** The API's 401 text for a missing, unknown or expired session (contract INVALID_TOKEN_MESSAGE). */
+const SESSION_ENDED = 'invalid or expired token';
 
 const session: Middleware = {
   onRequest({ request }) {
     if (csrfToken !== undefined && !SAFE.has(request.method)) request.headers.set('x-csrf-token', csrfToken);
     return request;
   },
-  onResponse({ request, response }) {
-    const url = new URL(request.url);
-    if (response.status === 401 && !url.pathname.startsWith('/admin/v1/auth/login')) onUnauthenticated?.();
+  async onResponse({ response }) {
+    // Only a session the API no longer knows signs the page out: a wrong second-factor code or
+    // password (a change of password, turning MFA off, approving a device) is a 401 too, with
+    // another text, while the session goes on.
+    if (response.status === 401) {
+      const body = (await response
+        .clone()
+        .json()
+        .catch(() => undefined)) as { error?: unknown } | undefined;
+      if (body?.error === SESSION_ENDED) onUnauthenticated?.();
+    }
     return response;
   },
 };

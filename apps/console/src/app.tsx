@@ -7,22 +7,57 @@ import { ErrorBoundary, LocationProvider, lazy, Route, Router, useLocation } fro
 import { api, setCsrfToken, whenUnauthenticated } from './api.ts';
 import { SignIn } from './pages/sign-in.tsx';
 import { paths } from './routes.ts';
-import { loadSession, type Session, SessionCtx } from './session.tsx';
+import { firstSession, loadSession, type Session, SessionCtx } from './session.tsx';
 import { Busy, ErrorNote, Page } from './ui/kit.tsx';
 import { Layout } from './ui/layout.tsx';
 
-const Overview = lazy(() => import('./pages/overview.tsx').then((m) => m.Overview));
-const Projects = lazy(() => import('./pages/projects.tsx').then((m) => m.Projects));
-const Project = lazy(() => import('./pages/project.tsx').then((m) => m.Project));
-const Webhook = lazy(() => import('./pages/project/webhook.tsx').then((m) => m.Webhook));
-const Members = lazy(() => import('./pages/members.tsx').then((m) => m.Members));
-const Audit = lazy(() => import('./pages/audit.tsx').then((m) => m.Audit));
-const Account = lazy(() => import('./pages/account.tsx').then((m) => m.Account));
-const Billing = lazy(() => import('./pages/billing.tsx').then((m) => m.Billing));
-const Relays = lazy(() => import('./pages/platform.tsx').then((m) => m.Relays));
-const SigningKeys = lazy(() => import('./pages/platform.tsx').then((m) => m.SigningKeys));
-const Tenants = lazy(() => import('./pages/platform.tsx').then((m) => m.Tenants));
-const Activate = lazy(() => import('./pages/activate.tsx').then((m) => m.Activate));
+/** Each page's module, loaded on demand (so the first load carries the shell and one page). */
+const load = {
+  overview: () => import('./pages/overview.tsx'),
+  projects: () => import('./pages/projects.tsx'),
+  project: () => import('./pages/project.tsx'),
+  webhook: () => import('./pages/project/webhook.tsx'),
+  members: () => import('./pages/members.tsx'),
+  audit: () => import('./pages/audit.tsx'),
+  account: () => import('./pages/account.tsx'),
+  billing: () => import('./pages/billing.tsx'),
+  platform: () => import('./pages/platform.tsx'),
+  activate: () => import('./pages/activate.tsx'),
+};
+
+const Overview = lazy(() => load.overview().then((m) => m.Overview));
+const Projects = lazy(() => load.projects().then((m) => m.Projects));
+const Project = lazy(() => load.project().then((m) => m.Project));
+const Webhook = lazy(() => load.webhook().then((m) => m.Webhook));
+const Members = lazy(() => load.members().then((m) => m.Members));
+const Audit = lazy(() => load.audit().then((m) => m.Audit));
+const Account = lazy(() => load.account().then((m) => m.Account));
+const Billing = lazy(() => load.billing().then((m) => m.Billing));
+const Relays = lazy(() => load.platform().then((m) => m.Relays));
+const SigningKeys = lazy(() => load.platform().then((m) => m.SigningKeys));
+const Tenants = lazy(() => load.platform().then((m) => m.Tenants));
+const Activate = lazy(() => load.activate().then((m) => m.Activate));
+
+/**
+ * Starts loading the module of the page at `path` now, while the session is being read, instead
+ * of after it (the router asks for the same module later and gets it from the module cache).
+ */
+export function prefetchPage(path: string): void {
+  const first = path.split('/')[1] ?? '';
+  const loader =
+    path === '/'
+      ? load.overview
+      : first === 'projects'
+        ? path === '/projects'
+          ? load.projects
+          : /^\/projects\/[^/]+\/webhooks\/[^/]+/.test(path)
+            ? load.webhook
+            : load.project
+        : first === 'platform'
+          ? load.platform
+          : (load as Record<string, (() => Promise<unknown>) | undefined>)[first];
+  loader?.().catch(() => {});
+}
 
 function NotFound() {
   return (
@@ -54,9 +89,13 @@ function Console() {
     }
   }, []);
   useEffect(() => {
-    void refresh();
+    // The session read main.tsx started before the first render; later reads are refresh().
+    firstSession().then(
+      (s) => setSession(s),
+      (e) => setFailure(e),
+    );
     whenUnauthenticated(() => setSession(undefined));
-  }, [refresh]);
+  }, []);
 
   const signOut = useCallback(async () => {
     await api.POST('/admin/v1/auth/logout');

@@ -53,3 +53,14 @@ async function safeJson(response: Response): Promise<unknown> {
     return undefined;
   }
 }
+
+let first: Promise<Session | undefined> | undefined;
+
+/**
+ * The session read at start: begun by main.tsx before the first render (not after the first
+ * paint, as an effect would), answered once.
+ */
+export function firstSession(): Promise<Session | undefined> {
+  first ??= loadSession();
+  return first;
+}

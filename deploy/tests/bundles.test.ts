@@ -273,6 +273,20 @@ describe('production bundles start with their image CMD', () => {
     expect(body).toMatchObject({ status: 'ready' });
   });
 
+  it("gateway: serves the web console from its bundle (the console package's dist/), with its assets", async () => {
+    ready();
+    const base = `http://127.0.0.1:${ports.get('gateway')}`;
+    const page = await fetch(`${base}/projects`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await page.text();
+    const script = /<script[^>]*src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    expect(script, html).toBeDefined();
+    const asset = await fetch(`${base}${script}`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+  });
+
   it('every bundle is still running', () => {
     ready();
     for (const p of procs) expect(p.child.exitCode, `${p.name}:\n${p.output()}`).toBeNull();

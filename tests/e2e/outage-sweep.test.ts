@@ -27,7 +27,8 @@
  * issuance with an API key the gateway verified less than a second ago gets past
  * authentication (the gateway's 1 s cache) and is refused only where the credential must be
  * recorded. During a Redis outage everything answers as without it, but issuance (the cap is
- * decided in Redis and fails closed) and readiness.
+ * decided in Redis and fails closed), a tenant's connections (its slots are counted there) and
+ * readiness.
  *
  * Timeouts are shrunk so a blackholed dependency costs seconds: the gateway's RPC deadline is
  * RPC_TIMEOUT_MS; the services' own PostgreSQL bounds are shared/db.ts's defaults (2 s to
@@ -80,9 +81,10 @@ const ANSWERING_ALWAYS = [
 ];
 /**
  * What cannot be answered without Redis: issuance (the concurrent-connection cap is decided in
- * Redis and fails closed) and readiness (the issuer's issuance status follows Redis).
+ * Redis and fails closed), a tenant's connections (the slots held are counted in Redis) and
+ * readiness (the issuer's issuance status follows Redis).
  */
-const NEEDS_REDIS = ['issueCredential', 'getReadiness'];
+const NEEDS_REDIS = ['issueCredential', 'getTenantConnections', 'getReadiness'];
 /** The examples answered with a refusal even without an outage, and why. */
 const NORMALLY_REFUSED: Record<string, number> = {
   // The built-in provider takes no webhooks.
@@ -493,6 +495,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       body: () => ({ current_password: PASSWORD, new_password: `${PASSWORD} changed` }),
       effect: (w) => refused(w.u5.otherToken),
     },
+    listMyTenants: { headers: own },
     switchTenant: {
       headers: (w) => bearer(w.u1.token),
       body: (w) => ({ tenant_id: w.owner.tenantId }),
@@ -705,6 +708,8 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
       effect: async (w) => JSON.stringify(await kids()) !== JSON.stringify(w.kids),
     },
     getSubscription: { headers: own },
+    getTenantConnections: { headers: own },
+    listTenants: { headers: () => platform },
     getUsage: {
       headers: own,
       query: () => {

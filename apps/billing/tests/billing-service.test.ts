@@ -73,6 +73,32 @@ describe('billing service over gRPC (real PostgreSQL)', () => {
     });
   });
 
+  it('answers the plans of many tenants at once, in the order asked, the default plan without a subscription', async () => {
+    const [pro, free, enterprise] = [newId('tenant'), newId('tenant'), newId('tenant')];
+    await client.setPlan({ tenantId: pro, planId: 'pro' });
+    await client.setPlan({ tenantId: enterprise, planId: 'enterprise' });
+    const { subscriptions } = await client.getSubscriptions({ tenantIds: [enterprise, free, pro] });
+    expect(subscriptions.map((s) => [s.tenantId, s.planId, s.updatedAt !== undefined])).toEqual([
+      [enterprise, 'enterprise', true],
+      [free, 'free', false],
+      [pro, 'pro', true],
+    ]);
+    expect((await client.getSubscriptions({ tenantIds: [] })).subscriptions).toEqual([]);
+  });
+
+  it('refuses a batch over one page (200 tenants) or with an id that is not a tenant id', async () => {
+    const page = Array.from({ length: 200 }, () => newId('tenant'));
+    expect((await client.getSubscriptions({ tenantIds: page })).subscriptions).toHaveLength(200);
+    await expect(client.getSubscriptions({ tenantIds: [...page, newId('tenant')] })).rejects.toMatchObject({
+      code: 'invalid_request',
+      message: 'at most 200 tenant_ids at once',
+    });
+    await expect(client.getSubscriptions({ tenantIds: [newId('tenant'), 'nope'] })).rejects.toMatchObject({
+      code: 'invalid_request',
+      message: 'tenant_ids must be tenant ids',
+    });
+  });
+
   it('reports SERVING on the standard health service while its database answers', async () => {
     const health = connect(HealthService, `127.0.0.1:${service.port}`);
     try {

@@ -12,7 +12,8 @@ import type { AdminClient, BillingClient, IssuerClient } from '../src/clients.ts
 import { revokeApiKeyAndCredentials } from '../src/workflows/api-keys.ts';
 import { listProjectCredentials, revokeProjectCredentials } from '../src/workflows/credentials.ts';
 import { loginWithOptionalCode } from '../src/workflows/login.ts';
-import { setTenantPlan } from '../src/workflows/tenant-plan.ts';
+import { tenantConnections } from '../src/workflows/tenant-connections.ts';
+import { listTenantsWithPlans, setTenantPlan } from '../src/workflows/tenant-plan.ts';
 
 const principal = create(PrincipalSchema, { tenantId: 'ten_1' });
 const scope = { principal, tenantId: 'ten_1', projectId: 'prj_1' };
@@ -175,6 +176,107 @@ describe('setTenantPlan', () => {
     const res = await setTenantPlan(clients, { principal, tenantId: 'ten_1', planId: 'pro' });
     expect(res.subscription?.planId).toBe('pro');
     expect(billing.requests[0]).toEqual({ tenantId: 'ten_1', planId: 'pro' });
+  });
+});
+
+describe('listTenantsWithPlans', () => {
+  const page = { principal, limit: 2, cursor: '' };
+  const overview = (id: string, memberCount: number) => ({ tenant: { id, name: id }, memberCount });
+
+  it("asks admin for the page (platform admins), then billing for that page's plans in one call", async () => {
+    const order: string[] = [];
+    const admin = recording(
+      { listTenants: () => ({ tenants: [overview('ten_1', 1), overview('ten_2', 3)], nextCursor: 'c2' }) },
+      { calls: order, label: 'admin' },
+    );
+    const billing = recording(
+      {
+        getSubscriptions: () => ({
+          subscriptions: [
+            { tenantId: 'ten_2', planId: 'pro' },
+            { tenantId: 'ten_1', planId: 'free' },
+          ],
+        }),
+      },
+      { calls: order, label: 'billing' },
+    );
+    const clients = { admin: admin.client as AdminClient, billing: billing.client as BillingClient };
+    const res = await listTenantsWithPlans(clients, page);
+    expect(order).toEqual(['admin.listTenants', 'billing.getSubscriptions']);
+    expect(admin.requests[0]).toEqual(page);
+    expect(billing.requests[0]).toEqual({ tenantIds: ['ten_1', 'ten_2'] });
+    expect(res.tenants.map((t) => [t.tenant.id, t.memberCount, t.planId])).toEqual([
+      ['ten_1', 1, 'free'],
+      ['ten_2', 3, 'pro'],
+    ]);
+    expect(res.nextCursor).toBe('c2');
+  });
+
+  it('asks billing nothing when admin refuses, or for an empty page', async () => {
+    const refusing = recording({
+      listTenants: () => {
+        throw new AppError('forbidden', 'only platform admins may manage tenants');
+      },
+    });
+    const billing = recording({});
+    await expect(
+      listTenantsWithPlans(
+        { admin: refusing.client as AdminClient, billing: billing.client as BillingClient },
+        page,
+      ),
+    ).rejects.toMatchObject({ code: 'forbidden' });
+    const empty = recording({ listTenants: () => ({ tenants: [], nextCursor: '' }) });
+    const res = await listTenantsWithPlans(
+      { admin: empty.client as AdminClient, billing: billing.client as BillingClient },
+      page,
+    );
+    expect(res).toEqual({ tenants: [], nextCursor: '' });
+    expect(billing.calls).toEqual([]);
+  });
+
+  it('fails the page (500, nothing made up) when billing answers no plan for a tenant of it', async () => {
+    const admin = recording({ listTenants: () => ({ tenants: [overview('ten_1', 1)], nextCursor: '' }) });
+    const billing = recording({ getSubscriptions: () => ({ subscriptions: [] }) });
+    await expect(
+      listTenantsWithPlans(
+        { admin: admin.client as AdminClient, billing: billing.client as BillingClient },
+        page,
+      ),
+    ).rejects.toMatchObject({ code: 'internal' });
+  });
+});
+
+describe('tenantConnections', () => {
+  const entitlement = (limit: string, value: number) => ({
+    limit,
+    value,
+    exceededCode: 'payment_required',
+    exceededMessage: `over ${limit}`,
+  });
+
+  it("answers the issuer's counts with the cap billing decides (max_concurrent_connections)", async () => {
+    const issuer = recording({ getTenantConnections: () => ({ liveSessions: 2, slotsHeld: 5 }) });
+    const billing = recording({
+      getEntitlements: () => ({
+        planId: 'free',
+        entitlements: [entitlement('max_api_keys', 2), entitlement('max_concurrent_connections', 10)],
+      }),
+    });
+    const clients = { issuer: issuer.client as IssuerClient, billing: billing.client as BillingClient };
+    expect(await tenantConnections(clients, 'ten_1')).toEqual({ liveSessions: 2, slotsHeld: 5, cap: 10 });
+    expect(issuer.requests[0]).toEqual({ tenantId: 'ten_1' });
+    expect(billing.requests[0]).toEqual({ tenantId: 'ten_1' });
+  });
+
+  it('fails when either service does, and when billing answers no cap', async () => {
+    const issuer = recording({ getTenantConnections: unavailable });
+    const billing = recording({ getEntitlements: () => ({ planId: 'free', entitlements: [] }) });
+    const clients = { issuer: issuer.client as IssuerClient, billing: billing.client as BillingClient };
+    await expect(tenantConnections(clients, 'ten_1')).rejects.toMatchObject({ code: 'unavailable' });
+    const counting = recording({ getTenantConnections: () => ({ liveSessions: 0, slotsHeld: 0 }) });
+    await expect(
+      tenantConnections({ ...clients, issuer: counting.client as IssuerClient }, 'ten_1'),
+    ).rejects.toMatchObject({ code: 'internal' });
   });
 });
 

@@ -308,6 +308,7 @@ export class IssuerContext {
           notices: { refusals: refusalTally, cap: capNotices },
         }),
         sessionStore,
+        slots,
         credentialList: new CredentialList({ store: credentialStore, clock }),
         revocations,
         feed: revocationFeed,

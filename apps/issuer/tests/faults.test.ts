@@ -204,6 +204,31 @@ describe('issuance under faults: never a token without a row, never a leaked slo
     }
     expect(await rowsOf(tenantId)).toEqual([]);
     expect(await slotsOf(tenantId)).toEqual([]);
+    // Nor does the tenant's connection count guess: the slots held are Redis's to say.
+    const counted = await rejection(broken.client.getTenantConnections({ tenantId }));
+    expect(counted).toMatchObject({
+      code: 'unavailable',
+      message: 'concurrency limits are unavailable; retry shortly',
+      retryAfterSeconds: 1,
+    });
+  });
+
+  it("counts a tenant's unended relay sessions (PostgreSQL) and the slots it holds (Redis)", async () => {
+    const tenantId = newId('tenant');
+    expect(await issuer.client.getTenantConnections({ tenantId })).toMatchObject({
+      liveSessions: 0,
+      slotsHeld: 0,
+    });
+    await issuer.client.issueCredential(request(tenantId));
+    await issuer.client.issueCredential(request(tenantId));
+    expect(await issuer.client.getTenantConnections({ tenantId })).toMatchObject({
+      liveSessions: 0,
+      slotsHeld: 2,
+    });
+    expect(await rejection(issuer.client.getTenantConnections({ tenantId: 'nope' }))).toMatchObject({
+      code: 'invalid_request',
+      message: 'tenant_id must be a tenant id',
+    });
   });
 
   it('fails closed within the command timeout when Redis accepts connections but never answers', async () => {

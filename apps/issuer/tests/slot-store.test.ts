@@ -239,6 +239,24 @@ describe.each(implementations)('slot store conformance: %s', (_name, make) => {
     expect(await store.leases(tenant)).toEqual([fresh]);
   });
 
+  it('counts the live leases a tenant holds: what its next decision compares with the cap', async () => {
+    const tenant = newId('tenant');
+    expect(await store.held(tenant)).toBe(0);
+    const a = newJti();
+    await store.reserve(tenant, a, ttl, 5);
+    await store.reserve(tenant, newJti(), ttl, 5);
+    await store.renew(tenant, 's:0bb', ttl);
+    expect(await store.held(tenant)).toBe(3);
+    await store.release(tenant, a);
+    expect(await store.held(tenant)).toBe(2);
+    expect((await store.reserve(tenant, newJti(), ttl, 3)).inUse).toBe(3);
+    expect(await store.held(tenant)).toBe(3);
+    expect(await store.held(newId('tenant'))).toBe(0);
+    // Expired leases no longer count, before any decision prunes them.
+    await harness.expireAll(tenant);
+    expect(await store.held(tenant)).toBe(0);
+  });
+
   it('keeps tenants apart, and a cap of 0 refuses everything', async () => {
     const a = newId('tenant');
     const b = newId('tenant');

@@ -30,7 +30,9 @@ import { listApiKeys } from './list-api-keys.ts';
 import { listBotKeys } from './list-bot-keys.ts';
 import { listBots } from './list-bots.ts';
 import { listMembers } from './list-members.ts';
+import { listMyTenants } from './list-my-tenants.ts';
 import { listProjects } from './list-projects.ts';
+import { listTenants } from './list-tenants.ts';
 import { login } from './login.ts';
 import { loginMfa } from './login-mfa.ts';
 import { logout } from './logout.ts';
@@ -94,12 +96,14 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     listWebhookDeliveries: listWebhookDeliveries(deps),
     redeliverWebhook: redeliverWebhook(deps),
     getTenant: getTenant(deps),
+    listTenants: listTenants(deps),
     createBot: createBot(deps),
     listBots: listBots(deps),
     createBotKey: createBotKey(deps),
     listBotKeys: listBotKeys(deps),
     revokeBotKey: revokeBotKey(deps),
     switchTenant: switchTenant(deps),
+    listMyTenants: listMyTenants(deps),
     listMembers: listMembers(deps),
     addMember: addMember(deps),
     changeMemberRole: changeMemberRole(deps),

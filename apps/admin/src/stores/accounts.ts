@@ -21,6 +21,12 @@ export type MemberChangeResult =
   | { outcome: Exclude<MemberDecision, 'ok'> }
   | { outcome: 'ok'; member: MemberRecord };
 
+/** A tenant as the operator's list shows it. */
+export interface TenantOverviewRecord {
+  tenant: TenantRecord;
+  memberCount: number;
+}
+
 export interface UserWithPassword extends UserRecord {
   passwordHash: string;
   /** The user's credentials epoch (migration 20261203T1000): a session made under another is refused. */
@@ -147,6 +153,53 @@ export class AccountStore {
       .where('id', '=', tenantId)
       .executeTakeFirst();
     return row && { id: row.id, name: row.name, createdAt: row.created_at };
+  }
+
+  /** Every tenant the user is a member of, with the role there, by tenant name (then id). */
+  async membershipsOf(userId: string): Promise<{ tenant: TenantRecord; role: RoleName }[]> {
+    const rows = await this.#db
+      .selectFrom('memberships as m')
+      .innerJoin('tenants as t', 't.id', 'm.tenant_id')
+      .select(['t.id', 't.name', 't.created_at', 'm.role'])
+      .where('m.user_id', '=', userId)
+      .orderBy('t.name')
+      .orderBy('t.id')
+      .execute();
+    // The column's check constraint allows only known roles: nothing is dropped in practice.
+    return rows.flatMap((r) =>
+      isRoleName(r.role)
+        ? [{ tenant: { id: r.id, name: r.name, createdAt: r.created_at }, role: r.role }]
+        : [],
+    );
+  }
+
+  /** A page of every tenant with its member count, oldest first (then by id). */
+  async listTenants(page: PageRequest): Promise<Page<TenantOverviewRecord>> {
+    let query = this.#db
+      .selectFrom('tenants as t')
+      .select(['t.id', 't.name', 't.created_at', positionAt('t.created_at').as('position_at')])
+      .select((eb) =>
+        eb
+          .selectFrom('memberships as m')
+          .select((c) => c.fn.countAll<string>().as('n'))
+          .whereRef('m.tenant_id', '=', 't.id')
+          .as('member_count'),
+      );
+    if (page.after) query = query.where(after('t.created_at', 't.id', 'asc', page.after));
+    const rows = await query
+      .orderBy('t.created_at')
+      .orderBy('t.id')
+      .limit(page.limit + 1)
+      .execute();
+    return toPage(
+      rows,
+      page,
+      (r) => r.id,
+      (r) => ({
+        tenant: { id: r.id, name: r.name, createdAt: r.created_at },
+        memberCount: Number(r.member_count ?? 0),
+      }),
+    );
   }
 
   /** A page of the tenant's members, oldest membership first (then by user id). */

@@ -7,6 +7,7 @@ import { getCheckoutSession } from './get-checkout-session.ts';
 import { getEntitlements } from './get-entitlements.ts';
 import { getPricing } from './get-pricing.ts';
 import { getSubscription } from './get-subscription.ts';
+import { getSubscriptions } from './get-subscriptions.ts';
 import { getUsage } from './get-usage.ts';
 import { handleWebhook } from './handle-webhook.ts';
 import { listPlans } from './list-plans.ts';
@@ -17,6 +18,7 @@ export function billingHandlers(deps: BillingDeps): ServiceImpl<typeof BillingSe
     listPlans: listPlans(deps),
     getPricing: getPricing(deps),
     getSubscription: getSubscription(deps),
+    getSubscriptions: getSubscriptions(deps),
     setPlan: setPlan(deps),
     getEntitlements: getEntitlements(deps),
     createCheckoutSession: createCheckoutSession(deps),

@@ -22,6 +22,17 @@ export class SubscriptionStore {
     return row && { tenantId: row.tenant_id, planId: row.plan_id, updatedAt: row.updated_at };
   }
 
+  /** The subscriptions of those of `tenantIds` that have one, in no particular order. */
+  async getMany(tenantIds: readonly string[]): Promise<Subscription[]> {
+    if (tenantIds.length === 0) return [];
+    const rows = await this.#db
+      .selectFrom('subscriptions')
+      .select(['tenant_id', 'plan_id', 'updated_at'])
+      .where('tenant_id', 'in', tenantIds)
+      .execute();
+    return rows.map((row) => ({ tenantId: row.tenant_id, planId: row.plan_id, updatedAt: row.updated_at }));
+  }
+
   /** `get` that also locks the row until the transaction ends (plan changes: a true `from`). */
   async getForUpdate(tenantId: string): Promise<Subscription | undefined> {
     const row = await this.#db

@@ -389,6 +389,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/auth/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's tenants
+         * @description Every tenant the user is a member of, with the role there, by tenant name; `active` marks the one the session acts in (`POST /admin/v1/auth/session/tenant` moves it to another). A user session or CLI token only. Not paged: one user's memberships are few.
+         */
+        get: operations["listMyTenants"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/auth/token": {
         parameters: {
             query?: never;
@@ -1013,6 +1033,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/tenant/connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The active tenant's connections now, against its cap
+         * @description `live_sessions`: relay sessions of the tenant with no end recorded. `slots_held`: what counts against the plan's `max_concurrent_connections` right now, the number the next credential or connect is decided against: live sessions, plus credentials issued within the connect window that have not connected (a credential that connects passes its slot to its session). `cap`: `max_concurrent_connections` of the tenant's plan as billing has it now. Readable by whoever may read usage (`GET /admin/v1/billing/usage`). Needs permission `billing:read` (roles owner, admin, developer, viewer; never bots or identity tokens; docs/iam.md).
+         */
+        get: operations["getTenantConnections"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/tenant/settings": {
         parameters: {
             query?: never;
@@ -1035,6 +1075,26 @@ export interface paths {
          * @description `require_mfa: true`: members without a confirmed second factor may then do nothing but read their session, log out, manage their sessions and enrol (everything else answers 403 naming the fix); bots, identity tokens and API keys are not people and are unaffected. The owner must have a second factor to turn it on (409 otherwise). Not the owner: 403. Your own user session (a login: bearer, or the cookie with `X-CSRF-Token`; or a CLI token); a bot or identity token: 403.
          */
         patch: operations["updateTenantSettings"];
+        trace?: never;
+    };
+    "/admin/v1/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every tenant with its plan (platform admins)
+         * @description Oldest first (`created_at`, then `id`), with the member count and the plan. Tenants are admin's and plans billing's: the gateway asks admin for the page, then billing for that page's plans in one call (`GetSubscriptions`), so a plan changed meanwhile shows as it is after the change. Paged: `limit` 1..200 (default 50); pass `next_cursor` as `cursor` for the next page (`null`: the last page). A client sending neither gets the first page.
+         */
+        get: operations["listTenants"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/admin/v1/tenants/{tenant_id}/plan": {
@@ -2401,7 +2461,7 @@ export interface operations {
                         /** @description Seconds to wait between polls of the token endpoint. */
                         interval: number;
                         user_code: string;
-                        /** @description The verification page, `<base>/device`. */
+                        /** @description The verification page, `<base>/activate`: the web console's approval page (a gateway without the console redirects it to the server-rendered `<base>/device`). */
                         verification_uri: string;
                         /** @description The verification page with the user code filled in. */
                         verification_uri_complete: string;
@@ -3636,6 +3696,61 @@ export interface operations {
             };
             /** @description Too many sign-ups from this client IP: retry after `Retry-After` seconds. */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listMyTenants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        tenants: {
+                            /** @description The tenant the session acts in now. */
+                            active: boolean;
+                            /** @enum {string} */
+                            role: "owner" | "admin" | "developer" | "viewer";
+                            tenant: components["schemas"]["Tenant"];
+                        }[];
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7276,6 +7391,66 @@ export interface operations {
             };
         };
     };
+    getTenantConnections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        cap: number;
+                        live_sessions: number;
+                        slots_held: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The principal lacks permission `billing:read`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     getTenantSettings: {
         parameters: {
             query?: never;
@@ -7398,6 +7573,91 @@ export interface operations {
             };
             /** @description The body is not `application/json`. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. Retryable. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service behind the gateway is unavailable. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listTenants: {
+        parameters: {
+            query?: {
+                /** @description The previous page's `next_cursor`; absent: the first page. */
+                cursor?: string;
+                /** @description Items per page, 1..200 (default 50). */
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Pass as `cursor` for the next page; null on the last page. */
+                        next_cursor: string | null;
+                        tenants: {
+                            /** Format: date-time */
+                            created_at: string;
+                            id: string;
+                            member_count: number;
+                            name: string;
+                            /**
+                             * @description The plan billing has the tenant on (`free` without a subscription).
+                             * @enum {string}
+                             */
+                            plan_id: "free" | "pro" | "enterprise";
+                        }[];
+                    };
+                };
+            };
+            /** @description A malformed query parameter: `limit` not a whole number from 1 to 200, or a `cursor` this API did not return. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, unknown or expired bearer token or session cookie: `invalid or expired token`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Platform admins only. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,15 +1,23 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 /**
  * Billing routes: the tenant's subscription, plan changes through checkout sessions (the
- * built-in provider's confirmation page is checkout-page.ts), usage, provider webhooks, and the
- * operator's direct plan change. Decisions (limits, throttling, idempotency, webhook
- * verification) are billing's (docs/billing.md); these routes authenticate, validate and present.
+ * built-in provider's confirmation page is checkout-page.ts), usage and connections against the
+ * cap, provider webhooks, and the operator's tenant list with plans and direct plan change.
+ * Decisions (limits, throttling, idempotency, webhook verification) are billing's
+ * (docs/billing.md); these routes authenticate, validate and present.
  */
-import { IDEMPOTENCY_KEY_PATTERN } from '@relayplane/contract/contract';
+import { IDEMPOTENCY_KEY_PATTERN, PLAN_IDS } from '@relayplane/contract/contract';
 import { AppError } from '@relayplane/contract/errors';
 import { CheckoutSession, Subscription } from '../components.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { iso, presentCheckoutSession, presentPlan, presentUsageDay, required } from '../present.ts';
+import {
+  iso,
+  oneOfValues,
+  presentCheckoutSession,
+  presentPlan,
+  presentUsageDay,
+  required,
+} from '../present.ts';
 import { publicBaseUrl } from '../public-url.ts';
 import {
   BODY_ERRORS,
@@ -18,14 +26,43 @@ import {
   listOf,
   nullable,
   object,
+  oneOf,
+  PAGE_BAD_REQUEST,
+  PAGING,
+  pageOf,
+  pageParams,
+  pageQuery,
   pathParams,
   ref,
+  type Static,
   Type,
 } from '../schemas.ts';
-import { setTenantPlan } from '../workflows/tenant-plan.ts';
+import { tenantConnections } from '../workflows/tenant-connections.ts';
+import { listTenantsWithPlans, setTenantPlan, type TenantWithPlan } from '../workflows/tenant-plan.ts';
 import type { Api, RouteDeps } from './deps.ts';
 
 const DAY = '^\\d{4}-\\d{2}-\\d{2}$';
+
+/** A tenant as the operator's list shows it. */
+const TENANT_OVERVIEW = object({
+  id: Type.String(),
+  name: Type.String(),
+  created_at: dateTime(),
+  plan_id: oneOf(PLAN_IDS, {
+    description: 'The plan billing has the tenant on (`free` without a subscription).',
+  }),
+  member_count: Type.Integer({ minimum: 0 }),
+});
+
+function presentTenantOverview(t: TenantWithPlan): Static<typeof TENANT_OVERVIEW> {
+  return {
+    id: t.tenant.id,
+    name: t.tenant.name,
+    created_at: required(iso(t.tenant.createdAt), 'tenant.created_at'),
+    plan_id: oneOfValues(PLAN_IDS, t.planId, 'tenant.plan_id'),
+    member_count: t.memberCount,
+  };
+}
 
 export function registerBilling(app: Api, { clients, guards }: RouteDeps): void {
   app.get(
@@ -148,6 +185,66 @@ export function registerBilling(app: Api, { clients, guards }: RouteDeps): void 
         to: request.query.to,
       });
       return { days: res.days.map(presentUsageDay) };
+    },
+  );
+
+  app.get(
+    '/admin/v1/tenant/connections',
+    {
+      onRequest: guards.allow('billing:read'),
+      schema: {
+        operationId: 'getTenantConnections',
+        summary: "The active tenant's connections now, against its cap",
+        description:
+          '`live_sessions`: relay sessions of the tenant with no end recorded. `slots_held`: what counts against ' +
+          "the plan's `max_concurrent_connections` right now, the number the next credential or connect is " +
+          'decided against: live sessions, plus credentials issued within the connect window that have not ' +
+          'connected (a credential that connects passes its slot to its session). `cap`: ' +
+          "`max_concurrent_connections` of the tenant's plan as billing has it now. Readable by whoever may " +
+          'read usage (`GET /admin/v1/billing/usage`).',
+        tags: ['billing'],
+        response: {
+          200: object({
+            live_sessions: Type.Integer({ minimum: 0 }),
+            slots_held: Type.Integer({ minimum: 0 }),
+            cap: Type.Integer({ minimum: 0 }),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const res = await tenantConnections(clients, principalOf(request).tenantId);
+      return { live_sessions: res.liveSessions, slots_held: res.slotsHeld, cap: res.cap };
+    },
+  );
+
+  app.get(
+    '/admin/v1/tenants',
+    {
+      onRequest: guards.platformAdmin,
+      schema: {
+        operationId: 'listTenants',
+        summary: 'List every tenant with its plan (platform admins)',
+        description:
+          "Oldest first (`created_at`, then `id`), with the member count and the plan. Tenants are admin's and " +
+          "plans billing's: the gateway asks admin for the page, then billing for that page's plans in one call " +
+          '(`GetSubscriptions`), so a plan changed meanwhile shows as it is after the change. ' +
+          PAGING,
+        tags: ['tenants'],
+        querystring: pageQuery(),
+        response: {
+          200: pageOf('tenants', TENANT_OVERVIEW),
+          400: PAGE_BAD_REQUEST,
+          403: errorResponse('Platform admins only.'),
+        },
+      },
+    },
+    async (request) => {
+      const res = await listTenantsWithPlans(clients, {
+        principal: principalOf(request),
+        ...pageParams(request.query),
+      });
+      return { tenants: res.tenants.map(presentTenantOverview), next_cursor: res.nextCursor || null };
     },
   );
 

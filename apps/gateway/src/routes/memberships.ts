@@ -1,10 +1,12 @@
 import { ROLE_NAMES } from '@relayplane/contract/contract';
-import { tenantRole } from '@relayplane/shared/iam';
-import { Member, Session } from '../components.ts';
+import type { MyTenant } from '@relayplane/proto/admin';
+import { roleName, tenantRole } from '@relayplane/shared/iam';
+import { Member, Session, Tenant } from '../components.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { presentMember, presentOwnSession, required } from '../present.ts';
+import { presentMember, presentOwnSession, presentTenant, required } from '../present.ts';
 import {
   errorResponse,
+  listOf,
   object,
   oneOf,
   PAGE_BAD_REQUEST,
@@ -14,6 +16,7 @@ import {
   pageQuery,
   pathParams,
   ref,
+  type Static,
   Type,
 } from '../schemas.ts';
 import type { Api, RouteDeps } from './deps.ts';
@@ -24,6 +27,21 @@ const FORBIDDEN = errorResponse(
 );
 const MEMBER_NOT_FOUND = errorResponse('The user is not a member of the active tenant.');
 const LAST_OWNER = errorResponse('The change would leave the tenant without an owner.');
+
+/** One of the caller's memberships. */
+const MY_TENANT = object({
+  tenant: ref(Tenant),
+  role: ROLE,
+  active: Type.Boolean({ description: 'The tenant the session acts in now.' }),
+});
+
+function presentMyTenant(t: MyTenant): Static<typeof MY_TENANT> {
+  return {
+    tenant: presentTenant(required(t.tenant, 'my_tenant.tenant')),
+    role: required(roleName(t.role), 'my_tenant.role'),
+    active: t.active,
+  };
+}
 
 export function registerMemberships(app: Api, { clients, guards }: RouteDeps): void {
   app.post(
@@ -47,6 +65,27 @@ export function registerMemberships(app: Api, { clients, guards }: RouteDeps): v
         tenantId: request.body.tenant_id,
       });
       return presentOwnSession(request, required(res.session, 'switchTenant.session'));
+    },
+  );
+
+  app.get(
+    '/admin/v1/auth/tenants',
+    {
+      onRequest: guards.session,
+      schema: {
+        operationId: 'listMyTenants',
+        summary: "The caller's tenants",
+        description:
+          'Every tenant the user is a member of, with the role there, by tenant name; `active` marks the one ' +
+          'the session acts in (`POST /admin/v1/auth/session/tenant` moves it to another). A user session or CLI ' +
+          "token only. Not paged: one user's memberships are few.",
+        tags: ['auth'],
+        response: { 200: listOf('tenants', MY_TENANT) },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.listMyTenants({ principal: principalOf(request) });
+      return { tenants: res.tenants.map(presentMyTenant) };
     },
   );
 

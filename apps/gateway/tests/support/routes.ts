@@ -82,6 +82,7 @@ export const ROUTES: RouteCase[] = [
     auth: 'session',
     body: { tenant_id: 'ten_00000000000000000000' },
   },
+  { method: 'GET', url: '/admin/v1/auth/tenants', auth: 'session' },
   { method: 'GET', url: '/admin/v1/audit-events', auth: 'session' },
   { method: 'GET', url: '/admin/v1/audit-events/verify', auth: 'session' },
   { method: 'GET', url: '/admin/v1/audit-events/checkpoints', auth: 'session' },
@@ -210,6 +211,8 @@ export const ROUTES: RouteCase[] = [
   { method: 'GET', url: '/admin/v1/billing/subscription', auth: 'session' },
   { method: 'POST', url: '/admin/v1/billing/checkout-sessions', auth: 'session', body: { plan: 'pro' } },
   { method: 'GET', url: '/admin/v1/billing/usage?from=2026-11-01&to=2026-11-02', auth: 'session' },
+  { method: 'GET', url: '/admin/v1/tenant/connections', auth: 'session' },
+  { method: 'GET', url: '/admin/v1/tenants', auth: 'platform_admin' },
   {
     method: 'PUT',
     url: '/admin/v1/tenants/ten_00000000000000000000/plan',

@@ -2,6 +2,7 @@ import type { Logger } from '@relayplane/shared/logger';
 import type { CredentialList } from '../issuance/credential-list.ts';
 import type { Introspection } from '../issuance/introspection.ts';
 import type { Issuance } from '../issuance/issuance.ts';
+import type { SlotStore } from '../issuance/slot-store.ts';
 import type { UsageSummaryStore } from '../issuance/usage-summary.ts';
 import type { SigningKeys } from '../keys/signing-keys.ts';
 import type { IssuerMetrics } from '../metrics.ts';
@@ -25,6 +26,8 @@ export interface IssuerDeps {
   usage: UsageSummaryStore;
   sessions: RelaySessions;
   sessionStore: RelaySessionStore;
+  /** Connection slots, read by GetTenantConnections (issuance and sessions decide through their own). */
+  slots: SlotStore;
   logger: Logger;
   /** Absent: nothing is counted (handlers built outside the service). */
   metrics?: IssuerMetrics;

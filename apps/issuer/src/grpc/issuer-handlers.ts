@@ -5,6 +5,7 @@ import { authenticateRelay } from './authenticate-relay.ts';
 import { deleteRelay } from './delete-relay.ts';
 import type { IssuerDeps } from './deps.ts';
 import { getJwks } from './get-jwks.ts';
+import { getTenantConnections } from './get-tenant-connections.ts';
 import { heartbeat } from './heartbeat.ts';
 import { introspectCredential } from './introspect-credential.ts';
 import { issueCredential } from './issue-credential.ts';
@@ -45,5 +46,6 @@ export function issuerHandlers(deps: IssuerDeps): ServiceImpl<typeof IssuerServi
     decideRelaySession: decideRelaySession(deps),
     endRelaySession: endRelaySession(deps),
     listRelaySessions: listRelaySessions(deps),
+    getTenantConnections: getTenantConnections(deps),
   };
 }

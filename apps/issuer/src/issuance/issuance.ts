@@ -27,7 +27,7 @@ import type { CredentialStore } from './credential-store.ts';
 import { ApiKeyRevokedError, type CredentialWriter, SigningKeyRevokedError } from './credential-writer.ts';
 import { type SlotLedger, SlotLedgerUnavailableError, type SlotStore } from './slot-store.ts';
 
-const SLOTS_UNAVAILABLE_MESSAGE = 'concurrency limits are unavailable; retry shortly';
+export const SLOTS_UNAVAILABLE_MESSAGE = 'concurrency limits are unavailable; retry shortly';
 const RECORD_UNAVAILABLE_MESSAGE = 'credentials cannot be recorded right now; retry shortly';
 /**
  * How long an issuance whose signing key was revoked meanwhile waits for this replica's key

@@ -203,11 +203,20 @@ export class RedisSlotStore implements SlotStore {
   }
 
   async leases(tenantId: string): Promise<string[]> {
-    const key = this.#keys.slots(tenantId);
-    // Same notion of "now" as the script: the Redis server's clock.
+    const now = await this.#redisNow();
+    return (await this.#redis.zrangebyscore(this.#keys.slots(tenantId), `(${now}`, '+inf')).sort();
+  }
+
+  /** The leases the script would keep now (it prunes those expiring at or before its TIME). */
+  async held(tenantId: string): Promise<number> {
+    const now = await this.#redisNow();
+    return this.#redis.zcount(this.#keys.slots(tenantId), `(${now}`, '+inf');
+  }
+
+  /** Same notion of "now" as the script: the Redis server's clock, in ms. */
+  async #redisNow(): Promise<number> {
     const [seconds, micros] = await this.#redis.time();
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    return (await this.#redis.zrangebyscore(key, `(${now}`, '+inf')).sort();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 
   async close(): Promise<void> {

@@ -71,6 +71,12 @@ export interface SlotStore {
   renew(tenantId: string, leaseId: string, ttlMs: number): Promise<void>;
   /** The tenant's live leases (expired ones excluded), for tests and diagnostics. */
   leases(tenantId: string): Promise<string[]>;
+  /**
+   * How many live leases the tenant holds now: the count its next decision compares with the cap
+   * (GetTenantConnections). A set lost and not yet rebuilt (by the tenant's next reservation)
+   * counts what it holds since. Throws when the store cannot answer.
+   */
+  held(tenantId: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -272,6 +278,10 @@ export class MemorySlotStore implements SlotStore {
 
   async leases(tenantId: string): Promise<string[]> {
     return [...(this.#ready(tenantId, 0)?.leases.keys() ?? [])].sort();
+  }
+
+  async held(tenantId: string): Promise<number> {
+    return this.#ready(tenantId, 0)?.leases.size ?? 0;
   }
 
   async close(): Promise<void> {

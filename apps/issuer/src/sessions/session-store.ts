@@ -277,6 +277,17 @@ export class RelaySessionStore implements SlotLedger {
     return Number(row.n);
   }
 
+  /** The tenant's sessions with no end recorded (the partial index `relay_sessions_tenant_live`). */
+  async unendedCountOf(tenantId: string): Promise<number> {
+    const row = await this.#db
+      .selectFrom('relay_sessions')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('tenant_id', '=', tenantId)
+      .where('ended_at', 'is', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /** A project's sessions, newest first, after `after`, at most `limit`. */
   list(query: {
     tenantId: string;

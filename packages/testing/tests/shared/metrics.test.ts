@@ -408,6 +408,9 @@ describe('metrics: gRPC server calls (RpcServer with a registry)', () => {
     },
 
     // Not exercised here.
+    async getSubscriptions() {
+      throw new AppError('not_found', 'not exercised');
+    },
     async getEntitlements() {
       throw new AppError('not_found', 'not exercised');
     },

@@ -51,6 +51,9 @@ function fakeBilling(behaviour: { getSubscription: GetSubscription }): ServiceIm
     },
 
     // Not exercised here.
+    async getSubscriptions() {
+      throw new AppError('not_found', 'not exercised');
+    },
     async getEntitlements() {
       throw new AppError('not_found', 'not exercised');
     },

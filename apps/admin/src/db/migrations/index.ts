@@ -15,6 +15,7 @@ import * as secondFactor from './20261203T1200-second-factor.ts';
 import * as auditCheckpoints from './20261203T1300-audit-checkpoints.ts';
 import * as apiKeyCeilings from './20261204T1000-api-key-ceilings.ts';
 import * as webhooks from './20261205T1000-webhooks.ts';
+import * as tenantListIndex from './20261206T1000-tenant-list-index.ts';
 
 /** Every migration of the admin schema, by name (applied in name order). */
 export const migrations: Record<string, Migration> = {
@@ -34,4 +35,5 @@ export const migrations: Record<string, Migration> = {
   '20261203T1300-audit-checkpoints': auditCheckpoints,
   '20261204T1000-api-key-ceilings': apiKeyCeilings,
   '20261205T1000-webhooks': webhooks,
+  '20261206T1000-tenant-list-index': tenantListIndex,
 };

@@ -1132,6 +1132,82 @@ export declare type GetTenantResponse = Message<"relayplane.admin.v1.GetTenantRe
 export declare const GetTenantResponseSchema: GenMessage<GetTenantResponse>;
 
 /**
+ * @generated from message relayplane.admin.v1.ListTenantsRequest
+ */
+export declare type ListTenantsRequest = Message<"relayplane.admin.v1.ListTenantsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * Paging (docs/iam.md, "Lists and paging"): 1..200; 0 means the default, 50.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * A next_cursor this list answered; empty: the first page. Anything else: invalid_request.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListTenantsRequest.
+ * Use `create(ListTenantsRequestSchema)` to create a new message.
+ */
+export declare const ListTenantsRequestSchema: GenMessage<ListTenantsRequest>;
+
+/**
+ * A tenant as the operator's list shows it.
+ *
+ * @generated from message relayplane.admin.v1.TenantOverview
+ */
+export declare type TenantOverview = Message<"relayplane.admin.v1.TenantOverview"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Tenant tenant = 1;
+   */
+  tenant?: Tenant | undefined;
+
+  /**
+   * @generated from field: uint32 member_count = 2;
+   */
+  memberCount: number;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.TenantOverview.
+ * Use `create(TenantOverviewSchema)` to create a new message.
+ */
+export declare const TenantOverviewSchema: GenMessage<TenantOverview>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListTenantsResponse
+ */
+export declare type ListTenantsResponse = Message<"relayplane.admin.v1.ListTenantsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.TenantOverview tenants = 1;
+   */
+  tenants: TenantOverview[];
+
+  /**
+   * Pass as cursor for the next page; empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListTenantsResponse.
+ * Use `create(ListTenantsResponseSchema)` to create a new message.
+ */
+export declare const ListTenantsResponseSchema: GenMessage<ListTenantsResponse>;
+
+/**
  * Bot is a machine identity of a project. Its role is project-scoped: developer or viewer.
  *
  * @generated from message relayplane.admin.v1.Bot
@@ -1531,6 +1607,68 @@ export declare type SwitchTenantResponse = Message<"relayplane.admin.v1.SwitchTe
  * Use `create(SwitchTenantResponseSchema)` to create a new message.
  */
 export declare const SwitchTenantResponseSchema: GenMessage<SwitchTenantResponse>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListMyTenantsRequest
+ */
+export declare type ListMyTenantsRequest = Message<"relayplane.admin.v1.ListMyTenantsRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListMyTenantsRequest.
+ * Use `create(ListMyTenantsRequestSchema)` to create a new message.
+ */
+export declare const ListMyTenantsRequestSchema: GenMessage<ListMyTenantsRequest>;
+
+/**
+ * One of the caller's memberships.
+ *
+ * @generated from message relayplane.admin.v1.MyTenant
+ */
+export declare type MyTenant = Message<"relayplane.admin.v1.MyTenant"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Tenant tenant = 1;
+   */
+  tenant?: Tenant | undefined;
+
+  /**
+   * @generated from field: relayplane.admin.v1.TenantRole role = 2;
+   */
+  role: TenantRole;
+
+  /**
+   * The tenant the session acts in now.
+   *
+   * @generated from field: bool active = 3;
+   */
+  active: boolean;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.MyTenant.
+ * Use `create(MyTenantSchema)` to create a new message.
+ */
+export declare const MyTenantSchema: GenMessage<MyTenant>;
+
+/**
+ * @generated from message relayplane.admin.v1.ListMyTenantsResponse
+ */
+export declare type ListMyTenantsResponse = Message<"relayplane.admin.v1.ListMyTenantsResponse"> & {
+  /**
+   * @generated from field: repeated relayplane.admin.v1.MyTenant tenants = 1;
+   */
+  tenants: MyTenant[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.ListMyTenantsResponse.
+ * Use `create(ListMyTenantsResponseSchema)` to create a new message.
+ */
+export declare const ListMyTenantsResponseSchema: GenMessage<ListMyTenantsResponse>;
 
 /**
  * Member is a user's membership of a tenant.
@@ -4093,6 +4231,17 @@ export declare const AdminService: GenService<{
     output: typeof GetTenantResponseSchema;
   },
   /**
+   * ListTenants: every tenant with its member count, oldest first (created_at, then id), paged;
+   * platform admins only (forbidden otherwise). Plans are billing's: the gateway adds them.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ListTenants
+   */
+  listTenants: {
+    methodKind: "unary";
+    input: typeof ListTenantsRequestSchema;
+    output: typeof ListTenantsResponseSchema;
+  },
+  /**
    * Bots of a project (machine identities) and their keys. Managing them needs a user session
    * of the project's tenant with role owner or admin. A bot key is a bot token (`rpb_`),
    * answered once by CreateBotKey and stored as its SHA-256 only; Authenticate accepts it and
@@ -4150,6 +4299,18 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SwitchTenantRequestSchema;
     output: typeof SwitchTenantResponseSchema;
+  },
+  /**
+   * ListMyTenants: the tenants the caller's user is a member of, with the role of each and which
+   * one the session acts in, by tenant name (then id). A user session (or CLI token) only: any
+   * other principal is unauthenticated. Not paged: a user's memberships are few.
+   *
+   * @generated from rpc relayplane.admin.v1.AdminService.ListMyTenants
+   */
+  listMyTenants: {
+    methodKind: "unary";
+    input: typeof ListMyTenantsRequestSchema;
+    output: typeof ListMyTenantsResponseSchema;
   },
   /**
    * Members of the active tenant. Any member may list them; only owners and admins manage them

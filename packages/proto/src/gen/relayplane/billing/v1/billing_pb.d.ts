@@ -272,6 +272,40 @@ export declare type GetSubscriptionResponse = Message<"relayplane.billing.v1.Get
 export declare const GetSubscriptionResponseSchema: GenMessage<GetSubscriptionResponse>;
 
 /**
+ * @generated from message relayplane.billing.v1.GetSubscriptionsRequest
+ */
+export declare type GetSubscriptionsRequest = Message<"relayplane.billing.v1.GetSubscriptionsRequest"> & {
+  /**
+   * @generated from field: repeated string tenant_ids = 1;
+   */
+  tenantIds: string[];
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetSubscriptionsRequest.
+ * Use `create(GetSubscriptionsRequestSchema)` to create a new message.
+ */
+export declare const GetSubscriptionsRequestSchema: GenMessage<GetSubscriptionsRequest>;
+
+/**
+ * @generated from message relayplane.billing.v1.GetSubscriptionsResponse
+ */
+export declare type GetSubscriptionsResponse = Message<"relayplane.billing.v1.GetSubscriptionsResponse"> & {
+  /**
+   * One per tenant asked, in the same order.
+   *
+   * @generated from field: repeated relayplane.billing.v1.Subscription subscriptions = 1;
+   */
+  subscriptions: Subscription[];
+};
+
+/**
+ * Describes the message relayplane.billing.v1.GetSubscriptionsResponse.
+ * Use `create(GetSubscriptionsResponseSchema)` to create a new message.
+ */
+export declare const GetSubscriptionsResponseSchema: GenMessage<GetSubscriptionsResponse>;
+
+/**
  * @generated from message relayplane.billing.v1.SetPlanRequest
  */
 export declare type SetPlanRequest = Message<"relayplane.billing.v1.SetPlanRequest"> & {
@@ -770,6 +804,19 @@ export declare const BillingService: GenService<{
     methodKind: "unary";
     input: typeof GetSubscriptionRequestSchema;
     output: typeof GetSubscriptionResponseSchema;
+  },
+  /**
+   * GetSubscriptions: GetSubscription's subscription for each of up to 200 tenants at once (a
+   * page of the operator's tenant list), in the order asked; a tenant without a subscription
+   * row is on the default plan (updated_at unset). More than 200, or an id that is not a
+   * tenant id: invalid_request.
+   *
+   * @generated from rpc relayplane.billing.v1.BillingService.GetSubscriptions
+   */
+  getSubscriptions: {
+    methodKind: "unary";
+    input: typeof GetSubscriptionsRequestSchema;
+    output: typeof GetSubscriptionsResponseSchema;
   },
   /**
    * SetPlan puts a tenant on a plan (platform admins, provider webhooks). Idempotent. Every

@@ -1875,6 +1875,47 @@ export declare type RelaySession = Message<"relayplane.issuer.v1.RelaySession"> 
 export declare const RelaySessionSchema: GenMessage<RelaySession>;
 
 /**
+ * @generated from message relayplane.issuer.v1.GetTenantConnectionsRequest
+ */
+export declare type GetTenantConnectionsRequest = Message<"relayplane.issuer.v1.GetTenantConnectionsRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.GetTenantConnectionsRequest.
+ * Use `create(GetTenantConnectionsRequestSchema)` to create a new message.
+ */
+export declare const GetTenantConnectionsRequestSchema: GenMessage<GetTenantConnectionsRequest>;
+
+/**
+ * @generated from message relayplane.issuer.v1.GetTenantConnectionsResponse
+ */
+export declare type GetTenantConnectionsResponse = Message<"relayplane.issuer.v1.GetTenantConnectionsResponse"> & {
+  /**
+   * Relay sessions of the tenant with no end recorded.
+   *
+   * @generated from field: uint32 live_sessions = 1;
+   */
+  liveSessions: number;
+
+  /**
+   * Slots the tenant holds in the slot store: the count its next cap decision compares.
+   *
+   * @generated from field: uint32 slots_held = 2;
+   */
+  slotsHeld: number;
+};
+
+/**
+ * Describes the message relayplane.issuer.v1.GetTenantConnectionsResponse.
+ * Use `create(GetTenantConnectionsResponseSchema)` to create a new message.
+ */
+export declare const GetTenantConnectionsResponseSchema: GenMessage<GetTenantConnectionsResponse>;
+
+/**
  * @generated from enum relayplane.issuer.v1.KeyState
  */
 export enum KeyState {
@@ -2145,6 +2186,18 @@ export declare const IssuerService: GenService<{
     methodKind: "unary";
     input: typeof ListRelaySessionsRequestSchema;
     output: typeof ListRelaySessionsResponseSchema;
+  },
+  /**
+   * GetTenantConnections: the tenant's concurrency now: relay sessions not ended, and the slots
+   * it holds (what the cap is decided against: live sessions and credentials within their
+   * connect window). The cap itself is billing's. The slot store unreachable: UNAVAILABLE.
+   *
+   * @generated from rpc relayplane.issuer.v1.IssuerService.GetTenantConnections
+   */
+  getTenantConnections: {
+    methodKind: "unary";
+    input: typeof GetTenantConnectionsRequestSchema;
+    output: typeof GetTenantConnectionsResponseSchema;
   },
   /**
    * SummarizeUsage recomputes one UTC day of issuance from the credentials table: per tenant

@@ -4,7 +4,7 @@
  */
 import type { FunctionComponent } from 'preact';
 import { useRoute } from 'preact-iso';
-import { api, type components, must } from '../api.ts';
+import { api, must } from '../api.ts';
 import { PROJECT_TABS, paths } from '../routes.ts';
 import { Busy, ErrorNote, Page, useLoad } from '../ui/kit.tsx';
 import { Allowlist } from './project/allowlist.tsx';
@@ -13,15 +13,11 @@ import { Bots } from './project/bots.tsx';
 import { Credentials } from './project/credentials.tsx';
 import { IdentityTokens } from './project/identity-tokens.tsx';
 import { Sessions } from './project/sessions.tsx';
+import type { ProjectInfo, TabProps } from './project/tab.ts';
 import { Webhooks } from './project/webhooks.tsx';
 import '../ui/project.css';
 
-export type ProjectInfo = components['schemas']['Project'];
-
-/** What every tab receives. */
-export interface TabProps {
-  project: ProjectInfo;
-}
+export type { ProjectInfo, TabProps } from './project/tab.ts';
 
 const TABS: Record<(typeof PROJECT_TABS)[number]['tab'], FunctionComponent<TabProps>> = {
   'api-keys': ApiKeys,

@@ -17,7 +17,7 @@ import {
   useAction,
   usePaged,
 } from '../../ui/kit.tsx';
-import type { TabProps } from '../project.tsx';
+import type { TabProps } from './tab.ts';
 
 type Entry = components['schemas']['AllowlistEntry'];
 

@@ -24,7 +24,7 @@ import {
   useAction,
   usePaged,
 } from '../../ui/kit.tsx';
-import type { TabProps } from '../project.tsx';
+import type { TabProps } from './tab.ts';
 
 type ApiKey = components['schemas']['ApiKey'];
 type CreateBody = NonNullable<

@@ -22,7 +22,7 @@ import {
   useAction,
   usePaged,
 } from '../../ui/kit.tsx';
-import type { TabProps } from '../project.tsx';
+import type { TabProps } from './tab.ts';
 
 type Bot = components['schemas']['Bot'];
 type BotKey = components['schemas']['BotKey'];

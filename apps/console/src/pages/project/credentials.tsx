@@ -22,7 +22,7 @@ import {
   useLoad,
   usePaged,
 } from '../../ui/kit.tsx';
-import type { TabProps } from '../project.tsx';
+import type { TabProps } from './tab.ts';
 
 interface Credential {
   jti: string;

@@ -23,7 +23,7 @@ import {
   useLoad,
   usePaged,
 } from '../../ui/kit.tsx';
-import type { TabProps } from '../project.tsx';
+import type { TabProps } from './tab.ts';
 
 type Bot = components['schemas']['Bot'];
 type IdentityToken = components['schemas']['IdentityToken'];

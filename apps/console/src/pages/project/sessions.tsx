@@ -19,7 +19,7 @@ import {
   useAction,
   usePaged,
 } from '../../ui/kit.tsx';
-import type { TabProps } from '../project.tsx';
+import type { TabProps } from './tab.ts';
 
 interface RelaySession {
   id: string;

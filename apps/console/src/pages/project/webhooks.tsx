@@ -23,7 +23,7 @@ import {
   useId,
   usePaged,
 } from '../../ui/kit.tsx';
-import type { TabProps } from '../project.tsx';
+import type { TabProps } from './tab.ts';
 
 export type Endpoint = components['schemas']['WebhookEndpoint'];
 export type EventType = Endpoint['events'][number];

@@ -57,6 +57,19 @@ export class Browser {
     });
     await context.grantPermissions(['clipboard-read', 'clipboard-write']);
     await context.addInitScript(() => {
+      // Fetches in flight and the last time one started or ended, for settled().
+      const w = window as unknown as { __inflight: number; __lastFetch: number };
+      w.__inflight = 0;
+      w.__lastFetch = 0;
+      const original = window.fetch.bind(window);
+      window.fetch = (...args: Parameters<typeof fetch>) => {
+        w.__inflight += 1;
+        w.__lastFetch = performance.now();
+        return original(...args).finally(() => {
+          w.__inflight -= 1;
+          w.__lastFetch = performance.now();
+        });
+      };
       document.addEventListener('securitypolicyviolation', (e) => {
         console.error(
           `CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || 'inline'} (${e.sourceFile}:${e.lineNumber})`,
@@ -110,6 +123,22 @@ export class Browser {
   async close(): Promise<void> {
     await this.#chromium.close();
   }
+}
+
+/**
+ * Waits until the page has had no fetch in flight for 200 ms (its data loaded, and a fetch an
+ * effect starts after rendering the first answer had time to begin): quicker than Playwright's
+ * `networkidle`, which waits for half a second of network silence.
+ */
+export async function settled(page: Page): Promise<void> {
+  await page.waitForFunction(
+    () => {
+      const w = window as unknown as { __inflight: number; __lastFetch: number };
+      return w.__inflight === 0 && performance.now() - w.__lastFetch > 200;
+    },
+    null,
+    { polling: 50, timeout: 30_000 },
+  );
 }
 
 /** axe-core's serious and critical violations of WCAG 2.2 A/AA on the page as it is now. */

@@ -1292,6 +1292,19 @@ describe('behind an ingress, and the abuse settings (issue 18)', () => {
     expect(on.get('BILLING_BUILTIN_PAID_CHECKOUT')?.value).toBe('true');
   });
 
+  it('has the gateway serve on for 5 s after SIGTERM while endpoints drop the pod (gateway.shutdownDelayMs; 0: not set)', async () => {
+    const objects = await render({ set: REQUIRED_SETS });
+    expect(appEnv(objects).get('GATEWAY_SHUTDOWN_DELAY_MS')?.value).toBe('5000');
+    for (const other of ['issuer', 'admin', 'billing']) {
+      expect(appEnv(objects, other).has('GATEWAY_SHUTDOWN_DELAY_MS'), other).toBe(false);
+    }
+    const off = appEnv(await render({ set: [...REQUIRED_SETS, 'gateway.shutdownDelayMs=0'] }));
+    expect(off.has('GATEWAY_SHUTDOWN_DELAY_MS')).toBe(false);
+    const refused = await template({ set: [...REQUIRED_SETS, 'gateway.shutdownDelayMs=20000'] });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/shutdownDelayMs/);
+  });
+
   it("renders the gateway's slow-client settings only when set", async () => {
     const defaults = appEnv(await render({ set: REQUIRED_SETS }));
     for (const name of [

@@ -145,7 +145,12 @@ describe('the per-API-key issuance rate across two gateways', () => {
       const expected = RATE + 2 * RATE + 2;
       let count = 0;
       for (const deadline = Date.now() + 3_000; ; await sleep(100)) {
-        const [w, n, p] = await redisClient.hmget(`${redis.prefix}issuance-rate:${limited.id}`, 'w', 'n', 'p');
+        const [w, n, p] = await redisClient.hmget(
+          `${redis.prefix}issuance-rate:${limited.id}`,
+          'w',
+          'n',
+          'p',
+        );
         count = Number(w) === window ? Number(n) : Number(p);
         if (count >= expected || Date.now() > deadline) break;
       }

@@ -16,9 +16,11 @@
  * stall shows up as requests piling up rather than as a quieter load. They go round-robin to
  * the gateways in the rotation. A gateway being restarted is out of the rotation from its
  * SIGTERM until its /readyz answers 200 again: in Kubernetes its readiness takes it out of the
- * Service, so the load goes only to the other one meanwhile. A request whose connection is
- * refused (nothing was sent) goes to the other gateway, as a client behind a load balancer
- * would have it.
+ * Service, so the load goes only to the other one meanwhile. Requests already on their way to
+ * it when SIGTERM comes are answered: it goes on serving for GATEWAY_SHUTDOWN_DELAY_MS, as the
+ * chart deploys it (without it, once in four CI runs two requests met its closing listener: a
+ * 503 without Retry-After from Fastify, and a reset). A request whose connection is refused
+ * (nothing was sent) goes to the other gateway, as a client behind a load balancer would have it.
  *
  * Asserted: clients see only 201, or 503 with Retry-After, and 503 is rare while the issuers
  * restart; every 201's jti is recorded in PostgreSQL; a second tenant, at its cap from the
@@ -207,6 +209,10 @@ describe('a rolling restart of every process under a steady issuance load', () =
         // The capped tenant's credentials never connect to a relay: held for their whole TTL
         // (600 s) rather than the default connect window (60 s), which this run outlasts.
         RELAYPLANE_RELAY_CONNECT_WINDOW_SECONDS: '600',
+        // As the chart deploys it (5 s there): a gateway answers what is already on its way for
+        // a while after SIGTERM. Here the load leaves it at SIGTERM, so 2 s covers the requests
+        // in flight on this loaded machine.
+        GATEWAY_SHUTDOWN_DELAY_MS: '2000',
       },
     });
     db = new pg.Client({ connectionString: database.url });

@@ -70,6 +70,11 @@ export interface GatewayApp {
   jwks: JwksCache;
   /** Every route the app serves (HEAD twins excluded). */
   routes: ServedRoute[];
+  /**
+   * Starts the shutdown before the server closes: /readyz answers 503, every answer closes its
+   * connection, held long-polls answer at once. Closing the app does it too.
+   */
+  beginShutdown(): void;
 }
 
 /**
@@ -220,8 +225,9 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     shuttingDown.abort();
     done();
   });
-  // While shutting down, answers close their connection: idle keep-alive sockets would
-  // otherwise hold `close()` until their timeout.
+  // While shutting down, answers close their connection: clients open their next one to
+  // another gateway, and idle keep-alive sockets would otherwise hold `close()` until their
+  // timeout.
   app.addHook('onSend', (_request, reply, payload, done) => {
     if (shuttingDown.signal.aborted) reply.header('connection', 'close');
     done(null, payload);
@@ -276,5 +282,5 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   registerConsole(app, loadConsole(ctx.config.consoleDir ?? defaultConsoleDir()));
 
   await app.ready();
-  return { app, jwks: ctx.jwks, routes };
+  return { app, jwks: ctx.jwks, routes, beginShutdown: () => shuttingDown.abort() };
 }

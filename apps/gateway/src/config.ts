@@ -37,6 +37,11 @@ export interface GatewayConfig {
   issuanceStreamMaxAgeMs: number;
   /** Shortest time between DNS re-resolutions of a dns: target. */
   grpcDnsMinIntervalMs: number;
+  /**
+   * After SIGTERM, how long the gateway goes on serving, not ready and closing each connection
+   * after its answer, before it stops accepting (load balancers take it out meanwhile).
+   */
+  shutdownDelayMs: number;
   /** How long shutdown waits for in-flight requests before closing the remaining connections. */
   shutdownDrainMs: number;
   /** Longest an API key / relay token verification or a tenant's plan limits are cached. */
@@ -103,7 +108,7 @@ export function readGatewayConfig(
     issuanceStreams: overrides.issuanceStreams ?? r.read(S.issuanceStreams),
     issuanceStreamMaxAgeMs: overrides.issuanceStreamMaxAgeMs ?? r.read(S.issuanceStreamMaxAgeMs),
     grpcDnsMinIntervalMs: overrides.grpcDnsMinIntervalMs ?? r.read(S.grpcDnsMinIntervalMs),
-    shutdownDrainMs: overrides.shutdownDrainMs ?? r.read(S.shutdownDrainMs),
+    ...shutdownTimes(r, overrides),
     authCacheMs: overrides.authCacheMs ?? r.read(S.authCacheMs),
     jwksCacheMs: overrides.jwksCacheMs ?? r.read(S.jwksCacheMs),
     ...slowClientLimits(r, overrides),
@@ -113,6 +118,27 @@ export function readGatewayConfig(
     logLevel: overrides.logLevel ?? (r.read(S.logLevel) as LogLevel),
     consoleDir: 'consoleDir' in overrides ? overrides.consoleDir : r.optional(S.consoleDir.env),
   };
+}
+
+/** The whole shutdown (delay, then drain) must end before the process gives up on it (runMain: 25 s). */
+const SHUTDOWN_BUDGET_MS = 24_000;
+
+function shutdownTimes(
+  r: EnvReader,
+  overrides: Partial<GatewayConfig>,
+): Pick<GatewayConfig, 'shutdownDelayMs' | 'shutdownDrainMs'> {
+  const S = GATEWAY;
+  const times = {
+    shutdownDelayMs: overrides.shutdownDelayMs ?? r.read(S.shutdownDelayMs),
+    shutdownDrainMs: overrides.shutdownDrainMs ?? r.read(S.shutdownDrainMs),
+  };
+  if (times.shutdownDelayMs + times.shutdownDrainMs > SHUTDOWN_BUDGET_MS) {
+    throw new ConfigError(
+      S.shutdownDelayMs.env,
+      `(${times.shutdownDelayMs}) plus ${S.shutdownDrainMs.env} (${times.shutdownDrainMs}) must not exceed ${SHUTDOWN_BUDGET_MS} ms: the process exits 1 if its shutdown takes longer than 25 s`,
+    );
+  }
+  return times;
 }
 
 /** `GATEWAY_TRUSTED_PROXIES`: addresses or CIDRs, each checked. */

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from './app.ts';
+import { buildApp, type GatewayApp } from './app.ts';
 import type { GatewayConfig } from './config.ts';
 import { GatewayContext, type GatewayOverrides } from './context.ts';
 
@@ -9,11 +9,13 @@ export type { GatewayOverrides } from './context.ts';
 export class GatewayService {
   readonly ctx: GatewayContext;
   readonly app: FastifyInstance;
+  readonly #beginShutdown: () => void;
   #url = '';
 
-  private constructor(ctx: GatewayContext, app: FastifyInstance) {
+  private constructor(ctx: GatewayContext, { app, beginShutdown }: GatewayApp) {
     this.ctx = ctx;
     this.app = app;
+    this.#beginShutdown = beginShutdown;
     // Registered last, so closed first: stop accepting and finish in-flight requests before
     // anything they use closes.
     ctx.lifecycle.onClose('http server', () => this.#drain());
@@ -22,8 +24,7 @@ export class GatewayService {
   static async create(config: GatewayConfig, overrides: GatewayOverrides = {}): Promise<GatewayService> {
     const ctx = await GatewayContext.fromConfig(config, overrides);
     try {
-      const { app } = await buildApp(ctx);
-      return new GatewayService(ctx, app);
+      return new GatewayService(ctx, await buildApp(ctx));
     } catch (err) {
       await ctx.close();
       throw err;
@@ -73,6 +74,16 @@ export class GatewayService {
   }
 
   async #drain(): Promise<void> {
+    // Not ready, still serving: load balancers (Kubernetes endpoints, a proxy's health checks)
+    // take this gateway out while requests already on their way to it are answered, and each
+    // answer closes its connection so the client's next request opens one elsewhere. Without
+    // the delay, requests sent just before the balancer noticed would meet a closed listener.
+    this.#beginShutdown();
+    const delayMs = this.config.shutdownDelayMs;
+    if (delayMs > 0) {
+      this.logger.info({ delayMs }, 'gateway stopping: not ready, serving until load balancers take it out');
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
     this.logger.info('gateway stopping: finishing in-flight requests');
     // Drain for a bounded time, then cut whatever connection is still open.
     const drain = setTimeout(() => {

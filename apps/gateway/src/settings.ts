@@ -81,6 +81,13 @@ export const GATEWAY = {
     300_000,
     'Shortest time between DNS re-resolutions of a `dns:` target.',
   ),
+  shutdownDelayMs: ms(
+    'GATEWAY_SHUTDOWN_DELAY_MS',
+    0,
+    0,
+    15_000,
+    'After SIGTERM, how long the gateway goes on serving while it answers `/readyz` with 503 and closes each connection after its answer, so load balancers take it out before it stops accepting (Kubernetes: the time endpoints take to drop a terminating pod; the chart sets 5000). Then the drain begins.',
+  ),
   shutdownDrainMs: ms(
     'GATEWAY_SHUTDOWN_DRAIN_MS',
     5_000,

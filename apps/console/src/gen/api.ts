@@ -1231,7 +1231,7 @@ export interface paths {
         };
         /**
          * Readiness: every service behind the gateway is serving
-         * @description Asks each service (admin, issuer, billing) over the standard gRPC health protocol. A service reports SERVING only while its database answers. 503 when any is not serving or unreachable; it recovers by itself when they do.
+         * @description Asks each service (admin, issuer, billing) over the standard gRPC health protocol. A service reports SERVING only while its database answers. 503 when any is not serving or unreachable; it recovers by itself when they do. 503 too from SIGTERM on: the gateway goes on serving for `GATEWAY_SHUTDOWN_DELAY_MS` while load balancers take it out, then drains and stops.
          */
         get: operations["getReadiness"];
         put?: never;

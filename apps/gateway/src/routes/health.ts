@@ -10,7 +10,7 @@ const STATUS_NAMES: Record<number, string> = {
   [Status.SERVICE_UNKNOWN]: 'SERVICE_UNKNOWN',
 };
 
-export function registerHealth(app: Api, { clients }: RouteDeps): void {
+export function registerHealth(app: Api, { clients, shutdown }: RouteDeps): void {
   app.get(
     '/healthz',
     {
@@ -38,7 +38,8 @@ export function registerHealth(app: Api, { clients }: RouteDeps): void {
         description:
           'Asks each service (admin, issuer, billing) over the standard gRPC health protocol. A service reports ' +
           'SERVING only while its database answers. 503 when any is not serving or unreachable; it recovers ' +
-          'by itself when they do.',
+          'by itself when they do. 503 too from SIGTERM on: the gateway goes on serving for ' +
+          '`GATEWAY_SHUTDOWN_DELAY_MS` while load balancers take it out, then drains and stops.',
         tags: ['health'],
         response: {
           200: object({
@@ -55,6 +56,10 @@ export function registerHealth(app: Api, { clients }: RouteDeps): void {
       },
     },
     async (_request, reply) => {
+      if (shutdown.aborted) {
+        reply.header('retry-after', '1');
+        return reply.code(503).send({ error: 'not ready: the gateway is shutting down' });
+      }
       const services = Object.fromEntries(
         await Promise.all(
           DOWNSTREAMS.map((name) =>

@@ -327,6 +327,10 @@ the limit for the old generation, 8 MiB semi-spaces (docs/performance.md, Soak).
 - name: GATEWAY_KEEP_ALIVE_TIMEOUT_MS
   value: {{ . | int64 | quote }}
 {{- end }}
+{{- with $c.shutdownDelayMs }}
+- name: GATEWAY_SHUTDOWN_DELAY_MS
+  value: {{ . | int64 | quote }}
+{{- end }}
 {{- with $c.maxConnections }}
 - name: GATEWAY_MAX_CONNECTIONS
   value: {{ . | int64 | quote }}

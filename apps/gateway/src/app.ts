@@ -71,8 +71,8 @@ export interface GatewayApp {
   /** Every route the app serves (HEAD twins excluded). */
   routes: ServedRoute[];
   /**
-   * Starts the shutdown before the server closes: /readyz answers 503, every answer closes its
-   * connection, held long-polls answer at once. Closing the app does it too.
+   * Starts the shutdown before the server closes: /readyz answers 503 and every answer closes
+   * its connection (held long-polls answer when the app closes). Closing the app does it too.
    */
   beginShutdown(): void;
 }
@@ -220,19 +220,24 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   await registerOpenApi(app);
 
+  // Shutdown in two steps (service.ts): from SIGTERM (`beginShutdown`) the gateway is not ready
+  // but serves; when the server closes, held long-polls answer at once. Holding them through the
+  // first step keeps relays from re-polling in a loop a gateway that answers them at once.
+  const stopping = new AbortController();
   const shuttingDown = new AbortController();
   app.addHook('preClose', (done) => {
+    stopping.abort();
     shuttingDown.abort();
     done();
   });
-  // While shutting down, answers close their connection: clients open their next one to
-  // another gateway, and idle keep-alive sockets would otherwise hold `close()` until their
-  // timeout.
+  // From SIGTERM on, answers close their connection: clients open their next one to another
+  // gateway, and idle keep-alive sockets would otherwise hold `close()` until their timeout.
   app.addHook('onSend', (_request, reply, payload, done) => {
-    if (shuttingDown.signal.aborted) reply.header('connection', 'close');
+    if (stopping.signal.aborted) reply.header('connection', 'close');
     done(null, payload);
   });
   const routeDeps: RouteDeps = {
+    stopping: stopping.signal,
     shutdown: shuttingDown.signal,
     clients: ctx.clients,
     jwks: ctx.jwks,
@@ -282,5 +287,5 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   registerConsole(app, loadConsole(ctx.config.consoleDir ?? defaultConsoleDir()));
 
   await app.ready();
-  return { app, jwks: ctx.jwks, routes, beginShutdown: () => shuttingDown.abort() };
+  return { app, jwks: ctx.jwks, routes, beginShutdown: () => stopping.abort() };
 }

@@ -62,7 +62,7 @@ describe('gateway shutdown', () => {
     expect(closeMs).toBeLessThan(2_000);
   });
 
-  it('with GATEWAY_SHUTDOWN_DELAY_MS, goes on serving after SIGTERM: /readyz 503, every answer closes its connection; then stops accepting', async () => {
+  it('with GATEWAY_SHUTDOWN_DELAY_MS, goes on serving after SIGTERM: /readyz 503, every answer closes its connection, long-polls held; then they answer and it stops accepting', async () => {
     const env = {
       PORT: '0',
       GATEWAY_ADMIN_ADDRESS: `127.0.0.1:${stack.admin.port}`,
@@ -76,6 +76,22 @@ describe('gateway shutdown', () => {
     const ready = await get(`${url}/readyz`);
     expect(ready.status).toBe(200);
     expect(ready.connection).toBe('keep-alive');
+    const relay = await fetch(`${url}/admin/v1/relays`, {
+      method: 'POST',
+      headers: { ...(await stack.ownerAuth()), 'content-type': 'application/json' },
+      body: JSON.stringify({ region: 'eu', host: 'delay.example', port: 443 }),
+    });
+    expect(relay.status).toBe(201);
+    const { token } = (await relay.json()) as { token: string };
+    const poll = fetch(`${url}/v1/credentials/revocations?cursor=0&wait=25`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    let pollAnsweredAt = 0;
+    void poll.then(() => {
+      pollAnsweredAt = Date.now();
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(pollAnsweredAt, 'the poll is held').toBe(0);
 
     // What runMain does on SIGTERM.
     const started = Date.now();
@@ -93,8 +109,15 @@ describe('gateway shutdown', () => {
     expect((jwks.body as { keys: unknown[] }).keys.length).toBeGreaterThan(0);
     expect(Date.now() - started).toBeLessThan(1_500);
 
+    // The held poll is not cut while the gateway serves on (relays would re-poll it in a loop):
+    // it answers, with nothing new, when the server closes.
+    expect(pollAnsweredAt, 'the poll is still held').toBe(0);
     await destroyed;
     expect(Date.now() - started).toBeGreaterThanOrEqual(1_500);
+    const polled = await poll;
+    expect(polled.status).toBe(200);
+    expect(await polled.json()).toMatchObject({ revocations: [] });
+    expect(pollAnsweredAt - started).toBeGreaterThanOrEqual(1_500);
     await expect(get(`${url}/healthz`)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
   });
 

@@ -38,6 +38,8 @@ export interface RouteDeps {
    * it). Other replicas learn of it from the bus, and their cache entries expire within a second.
    */
   forgetApiKey(keyId: string): void;
-  /** Aborted when the gateway starts shutting down: held long-polls answer at once. */
+  /** Aborted at SIGTERM: /readyz answers 503 (the gateway serves on for GATEWAY_SHUTDOWN_DELAY_MS). */
+  stopping: AbortSignal;
+  /** Aborted when the server closes (after that delay): held long-polls answer at once. */
   shutdown: AbortSignal;
 }

@@ -10,7 +10,7 @@ const STATUS_NAMES: Record<number, string> = {
   [Status.SERVICE_UNKNOWN]: 'SERVICE_UNKNOWN',
 };
 
-export function registerHealth(app: Api, { clients, shutdown }: RouteDeps): void {
+export function registerHealth(app: Api, { clients, stopping }: RouteDeps): void {
   app.get(
     '/healthz',
     {
@@ -56,7 +56,7 @@ export function registerHealth(app: Api, { clients, shutdown }: RouteDeps): void
       },
     },
     async (_request, reply) => {
-      if (shutdown.aborted) {
+      if (stopping.aborted) {
         reply.header('retry-after', '1');
         return reply.code(503).send({ error: 'not ready: the gateway is shutting down' });
       }

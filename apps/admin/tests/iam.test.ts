@@ -94,6 +94,7 @@ describe('admin IAM: every permission-checked RPC refuses a principal without th
       (principal) => client.createProject({ principal, name: 'x', environment: '' }),
     ],
     ['ListProjects', 'projects:read', (principal) => client.listProjects({ principal })],
+    ['GetProject', 'projects:read', (principal) => client.getProject({ principal, projectId: P() })],
     [
       'CreateApiKey',
       'api_keys:write',

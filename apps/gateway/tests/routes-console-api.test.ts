@@ -7,9 +7,10 @@ type Headers = Record<string, string>;
 /**
  * The reads the web console starts from, on the real services (PostgreSQL, Redis): the caller's
  * tenants (`GET /admin/v1/auth/tenants`), every tenant for an operator (`GET /admin/v1/tenants`),
- * and the active tenant's connections against its cap (`GET /admin/v1/tenant/connections`).
+ * one project (`GET /admin/v1/projects/{id}`), and the active tenant's connections against its
+ * cap (`GET /admin/v1/tenant/connections`).
  */
-describe('gateway routes: console reads (my tenants, all tenants, connections)', () => {
+describe('gateway routes: console reads (my tenants, all tenants, a project, connections)', () => {
   let stack: Stack;
   let seq = 0;
 
@@ -231,6 +232,37 @@ describe('gateway routes: console reads (my tenants, all tenants, connections)',
       const unknown = await get('/admin/v1/tenants?plan=pro', operator);
       expect(unknown.status).toBe(400);
       expect(Object.keys(unknown.body)).toEqual(['error']);
+    });
+  });
+
+  describe('GET /admin/v1/projects/{project_id} (getProject)', () => {
+    it("reads one project of the active tenant; another tenant's, a missing or a malformed id is 404; a bot reads only its own", async () => {
+      const owner = await signup('Project reads');
+      const id = await owner.project('video');
+      const listed = await get('/admin/v1/projects', owner.auth);
+      const project = (listed.body.projects as { id: string }[]).find((p) => p.id === id);
+      expect(project).toBeDefined();
+      const read = await get(`/admin/v1/projects/${id}`, owner.auth);
+      expect(read).toEqual({ status: 200, body: project });
+      expect(read.body).toMatchObject({ id, name: 'video' });
+
+      const other = await signup('Someone else');
+      const otherId = await other.project('theirs');
+      const notFound = { status: 404, body: { error: 'project not found' } };
+      expect(await get(`/admin/v1/projects/${otherId}`, owner.auth)).toEqual(notFound);
+      expect(await get('/admin/v1/projects/prj_00000000000000000000', owner.auth)).toEqual(notFound);
+      expect(await get('/admin/v1/projects/not-an-id', owner.auth)).toEqual(notFound);
+      expect((await get(`/admin/v1/projects/${id}`, {})).status).toBe(401);
+
+      // A bot (of another project of the same tenant) reads its own project, and no other.
+      const bot = await botToken(owner);
+      const own = (await get('/admin/v1/projects', bot)).body.projects as { id: string; name: string }[];
+      expect(own.map((p) => p.name)).toEqual(['bots']);
+      expect(await get(`/admin/v1/projects/${own[0]?.id}`, bot)).toMatchObject({
+        status: 200,
+        body: { name: 'bots' },
+      });
+      expect(await get(`/admin/v1/projects/${id}`, bot)).toEqual(notFound);
     });
   });
 

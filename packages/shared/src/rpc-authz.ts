@@ -79,6 +79,7 @@ export const RPC_CALLERS: Readonly<Record<string, Callers>> = {
   'relayplane.admin.v1.AdminService/Logout': GATEWAY,
   'relayplane.admin.v1.AdminService/CreateProject': GATEWAY,
   'relayplane.admin.v1.AdminService/ListProjects': GATEWAY,
+  'relayplane.admin.v1.AdminService/GetProject': GATEWAY,
   'relayplane.admin.v1.AdminService/CreateApiKey': GATEWAY,
   'relayplane.admin.v1.AdminService/ListApiKeys': GATEWAY,
   'relayplane.admin.v1.AdminService/RevokeApiKey': GATEWAY,

@@ -23,6 +23,7 @@ import { decideDeviceGrant } from './device-decide-grant.ts';
 import { describeDeviceGrant } from './device-describe-grant.ts';
 import { exchangeDeviceCode } from './device-exchange-code.ts';
 import { startDeviceAuthorization } from './device-start-authorization.ts';
+import { getProject } from './get-project.ts';
 import { getTenant } from './get-tenant.ts';
 import { createIdentityToken, listIdentityTokens, revokeIdentityToken } from './identity-tokens.ts';
 import { listAllowlistEntries } from './list-allowlist-entries.ts';
@@ -80,6 +81,7 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     logout: logout(deps),
     createProject: createProject(deps),
     listProjects: listProjects(deps),
+    getProject: getProject(deps),
     createApiKey: createApiKey(deps),
     listApiKeys: listApiKeys(deps),
     revokeApiKey: revokeApiKey(deps),

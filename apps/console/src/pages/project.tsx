@@ -1,6 +1,6 @@
 /**
- * One project: its name (from the projects list: the API has no single-project read) and a tab
- * bar (PROJECT_TABS), each tab a URL, `/projects/:id/:tab?` (no tab: API keys).
+ * One project: its name (`GET /admin/v1/projects/{id}`) and a tab bar (PROJECT_TABS), each tab a
+ * URL, `/projects/:id/:tab?` (no tab: API keys).
  */
 import type { FunctionComponent } from 'preact';
 import { useRoute } from 'preact-iso';
@@ -29,17 +29,9 @@ const TABS: Record<(typeof PROJECT_TABS)[number]['tab'], FunctionComponent<TabPr
   webhooks: Webhooks,
 };
 
-/** Finds a project of the active tenant by id, paging through the list (200 a page). */
-export async function findProject(id: string): Promise<ProjectInfo> {
-  let cursor: string | undefined;
-  for (;;) {
-    const page = await must(api.GET('/admin/v1/projects', { params: { query: { limit: '200', cursor } } }));
-    const found = page.projects.find((p) => p.id === id);
-    if (found) return found;
-    if (page.next_cursor === null) break;
-    cursor = page.next_cursor;
-  }
-  throw new Error('There is no project with this id in the active tenant. Pick one from the projects list.');
+/** A project of the active tenant by id (404 "project not found" for any other id). */
+export function findProject(id: string): Promise<ProjectInfo> {
+  return must(api.GET('/admin/v1/projects/{project_id}', { params: { path: { project_id: id } } }));
 }
 
 /** The project of the current URL, loaded once per id. */

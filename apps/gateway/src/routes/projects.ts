@@ -1,6 +1,6 @@
 import { DEFAULT_PROJECT_ENVIRONMENT, PROJECT_ENVIRONMENTS } from '@relayplane/contract/contract';
 import { Project } from '../components.ts';
-import { principalOf } from '../plugins/auth.ts';
+import { inProject, principalOf } from '../plugins/auth.ts';
 import { presentProject, required } from '../present.ts';
 import {
   errorResponse,
@@ -11,6 +11,7 @@ import {
   pageOf,
   pageParams,
   pageQuery,
+  pathParams,
   ref,
   Type,
 } from '../schemas.ts';
@@ -76,6 +77,30 @@ export function registerProjects(app: Api, { clients, guards }: RouteDeps): void
         ...pageParams(request.query),
       });
       return { projects: res.projects.map(presentProject), next_cursor: res.nextCursor || null };
+    },
+  );
+
+  app.get(
+    '/admin/v1/projects/:project_id',
+    {
+      onRequest: guards.allow('projects:read'),
+      schema: {
+        operationId: 'getProject',
+        summary: 'Get one project of the active tenant',
+        description:
+          "A bot or an identity token reads its own project only. Another tenant's project answers 404, like a " +
+          'missing one.',
+        tags: ['projects'],
+        params: pathParams('project_id'),
+        response: {
+          200: ref(Project),
+          404: errorResponse('The project does not exist in the active tenant.'),
+        },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.getProject(inProject(request));
+      return presentProject(required(res.project, 'getProject.project'));
     },
   );
 }

@@ -104,6 +104,7 @@ export const ROUTES: RouteCase[] = [
   { method: 'DELETE', url: '/admin/v1/members/usr_00000000000000000000', auth: 'session' },
   { method: 'POST', url: '/admin/v1/projects', auth: 'session', body: { name: 'ok-name' } },
   { method: 'GET', url: '/admin/v1/projects', auth: 'session' },
+  { method: 'GET', url: `/admin/v1/projects/${P}`, auth: 'session' },
   { method: 'GET', url: '/admin/v1/signing-keys', auth: 'platform_admin' },
   { method: 'POST', url: '/admin/v1/signing-keys/rotate', auth: 'platform_admin' },
   { method: 'POST', url: '/admin/v1/signing-keys/kid_0000000000000000/revoke', auth: 'platform_admin' },

@@ -599,6 +599,46 @@ export declare type ListProjectsResponse = Message<"relayplane.admin.v1.ListProj
 export declare const ListProjectsResponseSchema: GenMessage<ListProjectsResponse>;
 
 /**
+ * One project of the principal's active tenant (a bot's or identity token's: its own project
+ * only); another tenant's answers not_found, like a missing one.
+ *
+ * @generated from message relayplane.admin.v1.GetProjectRequest
+ */
+export declare type GetProjectRequest = Message<"relayplane.admin.v1.GetProjectRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetProjectRequest.
+ * Use `create(GetProjectRequestSchema)` to create a new message.
+ */
+export declare const GetProjectRequestSchema: GenMessage<GetProjectRequest>;
+
+/**
+ * @generated from message relayplane.admin.v1.GetProjectResponse
+ */
+export declare type GetProjectResponse = Message<"relayplane.admin.v1.GetProjectResponse"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Project project = 1;
+   */
+  project?: Project | undefined;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.GetProjectResponse.
+ * Use `create(GetProjectResponseSchema)` to create a new message.
+ */
+export declare const GetProjectResponseSchema: GenMessage<GetProjectResponse>;
+
+/**
  * ApiKey is a project-scoped key for direct machine calls (credential issuance).
  *
  * @generated from message relayplane.admin.v1.ApiKey
@@ -4154,6 +4194,14 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ListProjectsRequestSchema;
     output: typeof ListProjectsResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.GetProject
+   */
+  getProject: {
+    methodKind: "unary";
+    input: typeof GetProjectRequestSchema;
+    output: typeof GetProjectResponseSchema;
   },
   /**
    * API keys of a project. The raw key is returned once, by CreateApiKey; only its SHA-256 is stored.

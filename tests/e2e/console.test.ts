@@ -378,7 +378,7 @@ describe('the web console in chromium against the embedded server', () => {
     for (const r of refusals) expect(r).toMatch(/^(401 GET \/admin\/v1\/auth\/session|403 GET )/);
   });
 
-  it('enrols MFA with a code computed by otpauth from the page, then signs in again with the second step', async () => {
+  it('enrols MFA with a code computed by otpauth from the page, gets new recovery codes, then signs in again with the second step', async () => {
     await page.goto(url('/account'));
     await page.getByRole('button', { name: 'Set up an authenticator app' }).click();
     await page.getByRole('img', { name: 'QR code for your authenticator app' }).waitFor();
@@ -401,6 +401,19 @@ describe('the web console in chromium against the embedded server', () => {
     await page.getByRole('link', { name: 'Account' }).click();
     await heading(page).filter({ hasText: 'Account' }).waitFor();
     expect(await page.content()).not.toContain(recovery[0]);
+
+    // New recovery codes, proven by one of the first ones: ten others, shown once.
+    await page.getByRole('button', { name: 'New recovery codes' }).click();
+    const renew = page.getByRole('dialog', { name: 'Get new recovery codes?' });
+    await renew.getByLabel('Code or recovery code').fill(recovery[0] ?? '');
+    await renew.getByRole('button', { name: 'Get new codes' }).click();
+    await codes.waitFor();
+    const renewed = (await codes.locator('li').allTextContents()).map((c) => c.trim());
+    expect(renewed).toHaveLength(10);
+    expect(renewed.filter((c) => recovery.includes(c))).toEqual([]);
+    await page.getByRole('button', { name: 'I have saved them' }).click();
+    await codes.waitFor({ state: 'detached' });
+    expect(await page.content()).not.toContain(renewed[0]);
 
     const context = await browser.context();
     const again = await context.newPage();

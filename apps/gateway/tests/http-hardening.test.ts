@@ -242,6 +242,16 @@ describe('gateway HTTP hardening', () => {
         },
       });
     },
+    renewRecoveryCodes: async () => {
+      const user = await enrolledUser();
+      // The confirmation used this step's code: the next step's is accepted too (±1).
+      return inject({
+        method: 'POST',
+        url: '/admin/v1/auth/mfa/recovery-codes',
+        headers: user.auth,
+        payload: { code: user.totp.generate({ timestamp: Date.now() + 30_000 }) },
+      });
+    },
     disableTotp: async () => {
       const user = await enrolledUser();
       return inject({

@@ -39,6 +39,7 @@ const NO_TENANT_PERMISSION: Record<string, string> = {
   'POST /admin/v1/auth/mfa/totp': "the caller's own second factor",
   'POST /admin/v1/auth/mfa/totp/confirm': "the caller's own second factor",
   'DELETE /admin/v1/auth/mfa/totp': "the caller's own second factor, proven by a code or the password",
+  'POST /admin/v1/auth/mfa/recovery-codes': "the caller's own second factor, proven by a code",
   'GET /admin/v1/tenant/settings': "any member reads the session's tenant settings",
   'PATCH /admin/v1/tenant/settings': 'the tenant owner (admin checks the role)',
   'POST /admin/v1/auth/signup': 'public: a new tenant',

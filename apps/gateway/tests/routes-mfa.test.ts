@@ -1,6 +1,6 @@
 /**
  * The second-factor routes through the gateway (inject and the CLI in-process), on real admin,
- * PostgreSQL and Redis: enrolment and its errors, the two-step login, removal, who may change
+ * PostgreSQL and Redis: enrolment and its errors, new recovery codes, the two-step login, removal, who may change
  * `require_mfa`, and `relayplane mfa`. Codes are computed with otpauth, a well-kept TOTP library.
  */
 import type { InjectOptions } from 'fastify';
@@ -100,6 +100,55 @@ describe('second-factor routes (gateway)', () => {
     expect(sealed).not.toContain(secret);
     expect(sealed).not.toContain(raw.toString('hex'));
     expect(sealed).not.toContain(raw.toString('base64url'));
+  });
+
+  it('new recovery codes: proven by a code, ten new ones shown once, every earlier one void, recorded without the codes', async () => {
+    const t = await user();
+    const renew = (code: string) =>
+      inject({
+        method: 'POST',
+        url: '/admin/v1/auth/mfa/recovery-codes',
+        headers: t.auth,
+        payload: { code },
+      });
+    const none = await renew('123456');
+    expect(none.statusCode).toBe(404);
+    expect(none.json()).toEqual({ error: 'no second factor is enrolled' });
+
+    const { recovery } = await enrol(t.auth);
+    const blank = await renew('   ');
+    expect(blank.statusCode).toBe(400);
+    expect(blank.json()).toEqual({ error: 'send a current code (or an unused recovery code) as code' });
+    // An unused recovery code proves it (the current TOTP step was spent on the confirmation).
+    const first = await renew(recovery[0] ?? '');
+    expect(first.statusCode, first.body).toBe(200);
+    const fresh = first.json().recovery_codes as string[];
+    expect(fresh).toHaveLength(10);
+    expect(new Set(fresh).size).toBe(10);
+    for (const c of fresh) expect(c).toMatch(/^[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}$/);
+    expect(fresh.filter((c) => recovery.includes(c))).toEqual([]);
+    const status = await inject({ method: 'GET', url: '/admin/v1/auth/mfa', headers: t.auth });
+    expect(status.json()).toMatchObject({ totp_enabled: true, recovery_codes_left: 10 });
+
+    // An earlier code, never used, is void now; a new one works once.
+    const old = await renew(recovery[1] ?? '');
+    expect(old.statusCode).toBe(401);
+    expect(old.json()).toEqual({ error: expect.stringMatching(/code/) });
+    expect((await renew(fresh[0] ?? '')).statusCode).toBe(200);
+    expect((await renew(fresh[1] ?? '')).statusCode, 'replaced by the second renewal').toBe(401);
+
+    const events = await inject({
+      method: 'GET',
+      url: '/admin/v1/audit-events?action=user.mfa_recovery_codes',
+      headers: t.auth,
+    });
+    expect(events.statusCode).toBe(200);
+    const recorded = events.json().events as { action: string; details: unknown }[];
+    expect(recorded.map((e) => [e.action, e.details])).toEqual([
+      ['user.mfa_recovery_codes', { factor: 'totp', proof: 'recovery_code', recovery_codes: 10 }],
+      ['user.mfa_recovery_codes', { factor: 'totp', proof: 'recovery_code', recovery_codes: 10 }],
+    ]);
+    for (const c of [...recovery, ...fresh]) expect(events.body).not.toContain(c);
   });
 
   it('a bot token cannot manage a second factor; no session: 401', async () => {

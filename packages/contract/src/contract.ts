@@ -127,6 +127,7 @@ export const AUDIT_ACTIONS = [
   'user.password_change',
   'user.mfa_enroll',
   'user.mfa_confirm',
+  'user.mfa_recovery_codes',
   'user.mfa_disable',
   'user.mfa_failed',
   'tenant.settings_change',

@@ -72,6 +72,7 @@ export const RPC_CALLERS: Readonly<Record<string, Callers>> = {
   'relayplane.admin.v1.AdminService/StartTotpEnrollment': GATEWAY,
   'relayplane.admin.v1.AdminService/ConfirmTotpEnrollment': GATEWAY,
   'relayplane.admin.v1.AdminService/DisableTotp': GATEWAY,
+  'relayplane.admin.v1.AdminService/RenewRecoveryCodes': GATEWAY,
   'relayplane.admin.v1.AdminService/GetMfaStatus': GATEWAY,
   'relayplane.admin.v1.AdminService/GetTenantSettings': GATEWAY,
   'relayplane.admin.v1.AdminService/UpdateTenantSettings': GATEWAY,

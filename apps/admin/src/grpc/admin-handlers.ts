@@ -42,6 +42,7 @@ import {
   disableTotp,
   getMfaStatus,
   getTenantSettings,
+  renewRecoveryCodes,
   startTotpEnrollment,
   updateTenantSettings,
 } from './mfa.ts';
@@ -74,6 +75,7 @@ export function adminHandlers(deps: AdminDeps): ServiceImpl<typeof AdminService>
     startTotpEnrollment: startTotpEnrollment(deps),
     confirmTotpEnrollment: confirmTotpEnrollment(deps),
     disableTotp: disableTotp(deps),
+    renewRecoveryCodes: renewRecoveryCodes(deps),
     getMfaStatus: getMfaStatus(deps),
     getTenantSettings: getTenantSettings(deps),
     updateTenantSettings: updateTenantSettings(deps),

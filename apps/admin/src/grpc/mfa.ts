@@ -1,6 +1,6 @@
 /**
  * A second factor for people (issue 31; docs/iam.md, "Second factor"): TOTP enrolment (start →
- * confirm with a first code → ten recovery codes), its status, and its removal; the tenant's
+ * confirm with a first code → ten recovery codes), new recovery codes, its status, and its removal; the tenant's
  * `require_mfa` (its owner changes it). Every RPC acts on the caller's own user session (a login
  * or a CLI token); a bot or identity token is refused.
  */
@@ -29,6 +29,7 @@ export const WRONG_FIRST_CODE_MESSAGE = 'the code does not match the new secret:
 export const NOT_ENROLLED_MESSAGE = 'no second factor is enrolled';
 export const DISABLE_NEEDS_PROOF_MESSAGE =
   'send a current code (or a recovery code) as code, or the password';
+export const RENEW_NEEDS_CODE_MESSAGE = 'send a current code (or an unused recovery code) as code';
 export const OWNER_ONLY_MESSAGE = "only the tenant's owner may change its settings";
 /**
  * The caller's own user session (a login or the CLI's token); bots and identity tokens: 403.
@@ -179,6 +180,48 @@ export function disableTotp(deps: AdminDeps): Impl['disableTotp'] {
     });
     deps.logger.info({ userId: session.user.id, proof }, 'second factor removed');
     return {};
+  };
+}
+
+/**
+ * RenewRecoveryCodes: ten new recovery codes for a confirmed factor, proven by a current code
+ * (or an unused recovery code); every earlier code stops working. Without it, a user who lost
+ * their codes could only get new ones by removing the factor.
+ */
+export function renewRecoveryCodes(deps: AdminDeps): Impl['renewRecoveryCodes'] {
+  return async (req) => {
+    const session = await ownLogin(deps, req.principal, 'act');
+    if (!(await deps.secondFactors.isEnrolled(session.user.id))) {
+      throw new AppError('not_found', NOT_ENROLLED_MESSAGE);
+    }
+    if (req.code.trim() === '') throw new AppError('invalid_request', RENEW_NEEDS_CODE_MESSAGE);
+    const proof = await deps.secondFactor.verify(session.user, req.code, {
+      tenantId: session.tenant.id,
+      clientIp: attemptIp(''),
+    });
+    const codes = Array.from({ length: RECOVERY_CODE_COUNT }, newRecoveryCode);
+    const renewed = await deps.audit.change(async (trx) => {
+      const done = await deps.secondFactors.replaceRecoveryCodes(
+        session.user.id,
+        codes.map((c) => hashRecoveryCode(c.replaceAll('-', ''))),
+        deps.clock.now(),
+        trx,
+      );
+      if (done) {
+        await deps.audit.record(trx, {
+          action: 'user.mfa_recovery_codes',
+          tenantId: session.tenant.id,
+          actor: sessionActor(session),
+          target: { type: 'user', id: session.user.id },
+          details: { factor: 'totp', proof, recovery_codes: codes.length },
+        });
+      }
+      return done;
+    });
+    // Removed between the check and the transaction.
+    if (!renewed) throw new AppError('not_found', NOT_ENROLLED_MESSAGE);
+    deps.logger.info({ userId: session.user.id, proof }, 'recovery codes renewed');
+    return { recoveryCodes: codes };
   };
 }
 

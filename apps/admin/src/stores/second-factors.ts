@@ -142,6 +142,33 @@ export class SecondFactorStore {
     return Number(res.numUpdatedRows) > 0;
   }
 
+  /**
+   * Replaces the user's recovery codes (used or not) with `codeHashes`, while a confirmed
+   * enrolment exists (its row locked until the transaction ends, so a removal waits); false
+   * when there is none.
+   */
+  async replaceRecoveryCodes(
+    userId: string,
+    codeHashes: readonly string[],
+    now: Date,
+    db: Transaction<AdminDatabase>,
+  ): Promise<boolean> {
+    const enrolled = await db
+      .selectFrom('user_totp')
+      .select('user_id')
+      .where('user_id', '=', userId)
+      .where('status', '=', 'confirmed')
+      .forUpdate()
+      .executeTakeFirst();
+    if (!enrolled) return false;
+    await db.deleteFrom('user_recovery_codes').where('user_id', '=', userId).execute();
+    await db
+      .insertInto('user_recovery_codes')
+      .values(codeHashes.map((code_hash) => ({ user_id: userId, code_hash, created_at: now })))
+      .execute();
+    return true;
+  }
+
   /** Uses an unused recovery code, once: false when unknown or used. */
   async useRecoveryCode(userId: string, codeHash: string, now: Date): Promise<boolean> {
     const res = await this.#db

@@ -9,6 +9,7 @@ import { useSession } from '../session.tsx';
 import {
   Badge,
   Confirm,
+  closing,
   Done,
   Empty,
   ErrorNote,
@@ -29,12 +30,6 @@ type SigningKey = Json<paths['/admin/v1/signing-keys']['get']['responses'][200]>
 type Plan = Json<paths['/v1/plans']['get']['responses'][200]>['plans'][number];
 
 const when = (at: string | null | undefined) => <Time at={at} />;
-
-/** A Confirm's onCancel: closes it and forgets the action's last refusal. */
-const closing = (close: () => void, action: { setError: (e: unknown) => void }) => () => {
-  close();
-  action.setError(undefined);
-};
 
 type ActProps = { label: string; of: string; danger?: boolean; disabled?: boolean; onClick: () => void };
 /** A row's button, named with its row (a visually-hidden span would escape the table's scrolling). */

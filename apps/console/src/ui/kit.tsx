@@ -434,3 +434,15 @@ export function Badge({
 }) {
   return <span class={`badge ${tone ?? 'info'}`}>{children}</span>;
 }
+
+/** A Confirm's onCancel: closes it and forgets the action's last refusal. */
+export const closing = (close: () => void, action: { setError: (e: unknown) => void }) => () => {
+  close();
+  action.setError(undefined);
+};
+
+/** A form's onSubmit: runs the action instead of navigating. */
+export const submitting = (run: () => Promise<void>) => (e: Event) => {
+  e.preventDefault();
+  void run();
+};

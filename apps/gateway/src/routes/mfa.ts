@@ -1,6 +1,6 @@
 /**
- * A second factor for people (issue 31; docs/iam.md, "Second factor"): TOTP enrolment, its
- * status and removal, and the tenant's `require_mfa`. The caller's own user session (a login,
+ * A second factor for people (issue 31; docs/iam.md, "Second factor"): TOTP enrolment, new
+ * recovery codes, its status and removal, and the tenant's `require_mfa`. The caller's own user session (a login,
  * bearer or cookie with `X-CSRF-Token`, or a CLI token); bot and identity tokens: 403. Secrets (the TOTP secret, the
  * recovery codes) are answered once and never stored in clear.
  */
@@ -111,6 +111,42 @@ export function registerMfa(app: Api, { clients, guards }: RouteDeps): void {
         recovery_codes: res.recoveryCodes,
         confirmed_at: required(iso(res.confirmedAt), 'confirmTotpEnrollment.confirmed_at'),
       };
+    },
+  );
+
+  app.post(
+    '/admin/v1/auth/mfa/recovery-codes',
+    {
+      onRequest: guards.session,
+      schema: {
+        operationId: 'renewRecoveryCodes',
+        summary: 'New recovery codes for your second factor',
+        description:
+          'Ten new single-use recovery codes, shown only here; every earlier one, used or not, stops working. ' +
+          'Needs a current code (or an unused recovery code) as `code`. A wrong or reused code: 401; nothing ' +
+          `enrolled: 404. Recorded as \`user.mfa_recovery_codes\` (never the codes). ${OWN_LOGIN}`,
+        tags: ['auth'],
+        body: object({ code: code }),
+        response: {
+          200: object({
+            recovery_codes: Type.Array(Type.String(), {
+              minItems: 10,
+              maxItems: 10,
+              description: 'Ten single-use codes (`xxxx-xxxx-xxxx`). Shown only here.',
+            }),
+          }),
+          401: errorResponse('The code is wrong or was already used.'),
+          404: errorResponse('No second factor is enrolled.'),
+          429: errorResponse('Too many attempts: retry after `Retry-After` seconds.'),
+        },
+      },
+    },
+    async (request) => {
+      const res = await clients.admin.renewRecoveryCodes({
+        principal: principalOf(request),
+        code: request.body.code,
+      });
+      return { recovery_codes: res.recoveryCodes };
     },
   );
 

@@ -68,6 +68,7 @@ export const ROUTES: RouteCase[] = [
   { method: 'POST', url: '/admin/v1/auth/mfa/totp', auth: 'session' },
   { method: 'POST', url: '/admin/v1/auth/mfa/totp/confirm', auth: 'session', body: { code: '123456' } },
   { method: 'DELETE', url: '/admin/v1/auth/mfa/totp', auth: 'session', optionalBody: true },
+  { method: 'POST', url: '/admin/v1/auth/mfa/recovery-codes', auth: 'session', body: { code: '123456' } },
   { method: 'GET', url: '/admin/v1/tenant/settings', auth: 'session' },
   { method: 'PATCH', url: '/admin/v1/tenant/settings', auth: 'session', optionalBody: true },
   {

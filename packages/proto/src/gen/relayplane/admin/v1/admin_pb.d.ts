@@ -3290,6 +3290,47 @@ export declare type DisableTotpResponse = Message<"relayplane.admin.v1.DisableTo
 export declare const DisableTotpResponseSchema: GenMessage<DisableTotpResponse>;
 
 /**
+ * @generated from message relayplane.admin.v1.RenewRecoveryCodesRequest
+ */
+export declare type RenewRecoveryCodesRequest = Message<"relayplane.admin.v1.RenewRecoveryCodesRequest"> & {
+  /**
+   * @generated from field: relayplane.admin.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * A current code or an unused recovery code.
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RenewRecoveryCodesRequest.
+ * Use `create(RenewRecoveryCodesRequestSchema)` to create a new message.
+ */
+export declare const RenewRecoveryCodesRequestSchema: GenMessage<RenewRecoveryCodesRequest>;
+
+/**
+ * Ten new single-use recovery codes; every earlier one, used or not, stops working.
+ *
+ * @generated from message relayplane.admin.v1.RenewRecoveryCodesResponse
+ */
+export declare type RenewRecoveryCodesResponse = Message<"relayplane.admin.v1.RenewRecoveryCodesResponse"> & {
+  /**
+   * @generated from field: repeated string recovery_codes = 1;
+   */
+  recoveryCodes: string[];
+};
+
+/**
+ * Describes the message relayplane.admin.v1.RenewRecoveryCodesResponse.
+ * Use `create(RenewRecoveryCodesResponseSchema)` to create a new message.
+ */
+export declare const RenewRecoveryCodesResponseSchema: GenMessage<RenewRecoveryCodesResponse>;
+
+/**
  * @generated from message relayplane.admin.v1.GetMfaStatusRequest
  */
 export declare type GetMfaStatusRequest = Message<"relayplane.admin.v1.GetMfaStatusRequest"> & {
@@ -4598,6 +4639,14 @@ export declare const AdminService: GenService<{
     methodKind: "unary";
     input: typeof DisableTotpRequestSchema;
     output: typeof DisableTotpResponseSchema;
+  },
+  /**
+   * @generated from rpc relayplane.admin.v1.AdminService.RenewRecoveryCodes
+   */
+  renewRecoveryCodes: {
+    methodKind: "unary";
+    input: typeof RenewRecoveryCodesRequestSchema;
+    output: typeof RenewRecoveryCodesResponseSchema;
   },
   /**
    * @generated from rpc relayplane.admin.v1.AdminService.GetMfaStatus

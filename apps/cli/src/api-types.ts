@@ -57,6 +57,7 @@ export type CredentialRevocation = ResponseBody<'/admin/v1/credentials/{jti}/rev
 export type MfaStatus = ResponseBody<'/admin/v1/auth/mfa', 'get', 200>;
 export type TotpEnrollment = ResponseBody<'/admin/v1/auth/mfa/totp', 'post', 200>;
 export type TotpConfirmation = ResponseBody<'/admin/v1/auth/mfa/totp/confirm', 'post', 200>;
+export type RecoveryCodes = ResponseBody<'/admin/v1/auth/mfa/recovery-codes', 'post', 200>;
 
 /** One session as `GET /admin/v1/auth/sessions` lists it (never a token). */
 export type SessionInfo = ResponseBody<'/admin/v1/auth/sessions', 'get', 200>['sessions'][number];

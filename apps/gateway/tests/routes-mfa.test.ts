@@ -337,7 +337,7 @@ describe('second-factor routes (gateway)', () => {
   describe('relayplane mfa', () => {
     const cli = inProcessCli(() => stack.app, 'mfa');
 
-    it('enroll prints the URI, enroll --code prints ten recovery codes, status shows it, disable --code removes it', async () => {
+    it('enroll prints the URI, enroll --code prints ten recovery codes, status shows it, recovery-codes --code replaces them, disable --code removes it', async () => {
       const t = await user();
       const started = await cli(['mfa', 'enroll', '--json'], t.token);
       expect(started.code).toBe(EXIT.ok);
@@ -361,8 +361,17 @@ describe('second-factor routes (gateway)', () => {
       expect(codes).toHaveLength(10);
       const status = JSON.parse((await cli(['mfa', 'status', '--json'], t.token)).stdout);
       expect(status).toMatchObject({ totp_enabled: true, recovery_codes_left: 10 });
+      expect((await cli(['mfa', 'recovery-codes'], t.token)).code).toBe(EXIT.usage);
+      const renewed = await cli(['mfa', 'recovery-codes', '--code', codes[0] ?? ''], t.token);
+      expect(renewed.code).toBe(EXIT.ok);
+      const fresh = renewed.stdout.match(/[a-z2-9]{4}-[a-z2-9]{4}-[a-z2-9]{4}/g) ?? [];
+      expect(fresh).toHaveLength(10);
+      expect(fresh.filter((c) => codes.includes(c))).toEqual([]);
+      const stale = await cli(['mfa', 'recovery-codes', '--code', codes[1] ?? ''], t.token);
+      expect(stale.code).not.toBe(EXIT.ok);
+      expect(stale.stderr).toMatch(/code/);
       expect((await cli(['mfa', 'disable'], t.token)).code).toBe(EXIT.usage);
-      const removed = await cli(['mfa', 'disable', '--code', codes[0] ?? ''], t.token);
+      const removed = await cli(['mfa', 'disable', '--code', fresh[0] ?? ''], t.token);
       expect(removed).toEqual({ code: EXIT.ok, stdout: 'Second factor removed.\n', stderr: '' });
       const after = JSON.parse((await cli(['mfa', 'status', '--json'], t.token)).stdout);
       expect(after.totp_enabled).toBe(false);

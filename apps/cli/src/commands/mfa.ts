@@ -1,11 +1,12 @@
 /**
- * mfa status, mfa enroll [--code], mfa disable (--code | --password-stdin): the logged-in user's
+ * mfa status, mfa enroll [--code], mfa recovery-codes --code, mfa disable (--code |
+ * --password-stdin): the logged-in user's
  * TOTP second factor (docs/iam.md, "Second factor"). `enroll` without --code starts: it prints
  * the otpauth:// URI and, on a terminal, a QR code to scan; `enroll --code` confirms with the
  * app's first code and prints the ten recovery codes, once.
  */
 import QRCode from 'qrcode';
-import type { MfaStatus, TotpConfirmation, TotpEnrollment } from '../api-types.ts';
+import type { MfaStatus, RecoveryCodes, TotpConfirmation, TotpEnrollment } from '../api-types.ts';
 import type { CommandSpec } from '../command.ts';
 import { UsageError } from '../errors.ts';
 import { renderFields, safe } from '../output.ts';
@@ -69,6 +70,31 @@ const enroll: CommandSpec = {
   },
 };
 
+const recoveryCodes: CommandSpec = {
+  path: ['mfa', 'recovery-codes'],
+  summary: 'Get ten new recovery codes (every earlier one stops working)',
+  description:
+    'Proof beyond the saved token: --code with a current code or an unused recovery code. Prints ten\n' +
+    'new single-use recovery codes, shown only once; the earlier ones, used or not, stop working.',
+  options: { code: { type: 'string', value: 'code', description: 'a current code or a recovery code' } },
+  examples: ['relayplane mfa recovery-codes --code 123456'],
+  async run(ctx, { values }) {
+    const code = stringValue(values, 'code');
+    if (code === undefined) throw new UsageError('--code is required', this.path);
+    const { body } = await ctx.api.request<RecoveryCodes>('POST', '/admin/v1/auth/mfa/recovery-codes', {
+      auth: ctx.bearer(),
+      json: { code },
+    });
+    ctx.print(
+      body,
+      () =>
+        'New recovery codes (each works once, shown only now; the earlier ones no longer work):\n\n' +
+        body.recovery_codes.map((c) => `  ${safe(c)}\n`).join('') +
+        '\n',
+    );
+  },
+};
+
 const disable: CommandSpec = {
   path: ['mfa', 'disable'],
   summary: 'Remove your TOTP second factor (needs a code or the password)',
@@ -96,4 +122,4 @@ const disable: CommandSpec = {
   },
 };
 
-export const MFA_COMMANDS: readonly CommandSpec[] = [status, enroll, disable];
+export const MFA_COMMANDS: readonly CommandSpec[] = [status, enroll, recoveryCodes, disable];

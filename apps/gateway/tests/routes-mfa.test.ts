@@ -357,14 +357,14 @@ describe('second-factor routes (gateway)', () => {
       expect(usage.code).toBe(EXIT.usage);
       const confirmed = await cli(['mfa', 'enroll', '--code', totp.generate()], t.token);
       expect(confirmed.code).toBe(EXIT.ok);
-      const codes = confirmed.stdout.match(/[a-z2-9]{4}-[a-z2-9]{4}-[a-z2-9]{4}/g) ?? [];
+      const codes: string[] = confirmed.stdout.match(/[a-z2-9]{4}-[a-z2-9]{4}-[a-z2-9]{4}/g) ?? [];
       expect(codes).toHaveLength(10);
       const status = JSON.parse((await cli(['mfa', 'status', '--json'], t.token)).stdout);
       expect(status).toMatchObject({ totp_enabled: true, recovery_codes_left: 10 });
       expect((await cli(['mfa', 'recovery-codes'], t.token)).code).toBe(EXIT.usage);
       const renewed = await cli(['mfa', 'recovery-codes', '--code', codes[0] ?? ''], t.token);
       expect(renewed.code).toBe(EXIT.ok);
-      const fresh = renewed.stdout.match(/[a-z2-9]{4}-[a-z2-9]{4}-[a-z2-9]{4}/g) ?? [];
+      const fresh: string[] = renewed.stdout.match(/[a-z2-9]{4}-[a-z2-9]{4}-[a-z2-9]{4}/g) ?? [];
       expect(fresh).toHaveLength(10);
       expect(fresh.filter((c) => codes.includes(c))).toEqual([]);
       const stale = await cli(['mfa', 'recovery-codes', '--code', codes[1] ?? ''], t.token);

@@ -232,7 +232,10 @@ export function SecondFactor({ status, reload }: { status: MfaStatus; reload: ()
         busy={renew.busy}
         error={renew.error}
         onConfirm={() => void renew.run()}
-        onCancel={closing(() => setRenewing(false), renew)}
+        onCancel={closing(() => {
+          setRenewing(false);
+          setRenewCode('');
+        }, renew)}
       >
         <p>
           Ten new recovery codes replace all of yours: the ones you have, used or not, stop working. Prove it

@@ -93,9 +93,10 @@ const NORMALLY_REFUSED: Record<string, number> = {
   token: 400,
   // No second step pending: an mfa_token that was never issued.
   loginMfa: 401,
-  // The owner has no pending enrolment to confirm, and no factor to remove.
+  // The owner has no pending enrolment to confirm, and no factor to remove or renew codes of.
   confirmTotpEnrollment: 409,
   disableTotp: 404,
+  renewRecoveryCodes: 404,
   // The revalidation, and the end from the control plane, of a relay session never admitted.
   relayAuth: 403,
   endRelaySession: 404,
@@ -478,6 +479,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
     startTotpEnrollment: { headers: (w) => bearer(w.buyer.token) },
     confirmTotpEnrollment: { headers: own, body: () => ({ code: '123456' }) },
     disableTotp: { headers: own, body: () => ({ code: '123456' }) },
+    renewRecoveryCodes: { headers: own, body: () => ({ code: '123456' }) },
     getTenantSettings: { headers: own },
     updateTenantSettings: { headers: own, body: () => ({ require_mfa: false }) },
     listSessions: { headers: own },
@@ -510,6 +512,7 @@ describe('outage sweep: every documented operation while PostgreSQL or Redis is 
         (await list('/admin/v1/projects', 'projects', w)).some((x) => x.name === `new-${w.tag}`),
     },
     listProjects: { headers: own },
+    getProject: { headers: own, params: (w) => ({ project_id: w.p }) },
     listApiKeys: { headers: own, params: (w) => ({ project_id: w.p }) },
     createApiKey: {
       headers: own,

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, type GatewayApp } from './app.ts';
 import type { GatewayConfig } from './config.ts';
@@ -82,7 +83,7 @@ export class GatewayService {
     const delayMs = this.config.shutdownDelayMs;
     if (delayMs > 0) {
       this.logger.info({ delayMs }, 'gateway stopping: not ready, serving until load balancers take it out');
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      await sleep(delayMs);
     }
     this.logger.info('gateway stopping: finishing in-flight requests');
     // Drain for a bounded time, then cut whatever connection is still open.

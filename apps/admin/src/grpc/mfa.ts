@@ -10,7 +10,7 @@ import { AppError } from '@relayplane/contract/errors';
 import type { AdminService } from '@relayplane/proto/admin';
 import type { ServiceImpl } from '@relayplane/shared/rpc';
 import { sessionActor } from '../audit/actor.ts';
-import { hashRecoveryCode, newRecoveryCode, RECOVERY_CODE_COUNT } from '../mfa/recovery-codes.ts';
+import { newRecoveryCodeSet } from '../mfa/recovery-codes.ts';
 import { base32, matchingStep, newTotpSecret, otpauthUri } from '../mfa/totp.ts';
 import type { SessionRecord } from '../stores/records.ts';
 import type { LiveSession } from '../stores/sessions.ts';
@@ -86,13 +86,13 @@ export function confirmTotpEnrollment(deps: AdminDeps): Impl['confirmTotpEnrollm
     const now = deps.clock.now();
     const step = secret ? matchingStep(secret, code, now) : undefined;
     if (step === undefined) throw new AppError('invalid_request', WRONG_FIRST_CODE_MESSAGE);
-    const codes = Array.from({ length: RECOVERY_CODE_COUNT }, newRecoveryCode);
+    const { codes, hashes } = newRecoveryCodeSet();
     const confirmed = await deps.audit.change(async (trx) => {
       const done = await deps.secondFactors.confirm(
         session.user.id,
         enrolment.sealedSecret,
         step,
-        codes.map((c) => hashRecoveryCode(c.replaceAll('-', ''))),
+        hashes,
         now,
         trx,
       );
@@ -199,11 +199,11 @@ export function renewRecoveryCodes(deps: AdminDeps): Impl['renewRecoveryCodes'] 
       tenantId: session.tenant.id,
       clientIp: attemptIp(''),
     });
-    const codes = Array.from({ length: RECOVERY_CODE_COUNT }, newRecoveryCode);
+    const { codes, hashes } = newRecoveryCodeSet();
     const renewed = await deps.audit.change(async (trx) => {
       const done = await deps.secondFactors.replaceRecoveryCodes(
         session.user.id,
-        codes.map((c) => hashRecoveryCode(c.replaceAll('-', ''))),
+        hashes,
         deps.clock.now(),
         trx,
       );

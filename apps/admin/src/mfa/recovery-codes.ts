@@ -27,3 +27,9 @@ export function normaliseRecoveryCode(input: string): string | undefined {
 export function hashRecoveryCode(normalised: string): string {
   return createHash('sha256').update(normalised).digest('hex');
 }
+
+/** A fresh set: the codes to show once, and their hashes to store. */
+export function newRecoveryCodeSet(): { codes: string[]; hashes: string[] } {
+  const codes = Array.from({ length: RECOVERY_CODE_COUNT }, newRecoveryCode);
+  return { codes, hashes: codes.map((c) => hashRecoveryCode(c.replaceAll('-', ''))) };
+}

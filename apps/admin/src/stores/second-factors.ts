@@ -16,6 +16,20 @@ export interface TotpEnrolment {
 
 type Db = Kysely<AdminDatabase> | Transaction<AdminDatabase>;
 
+/** The user's recovery codes become exactly `codeHashes` (used or not, the earlier ones go). */
+async function writeRecoveryCodes(
+  db: Transaction<AdminDatabase>,
+  userId: string,
+  codeHashes: readonly string[],
+  now: Date,
+): Promise<void> {
+  await db.deleteFrom('user_recovery_codes').where('user_id', '=', userId).execute();
+  await db
+    .insertInto('user_recovery_codes')
+    .values(codeHashes.map((code_hash) => ({ user_id: userId, code_hash, created_at: now })))
+    .execute();
+}
+
 export class SecondFactorStore {
   readonly #db: Kysely<AdminDatabase>;
   constructor(db: Kysely<AdminDatabase>) {
@@ -89,11 +103,7 @@ export class SecondFactorStore {
       .where('sealed_secret', '=', sealedSecret)
       .executeTakeFirst();
     if (Number(res.numUpdatedRows) === 0) return false;
-    await db.deleteFrom('user_recovery_codes').where('user_id', '=', userId).execute();
-    await db
-      .insertInto('user_recovery_codes')
-      .values(codeHashes.map((code_hash) => ({ user_id: userId, code_hash, created_at: now })))
-      .execute();
+    await writeRecoveryCodes(db, userId, codeHashes, now);
     return true;
   }
 
@@ -161,11 +171,7 @@ export class SecondFactorStore {
       .forUpdate()
       .executeTakeFirst();
     if (!enrolled) return false;
-    await db.deleteFrom('user_recovery_codes').where('user_id', '=', userId).execute();
-    await db
-      .insertInto('user_recovery_codes')
-      .values(codeHashes.map((code_hash) => ({ user_id: userId, code_hash, created_at: now })))
-      .execute();
+    await writeRecoveryCodes(db, userId, codeHashes, now);
     return true;
   }
 

@@ -10,6 +10,11 @@ import { dateTime, errorResponse, noContent, object, Type } from '../schemas.ts'
 import type { Api, RouteDeps } from './deps.ts';
 
 const code = Type.String({ minLength: 1, maxLength: 64 });
+const RECOVERY_CODES = Type.Array(Type.String(), {
+  minItems: 10,
+  maxItems: 10,
+  description: 'Ten single-use codes (`xxxx-xxxx-xxxx`). Shown only here.',
+});
 const OWN_LOGIN =
   'Your own user session (a login: bearer, or the cookie with `X-CSRF-Token`; or a CLI token); a bot or identity token: 403.';
 
@@ -91,11 +96,7 @@ export function registerMfa(app: Api, { clients, guards }: RouteDeps): void {
         body: object({ code: code }),
         response: {
           200: object({
-            recovery_codes: Type.Array(Type.String(), {
-              minItems: 10,
-              maxItems: 10,
-              description: 'Ten single-use codes (`xxxx-xxxx-xxxx`). Shown only here.',
-            }),
+            recovery_codes: RECOVERY_CODES,
             confirmed_at: dateTime(),
           }),
           409: errorResponse('No pending enrolment (start one), or it was confirmed meanwhile.'),
@@ -129,11 +130,7 @@ export function registerMfa(app: Api, { clients, guards }: RouteDeps): void {
         body: object({ code: code }),
         response: {
           200: object({
-            recovery_codes: Type.Array(Type.String(), {
-              minItems: 10,
-              maxItems: 10,
-              description: 'Ten single-use codes (`xxxx-xxxx-xxxx`). Shown only here.',
-            }),
+            recovery_codes: RECOVERY_CODES,
           }),
           401: errorResponse('The code is wrong or was already used.'),
           404: errorResponse('No second factor is enrolled.'),
